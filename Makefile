@@ -1,0 +1,71 @@
+# trainguard — see README.md. Every tool the tests need is installed by a
+# target here into bin/, so a fresh clone needs nothing by hand.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+BIN        := $(CURDIR)/bin
+K8S_BIN    := $(BIN)/k8s
+GO         ?= go
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS    := -s -w -X github.com/trainguard/trainguard/version.Version=$(VERSION)
+HELM_VERSION ?= v3.19.0
+HELM       := $(BIN)/helm
+PYTHON     := /usr/bin/python3
+export KUBEBUILDER_ASSETS := $(K8S_BIN)
+
+.PHONY: build
+build: ## Build bin/trainguard and bin/trainguard-agent.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/trainguard ./cmd/trainguard
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/trainguard-agent ./cmd/trainguard-agent
+
+.PHONY: k8s-bins
+k8s-bins: ## Build kube-apiserver and etcd from Go modules into bin/k8s (cached).
+	bash hack/build-k8s.sh all
+
+.PHONY: tools
+tools: $(HELM) k8s-bins python-deps ## Install every tool the tests need.
+
+$(HELM):
+	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+.PHONY: python-deps
+python-deps: ## Debian's python3-torch for the checkpoint end-to-end tests.
+	bash hack/install-python-deps.sh
+
+.PHONY: test
+test: tools build ## Unit, golden, fuzz-seed, chart, Python and integration tests.
+	$(GO) test ./... -count=1
+	$(MAKE) test-python
+
+.PHONY: test-python
+test-python:
+	cd sdk/python && $(PYTHON) -m unittest discover -s tests -v
+
+.PHONY: golden
+golden: ## Regenerate golden files (testdata/*.out.yaml).
+	$(GO) test ./webhook/... ./mutators/... -run Golden -update
+
+.PHONY: bench
+bench: ## Handler benchmarks (figures in README).
+	$(GO) test ./webhook/ -run '^$$' -bench . -benchmem
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for 60s.
+	bash hack/fuzz.sh 60s
+
+.PHONY: lint
+lint: ## go vet + gofmt check.
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: run
+run: build ## Run the webhook locally with dev certs in ./tmp/certs (outside a cluster it only serves TLS).
+	$(BIN)/trainguard serve --dev-certs --cert-dir $(CURDIR)/tmp/certs --config examples/config.yaml --local
+
+.PHONY: demo
+demo: build k8s-bins ## Local control plane with trainguard wired in, running the sample jobs.
+	bash hack/demo.sh
+
+.PHONY: help
+help:
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'

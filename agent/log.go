@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// eventLog writes every outcome to stderr (kubelet shows it in events when
+// the hook fails) and appends it to a log file on the checkpoint volume,
+// which survives the pod so that whoever investigates a lost checkpoint can
+// read what happened.
+type eventLog struct {
+	stderr  io.Writer
+	file    string
+	prefix  string
+	fileErr error // first failure to append; reported once, then the file is skipped
+}
+
+func newEventLog(stderr io.Writer, dir, name, prefix string) *eventLog {
+	return &eventLog{stderr: stderr, file: filepath.Join(dir, name), prefix: prefix}
+}
+
+func (l *eventLog) printf(format string, a ...any) {
+	line := time.Now().Format("2006-01-02 15:04:05.000") + " " + l.prefix + fmt.Sprintf(format, a...) + "\n"
+	io.WriteString(l.stderr, line)
+	if l.fileErr != nil {
+		return
+	}
+	if err := appendLine(l.file, line); err != nil {
+		l.fileErr = err
+		fmt.Fprintf(l.stderr, "trainguard-agent: cannot append to %s (logging to stderr only): %v\n", l.file, err)
+	}
+}
+
+// appendLine opens the file per line so that concurrent agents (one per pod
+// on a shared volume) interleave whole lines rather than clobbering each other.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,20 @@
+package agent
+
+import (
+	"io"
+	"os"
+)
+
+// runPoststart records the container start next to preStop.log, so that one
+// look at the checkpoint volume shows each pod's lifetime.
+func runPoststart(args []string, env Env, stderr io.Writer) int {
+	if len(args) != 0 {
+		io.WriteString(stderr, "usage: trainguard-agent poststart\n")
+		return ExitUsage
+	}
+	dir := firstNonEmpty(env("TRAINGUARD_CHECKPOINT_DIR"), env("MIGRATION_CKPT_PATH"), defaultCheckpointDir)
+	pod := firstNonEmpty(env("TRAINGUARD_POD_NAME"), env("HOSTNAME"), hostname())
+	log := newEventLog(stderr, dir, "postStart.log", "trainguard-agent poststart pod="+pod+": ")
+	log.printf("start: pid %d", os.Getpid())
+	return ExitOK
+}

@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// File names inside a pod's signal dir. The Python SDK uses the same names
+// (sdk/python/trainguard/_protocol.py); docs/checkpoint-protocol.md is the spec.
+const (
+	requestFile   = "request.json"
+	ackFile       = "ack.json"
+	heartbeatFile = "heartbeat.json"
+)
+
+// Request is written by the agent. Times are Unix seconds (float) so that
+// Python's time.time() reads them without parsing.
+type Request struct {
+	Generation  int64   `json:"generation"`
+	Pod         string  `json:"pod"`
+	RequestedAt float64 `json:"requested_at"`
+	// Deadline tells the trainer when the agent stops waiting: a request found
+	// after its deadline (e.g. by a restarted trainer) is stale and ignored.
+	Deadline float64 `json:"deadline"`
+	AgentPID int     `json:"agent_pid"`
+}
+
+// Ack is written by the trainer's rank 0 once the checkpoint is durable.
+type Ack struct {
+	Generation int64   `json:"generation"`
+	Status     string  `json:"status"` // "ok" or "error"
+	Step       int64   `json:"step"`
+	Checkpoint string  `json:"checkpoint"`
+	Error      string  `json:"error,omitempty"`
+	AckedAt    float64 `json:"acked_at"`
+}
+
+// Heartbeat is rewritten by the trainer every ~0.5 s while it listens.
+type Heartbeat struct {
+	PID        int     `json:"pid"`
+	Time       float64 `json:"time"`
+	State      string  `json:"state"` // training, saving, holding
+	Step       int64   `json:"step"`
+	Generation int64   `json:"generation"` // last generation the trainer handled
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+func fromUnixSeconds(s float64) time.Time {
+	sec, frac := math.Modf(s)
+	return time.Unix(int64(sec), int64(frac*1e9))
+}
+
+// age is how old the heartbeat is at now; clock skew into the future counts as fresh.
+func (h Heartbeat) age(now time.Time) time.Duration {
+	a := now.Sub(fromUnixSeconds(h.Time))
+	if a < 0 {
+		return 0
+	}
+	return a
+}
+
+// readJSON reads one protocol file. A missing file is reported as
+// os.ErrNotExist so callers can tell "not yet" from "corrupt".
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("parse %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeJSONAtomic(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return writeAtomic(path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+}
+
+// nextGeneration is one more than any generation visible in the signal dir,
+// so a request is never confused with an earlier one, and an old ack (whose
+// generation is at most the old request's) can never match the new request.
+// Corrupt files count as generation 0: the others still bound it from below.
+func nextGeneration(signalDir string) int64 {
+	var maxGen int64
+	var req Request
+	if readJSON(filepath.Join(signalDir, requestFile), &req) == nil {
+		maxGen = max(maxGen, req.Generation)
+	}
+	var ack Ack
+	if readJSON(filepath.Join(signalDir, ackFile), &ack) == nil {
+		maxGen = max(maxGen, ack.Generation)
+	}
+	var hb Heartbeat
+	if readJSON(filepath.Join(signalDir, heartbeatFile), &hb) == nil {
+		maxGen = max(maxGen, hb.Generation)
+	}
+	return maxGen + 1
+}
+
+// pidAlive reports whether a process with this pid exists in our PID
+// namespace. The agent runs in the training container (preStop exec), so the
+// trainer's pid from the heartbeat is meaningful here. EPERM means it exists.
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return !isZombie(pid)
+}
+
+// isZombie catches a trainer that was killed but not yet reaped (a container
+// whose PID 1 does not reap, or a test harness): kill(pid, 0) still succeeds.
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may contain spaces.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}

@@ -1,0 +1,66 @@
+// Package v1 is a partial copy of kubeflow.org/v1 PyTorchJob: only the fields
+// trainguard mutates or validates.
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion of kubeflow's training operator.
+var GroupVersion = schema.GroupVersion{Group: "kubeflow.org", Version: "v1"}
+
+// Kind of the job.
+const Kind = "PyTorchJob"
+
+// Replica types kubeflow accepts in pytorchReplicaSpecs.
+const (
+	ReplicaMaster = "Master"
+	ReplicaWorker = "Worker"
+)
+
+// PyTorchJob is a kubeflow.org/v1 PyTorchJob.
+type PyTorchJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              PyTorchJobSpec `json:"spec,omitempty"`
+}
+
+// PyTorchJobSpec holds the replica templates and the elastic policy.
+type PyTorchJobSpec struct {
+	ElasticPolicy       *ElasticPolicy          `json:"elasticPolicy,omitempty"`
+	PyTorchReplicaSpecs map[string]*ReplicaSpec `json:"pytorchReplicaSpecs,omitempty"`
+	NprocPerNode        *string                 `json:"nprocPerNode,omitempty"`
+}
+
+// ReplicaSpec is one replica type's count, pod template and restart policy.
+type ReplicaSpec struct {
+	Replicas      *int32                 `json:"replicas,omitempty"`
+	Template      corev1.PodTemplateSpec `json:"template,omitempty"`
+	RestartPolicy string                 `json:"restartPolicy,omitempty"`
+}
+
+// ElasticPolicy configures torchrun's elastic rendezvous.
+type ElasticPolicy struct {
+	MinReplicas  *int32      `json:"minReplicas,omitempty"`
+	MaxReplicas  *int32      `json:"maxReplicas,omitempty"`
+	RDZVBackend  *string     `json:"rdzvBackend,omitempty"`
+	RDZVPort     *int32      `json:"rdzvPort,omitempty"`
+	RDZVHost     *string     `json:"rdzvHost,omitempty"`
+	RDZVID       *string     `json:"rdzvId,omitempty"`
+	RDZVConf     []RDZVConf  `json:"rdzvConf,omitempty"`
+	Standalone   *bool       `json:"standalone,omitempty"`
+	NProcPerNode *int32      `json:"nProcPerNode,omitempty"`
+	MaxRestarts  *int32      `json:"maxRestarts,omitempty"`
+	Metrics      []MetricRaw `json:"metrics,omitempty"`
+}
+
+// RDZVConf is one rendezvous key/value.
+type RDZVConf struct {
+	Key   string `json:"key,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// MetricRaw keeps an autoscaling metric opaque: trainguard only counts them.
+type MetricRaw map[string]interface{}

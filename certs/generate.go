@@ -1,0 +1,212 @@
+// Package certs creates and stores the webhook's serving certificates: a
+// self-signed CA plus a serving certificate, for laptops (--dev-certs) and
+// for clusters without cert-manager (self-managed mode).
+package certs
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// File names inside a cert dir. They follow the kubernetes.io/tls Secret
+// keys, so a cert-manager Secret mounted whole works unchanged.
+const (
+	CertFile = "tls.crt"
+	KeyFile  = "tls.key"
+	CAFile   = "ca.crt"
+)
+
+// Bundle is a CA and a serving certificate signed by it, PEM encoded.
+type Bundle struct {
+	CACert     []byte
+	CAKey      []byte
+	ServerCert []byte
+	ServerKey  []byte
+	// NotAfter is the serving certificate's expiry.
+	NotAfter time.Time
+}
+
+// Options for Generate.
+type Options struct {
+	// DNSNames and IPs of the serving certificate.
+	DNSNames []string
+	IPs      []net.IP
+	// Validity of both certificates; the CA lives twice as long.
+	Validity time.Duration
+	// Now is injectable so rotation can be tested without waiting.
+	Now time.Time
+}
+
+// Generate creates a fresh CA and a serving certificate for opts.
+func Generate(opts Options) (*Bundle, error) {
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	if opts.Validity <= 0 {
+		opts.Validity = 365 * 24 * time.Hour
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating CA key: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "trainguard-ca"},
+		NotBefore:             opts.Now.Add(-time.Hour),
+		NotAfter:              opts.Now.Add(2 * opts.Validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing CA certificate: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("parsing CA certificate: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating serving key: %w", err)
+	}
+	cn := "trainguard"
+	if len(opts.DNSNames) > 0 {
+		cn = opts.DNSNames[0]
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn},
+		DNSNames:     opts.DNSNames,
+		IPAddresses:  opts.IPs,
+		NotBefore:    opts.Now.Add(-time.Hour),
+		NotAfter:     opts.Now.Add(opts.Validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing serving certificate: %w", err)
+	}
+	caKeyPEM, err := encodeKey(caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Bundle{
+		CACert:     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		CAKey:      caKeyPEM,
+		ServerCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		ServerKey:  keyPEM,
+		NotAfter:   tmpl.NotAfter,
+	}, nil
+}
+
+// EnsureDevCerts writes a fresh bundle into dir unless a serving pair is
+// already there. It returns the CA PEM (for a webhook caBundle).
+func EnsureDevCerts(dir string, opts Options) ([]byte, error) {
+	if _, err := os.Stat(filepath.Join(dir, CertFile)); err == nil {
+		ca, err := os.ReadFile(filepath.Join(dir, CAFile))
+		if err != nil {
+			return nil, fmt.Errorf("serving certificate exists in %s but its CA cannot be read: %w", dir, err)
+		}
+		return ca, nil
+	}
+	b, err := Generate(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.WriteDir(dir); err != nil {
+		return nil, err
+	}
+	return b.CACert, nil
+}
+
+// WriteDir writes the serving pair and the CA into dir. Each file is
+// written to a temp name and renamed, so a watcher never reads half a file;
+// the key comes before the certificate, which is what watchers react to.
+func (b *Bundle) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating cert dir: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{{CAFile, b.CACert, 0o644}, {KeyFile, b.ServerKey, 0o600}, {CertFile, b.ServerCert, 0o644}} {
+		if err := writeAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NotAfter parses a PEM certificate's expiry.
+func NotAfter(certPEM []byte) (time.Time, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return time.Time{}, fmt.Errorf("no PEM certificate found")
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parsing certificate: %w", err)
+	}
+	return c.NotAfter, nil
+}
+
+// SameCA reports whether two PEM bundles are byte-identical after trimming.
+func SameCA(a, b []byte) bool { return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b)) }
+
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func encodeKey(k *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return nil, fmt.Errorf("encoding private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
+	if err != nil {
+		// crypto/rand never fails on supported platforms; a fixed serial still yields a valid cert.
+		return big.NewInt(time.Now().UnixNano())
+	}
+	return n
+}

@@ -1,0 +1,159 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "trainguard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name: the prefix of every resource, the Service name (so it must stay a
+DNS label) and the name of both webhook configurations.
+*/}}
+{{- define "trainguard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "trainguard.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "trainguard.labels" -}}
+helm.sh/chart: {{ include "trainguard.chart" . }}
+{{ include "trainguard.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "trainguard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "trainguard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "trainguard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "trainguard.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image reference; a digest pins it and wins over the tag. */}}
+{{- define "trainguard.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Secret holding tls.crt, tls.key and ca.crt, in both certificate modes. */}}
+{{- define "trainguard.certSecretName" -}}
+{{- printf "%s-tls" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The Certificate whose CA cert-manager injects into the webhook configurations. */}}
+{{- define "trainguard.servingCertName" -}}
+{{- printf "%s-serving-cert" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "trainguard.caCertName" -}}
+{{- printf "%s-ca" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "trainguard.selfSignedIssuerName" -}}
+{{- printf "%s-selfsigned" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "trainguard.caIssuerName" -}}
+{{- printf "%s-ca" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Namespaces never sent to trainguard: kube-system (the control plane must never
+depend on trainguard), the release namespace (trainguard must never need
+itself to start), then the user's list. A YAML list.
+*/}}
+{{- define "trainguard.excludedNamespaces" -}}
+{{- $ns := list "kube-system" .Release.Namespace }}
+{{- range .Values.excludedNamespaces }}
+{{- $ns = append $ns . }}
+{{- end }}
+{{- toYaml (uniq $ns) }}
+{{- end }}
+
+{{/* The namespace-name half of every namespaceSelector. */}}
+{{- define "trainguard.excludeExpression" -}}
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values:
+    {{- include "trainguard.excludedNamespaces" . | nindent 4 }}
+{{- end }}
+
+{{/*
+namespaceSelector of the job and pod webhooks. Opt-in mode matches only
+namespaces whose opt-in annotation trainguard mirrored into the label, so a
+namespace that never opted in is never sent to trainguard and never blocked
+while it is down. Cluster-wide mode matches all but the opted-out ones.
+*/}}
+{{- define "trainguard.workloadNamespaceSelector" -}}
+matchExpressions:
+  {{- if .Values.clusterWide }}
+  - key: trainguard.io/inject
+    operator: NotIn
+    values: [disabled]
+  {{- else }}
+  - key: trainguard.io/inject
+    operator: In
+    values: [enabled]
+  {{- end }}
+  {{- include "trainguard.excludeExpression" . | nindent 2 }}
+{{- end }}
+
+{{/*
+failurePolicy of the job and pod webhooks: fail closed where users opted in
+(their jobs must not start without the checkpoint hook), fail open when every
+namespace is matched.
+*/}}
+{{- define "trainguard.workloadFailurePolicy" -}}
+{{- if .Values.clusterWide }}
+{{- .Values.webhook.clusterWideFailurePolicy }}
+{{- else }}
+{{- .Values.webhook.failurePolicy }}
+{{- end }}
+{{- end }}
+
+{{/* Fields shared by every webhook entry. */}}
+{{- define "trainguard.webhookCommon" -}}
+admissionReviewVersions: [v1]
+matchPolicy: Equivalent
+sideEffects: None
+timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
+{{- end }}
+
+{{/* clientConfig of a webhook entry; the argument is (list $ "/path"). */}}
+{{- define "trainguard.clientConfig" -}}
+{{- $root := index . 0 -}}
+clientConfig:
+  service:
+    name: {{ include "trainguard.fullname" $root }}
+    namespace: {{ $root.Release.Namespace }}
+    path: {{ index . 1 }}
+    port: 443
+{{- end }}
+
+{{/* Annotations of both webhook configurations. */}}
+{{- define "trainguard.webhookAnnotations" -}}
+{{- if .Values.certManager.enabled -}}
+annotations:
+  # cert-manager's cainjector copies the serving Certificate's ca.crt into
+  # every entry's caBundle. Without cert-manager, trainguard injects it itself.
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "trainguard.servingCertName" .) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,104 @@
+"""A small real training job using the trainguard SDK: an MLP on synthetic
+regression data, CPU only, deterministic (the batch of step s depends only on
+the seed and s), so an interrupted and resumed run ends bit-identical to an
+uninterrupted one. Runs alone or under torchrun (DDP over gloo).
+
+    PYTHONPATH=sdk/python /usr/bin/python3 examples/trainer/train.py --steps 200
+    /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 examples/trainer/train.py
+"""
+
+import argparse
+import logging
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from trainguard import migrator
+
+
+def parse_args():
+    env = os.environ.get
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=int(env("TRAIN_STEPS", "200")))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--step-delay", type=float, default=float(env("TRAIN_STEP_DELAY", "0")),
+                   help="seconds to sleep per step, so tests can stop it mid-run")
+    p.add_argument("--save-every", type=int, default=0, help="periodic checkpoint every N steps (0: off)")
+    p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
+    p.add_argument("--dump-state", default="", help="after resume, torch.save the state to PATH.rank<R>")
+    p.add_argument("--dump-final", default="", help="at the end, torch.save the state to PATH.rank<R>")
+    return p.parse_args()
+
+
+def batch_for(step, args, in_dim=16):
+    """The batch of a step depends only on (seed, step): resuming replays the data exactly."""
+    g = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
+    x = torch.randn(args.batch, in_dim, generator=g)
+    y = x.sum(dim=1, keepdim=True).sin() + 0.1 * torch.randn(args.batch, 1, generator=g)
+    return x, y
+
+
+def dump(path, model, optimizer, metrics, step, rank):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "metrics": dict(metrics), "step": step}, "%s.rank%d" % (path, rank))
+
+
+def main():
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    args = parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        dist.init_process_group("gloo")
+    torch.manual_seed(args.seed)
+    model = nn.Sequential(nn.Linear(16, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    metrics = {"step": 0, "loss": None}
+
+    migrator.register("model", model)
+    migrator.register("optimizer", optimizer)
+    migrator.register("metrics", metrics)
+    if args.state_mb > 0:
+        migrator.register("extra", {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))})
+    migrator.listening()
+    start = 0
+    if migrator.resume:
+        meta = migrator.load_ckpt()
+        start = meta["step"]
+        print("rank %d: resumed from %s at step %d, metrics %s" % (rank, meta["checkpoint"], start, metrics),
+              flush=True)
+        if args.dump_state:
+            dump(args.dump_state, model, optimizer, metrics, start, rank)
+
+    # DDP after the resume: its constructor broadcasts rank 0's (restored) parameters.
+    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    loss_fn = nn.MSELoss()
+    for step in range(start, args.steps):
+        with migrator.step():
+            x, y = batch_for(step, args)
+            x, y = x.chunk(world)[rank], y.chunk(world)[rank]
+            optimizer.zero_grad()
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            optimizer.step()
+            metrics["step"], metrics["loss"] = step + 1, loss.item()
+            print("rank %d: completed step %d loss %.6f" % (rank, step + 1, metrics["loss"]), flush=True)
+        if args.save_every and (step + 1) % args.save_every == 0:
+            migrator.save_ckpt()
+        if args.step_delay:
+            time.sleep(args.step_delay)
+    if args.dump_final:
+        dump(args.dump_final, model, optimizer, metrics, args.steps, rank)
+    print("rank %d: done at step %d" % (rank, args.steps), flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

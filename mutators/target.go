@@ -1,0 +1,77 @@
+// Package mutators holds trainguard's injections. Each works on one pod
+// template or pod (a Target), is switchable on its own, and is idempotent:
+// applying it to its own output changes nothing, because the API server may
+// reinvoke the webhook.
+package mutators
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+// Target is one pod template or pod being mutated, with the policy that
+// applies to it and the warnings the mutation produced.
+type Target struct {
+	Meta   *metav1.ObjectMeta
+	Spec   *corev1.PodSpec
+	Policy *policy.Policy
+	// Where names the target in warnings, e.g. "spec.pytorchReplicaSpecs[Worker].template".
+	Where    string
+	warnings []string
+}
+
+// Warnf records an admission warning. Every conflict that makes a mutator
+// skip must say so: the user should never wonder why something is missing.
+func (t *Target) Warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if t.Where != "" {
+		msg = t.Where + ": " + msg
+	}
+	t.warnings = append(t.warnings, msg)
+}
+
+// Warnings returns what the mutation had to say.
+func (t *Target) Warnings() []string { return t.warnings }
+
+// TrainingContainer returns the container trainguard injects into: the first
+// whose name is in the policy's list, in list order, else the first one.
+func (t *Target) TrainingContainer() *corev1.Container {
+	if len(t.Spec.Containers) == 0 {
+		return nil
+	}
+	for _, name := range t.Policy.TrainingContainers {
+		for i := range t.Spec.Containers {
+			if t.Spec.Containers[i].Name == name {
+				return &t.Spec.Containers[i]
+			}
+		}
+	}
+	return &t.Spec.Containers[0]
+}
+
+// HasNamedTrainingContainer reports whether a container carries one of the
+// training container names; for pods without a job behind them that is what
+// marks them as training pods.
+func HasNamedTrainingContainer(spec *corev1.PodSpec, names []string) bool {
+	for _, c := range spec.Containers {
+		for _, n := range names {
+			if c.Name == n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func setIfAbsent(m *map[string]string, key, value string) {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	if _, ok := (*m)[key]; !ok {
+		(*m)[key] = value
+	}
+}

@@ -1,0 +1,30 @@
+package mutators
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+// TaskD opens MindCluster's TaskD port on the training container.
+func TaskD(t *Target) bool {
+	c := t.TrainingContainer()
+	if !t.Policy.TaskD || c == nil {
+		return false
+	}
+	port := t.Policy.TaskDPort
+	for _, p := range c.Ports {
+		switch {
+		case p.Name == policy.TaskDPortName && p.ContainerPort == port:
+			return true
+		case p.Name == policy.TaskDPortName:
+			t.Warnf("container %q uses port name %q for port %d; TaskD port %d not injected (rename that port)", c.Name, p.Name, p.ContainerPort, port)
+			return false
+		case p.ContainerPort == port:
+			t.Warnf("container %q already uses port %d (named %q); TaskD port not injected (move that port or set trainguard.io/taskd: disabled)", c.Name, port, p.Name)
+			return false
+		}
+	}
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: policy.TaskDPortName, ContainerPort: port, Protocol: corev1.ProtocolTCP})
+	return true
+}

@@ -1,0 +1,42 @@
+// Package optin decides which namespaces and objects trainguard touches, and
+// mirrors a namespace's opt-in annotation into a label, because webhook
+// namespaceSelectors can only see labels.
+package optin
+
+import (
+	"github.com/trainguard/trainguard/policy"
+)
+
+// NamespaceEnabled reports whether objects in a namespace with these
+// annotations are injected: opted in, or cluster-wide mode and not opted out.
+func NamespaceEnabled(cfg *policy.Config, nsAnnotations map[string]string) bool {
+	switch nsAnnotations[policy.AnnotationInject] {
+	case policy.InjectEnabled:
+		return true
+	case policy.InjectDisabled:
+		return false
+	}
+	return cfg.ClusterWide
+}
+
+// ObjectDisabled reports whether an object opted out.
+func ObjectDisabled(annotations map[string]string) bool {
+	return annotations[policy.AnnotationInject] == policy.InjectDisabled
+}
+
+// ObjectEnabled reports whether an object explicitly asked for injection.
+func ObjectEnabled(annotations map[string]string) bool {
+	return annotations[policy.AnnotationInject] == policy.InjectEnabled
+}
+
+// DesiredLabel returns the value the trainguard.io/inject label must have on
+// a namespace with these annotations; ok is false when the label must be absent.
+// Only the two valid values are mirrored: a bad value is the validating
+// webhook's to refuse, not ours to spread.
+func DesiredLabel(annotations map[string]string) (value string, ok bool) {
+	switch v := annotations[policy.AnnotationInject]; v {
+	case policy.InjectEnabled, policy.InjectDisabled:
+		return v, true
+	}
+	return "", false
+}

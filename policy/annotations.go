@@ -1,0 +1,177 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Recover strategies in MindCluster's vocabulary.
+var recoverStrategies = []string{"retry", "recover", "recover-in-place", "elastic-training", "dump", "exit"}
+
+// Fault-scheduling modes in MindCluster's vocabulary.
+var faultSchedulingModes = []string{"grace", "force", "off"}
+
+// Limits for annotation values; a user may tighten but never exceed them.
+const (
+	MaxPreStopTimeout = time.Hour
+	MaxGPULimit       = 64
+	MaxMaxReschedules = 1000
+)
+
+// Paths a checkpoint may not be mounted under: mounting there would shadow
+// kernel interfaces or the service-account token.
+var forbiddenCheckpointRoots = []string{"/proc", "/sys", "/dev", "/var/run/secrets"}
+
+// ParseRecoverStrategy checks a comma-separated subset of the MindCluster strategies.
+func ParseRecoverStrategy(v string) (string, error) {
+	seen := map[string]bool{}
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "":
+			return "", fmt.Errorf("empty entry in comma-separated list; use a subset of %s", strings.Join(recoverStrategies, ", "))
+		case !contains(recoverStrategies, s):
+			return "", fmt.Errorf("unknown strategy %q; use a comma-separated subset of %s", s, strings.Join(recoverStrategies, ", "))
+		case seen[s]:
+			return "", fmt.Errorf("strategy %q is listed twice", s)
+		}
+		seen[s] = true
+	}
+	return v, nil
+}
+
+// HasStrategy reports whether a (valid) recover-strategy list contains s.
+func HasStrategy(list, s string) bool {
+	for _, v := range strings.Split(list, ",") {
+		if strings.TrimSpace(v) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseFaultScheduling checks one of grace, force, off.
+func ParseFaultScheduling(v string) (string, error) {
+	if !contains(faultSchedulingModes, v) {
+		return "", fmt.Errorf("must be one of %s", strings.Join(faultSchedulingModes, ", "))
+	}
+	return v, nil
+}
+
+// ParseCheckpointClaim checks a PVC name.
+func ParseCheckpointClaim(v string) (string, error) {
+	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+		return "", fmt.Errorf("must be the name of a PersistentVolumeClaim in this namespace: %s", strings.Join(errs, "; "))
+	}
+	return v, nil
+}
+
+// ParseCheckpointPath checks an absolute, clean mount path outside system directories.
+func ParseCheckpointPath(v string) (string, error) {
+	switch {
+	case !path.IsAbs(v):
+		return "", fmt.Errorf("must be an absolute path, e.g. /checkpoint")
+	case path.Clean(v) != v:
+		return "", fmt.Errorf("must be a clean path; use %q", path.Clean(v))
+	case v == "/":
+		return "", fmt.Errorf("must not be the root directory; use e.g. /checkpoint")
+	}
+	for _, root := range forbiddenCheckpointRoots {
+		if v == root || strings.HasPrefix(v, root+"/") {
+			return "", fmt.Errorf("must not be under %s; use e.g. /checkpoint", root)
+		}
+	}
+	return v, nil
+}
+
+// ParsePreStopTimeout checks a positive Go duration of at most one hour.
+func ParsePreStopTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("must be a Go duration such as 90s or 5m")
+	}
+	if d <= 0 || d > MaxPreStopTimeout {
+		return 0, fmt.Errorf("must be positive and at most %s", MaxPreStopTimeout)
+	}
+	return d, nil
+}
+
+// ParseGPULimit checks an integer accelerator count in 0–64; 0 turns the default off.
+func ParseGPULimit(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > MaxGPULimit {
+		return 0, fmt.Errorf("must be an integer between 0 and %d", MaxGPULimit)
+	}
+	return n, nil
+}
+
+// ParseTaskD checks enabled or disabled.
+func ParseTaskD(v string) (bool, error) {
+	switch v {
+	case InjectEnabled:
+		return true, nil
+	case InjectDisabled:
+		return false, nil
+	}
+	return false, fmt.Errorf("must be %q or %q", InjectEnabled, InjectDisabled)
+}
+
+// ParseMaxReschedules checks a non-negative integer.
+func ParseMaxReschedules(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > MaxMaxReschedules {
+		return 0, fmt.Errorf("must be an integer between 0 and %d", MaxMaxReschedules)
+	}
+	return n, nil
+}
+
+// annotationRules maps each checked annotation to its parser, reduced to an error.
+var annotationRules = map[string]func(string) error{
+	AnnotationInject: func(v string) error {
+		_, err := ParseTaskD(v)
+		return err
+	},
+	AnnotationCheckpointClaim:            func(v string) error { _, err := ParseCheckpointClaim(v); return err },
+	AnnotationCheckpointPath:             func(v string) error { _, err := ParseCheckpointPath(v); return err },
+	AnnotationRecoverStrategy:            func(v string) error { _, err := ParseRecoverStrategy(v); return err },
+	AnnotationMindClusterRecoverStrategy: func(v string) error { _, err := ParseRecoverStrategy(v); return err },
+	AnnotationFaultScheduling:            func(v string) error { _, err := ParseFaultScheduling(v); return err },
+	AnnotationGPULimit:                   func(v string) error { _, err := ParseGPULimit(v); return err },
+	AnnotationTaskD:                      func(v string) error { _, err := ParseTaskD(v); return err },
+	AnnotationPreStopTimeout:             func(v string) error { _, err := ParsePreStopTimeout(v); return err },
+	AnnotationMaxReschedules:             func(v string) error { _, err := ParseMaxReschedules(v); return err },
+}
+
+// ValidateAnnotations checks every trainguard and MindCluster annotation in
+// ann. fldPath is the path of the annotations map (e.g. metadata.annotations).
+func ValidateAnnotations(ann map[string]string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, key := range sortedKeys(ann) {
+		rule, ok := annotationRules[key]
+		if !ok {
+			continue
+		}
+		if err := rule(ann[key]); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Key(key), ann[key], err.Error()))
+		}
+	}
+	return errs
+}
+
+// ValidateFaultSchedulingLabel checks MindCluster's fault-scheduling label.
+func ValidateFaultSchedulingLabel(labels map[string]string, fldPath *field.Path) field.ErrorList {
+	v, ok := labels[LabelMindClusterFaultScheduling]
+	if !ok {
+		return nil
+	}
+	if _, err := ParseFaultScheduling(v); err != nil {
+		return field.ErrorList{field.Invalid(fldPath.Key(LabelMindClusterFaultScheduling), v, err.Error())}
+	}
+	return nil
+}

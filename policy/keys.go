@@ -1,0 +1,73 @@
+// Package policy holds trainguard's configuration file format, the
+// trainguard.io/ annotation contract, and the resolution of the effective
+// policy for one object: config file < namespace annotations < object
+// annotations.
+package policy
+
+// Annotation and label keys. These are fixed contracts (DESIGN.md): tests and
+// users outside the project depend on them.
+const (
+	// Prefix is shared by every trainguard annotation.
+	Prefix = "trainguard.io/"
+
+	// AnnotationInject opts a Namespace in ("enabled") or an object out ("disabled").
+	AnnotationInject = Prefix + "inject"
+	// AnnotationInjected is the marker listing the injections applied.
+	AnnotationInjected = Prefix + "injected"
+
+	AnnotationCheckpointClaim = Prefix + "checkpoint-claim"
+	AnnotationCheckpointPath  = Prefix + "checkpoint-path"
+	AnnotationRecoverStrategy = Prefix + "recover-strategy"
+	AnnotationFaultScheduling = Prefix + "fault-scheduling"
+	AnnotationGPULimit        = Prefix + "gpu-limit"
+	AnnotationTaskD           = Prefix + "taskd"
+	AnnotationPreStopTimeout  = Prefix + "prestop-timeout"
+	AnnotationMaxReschedules  = Prefix + "max-reschedules"
+
+	// LabelManaged marks pods (and pod templates) trainguard injected, so the
+	// rescheduler can watch only those.
+	LabelManaged = Prefix + "managed"
+	// LabelInjectEnabled mirrors a Namespace's opt-in annotation as a label,
+	// because a webhook namespaceSelector can only see labels.
+	LabelInjectEnabled = Prefix + "inject"
+
+	// MindCluster's own vocabulary, set on jobs and pods when absent.
+	AnnotationMindClusterRecoverStrategy = "recover-strategy"
+	LabelMindClusterFaultScheduling      = "fault-scheduling"
+
+	InjectEnabled  = "enabled"
+	InjectDisabled = "disabled"
+)
+
+// Names of the individual injections, as listed in AnnotationInjected and in
+// the config file's `mutators` switch.
+const (
+	InjectionPreStop         = "prestop"
+	InjectionTaskD           = "taskd"
+	InjectionCheckpoint      = "checkpoint-volume"
+	InjectionRecoverStrategy = "recover-strategy"
+	InjectionGPU             = "gpu"
+	InjectionAvoidNodes      = "avoid-nodes"
+)
+
+// Injections lists every injection name, in the order they are applied.
+var Injections = []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionAvoidNodes}
+
+// Names trainguard gives to what it adds to a pod. Fixed so the agent, the
+// SDK and the tests agree.
+const (
+	AgentVolumeName        = "trainguard-agent"
+	AgentInitContainerName = "trainguard-agent-install"
+	AgentBinaryName        = "trainguard-agent"
+	CheckpointVolumeName   = "trainguard-checkpoint"
+	TaskDPortName          = "taskd-port"
+
+	// Env the trainer (Python SDK) and the agent read.
+	EnvCheckpointDir  = "TRAINGUARD_CHECKPOINT_DIR"
+	EnvSignalDir      = "TRAINGUARD_SIGNAL_DIR"
+	EnvPodName        = "TRAINGUARD_POD_NAME"
+	EnvPreStopTimeout = "TRAINGUARD_PRESTOP_TIMEOUT"
+	// pytorchjob-migration compatibility.
+	EnvMigrationCkptPath   = "MIGRATION_CKPT_PATH"
+	EnvMigrationSignalPath = "MIGRATION_SIGNAL_PATH"
+)

@@ -1,0 +1,46 @@
+package rescheduler
+
+import "github.com/trainguard/trainguard/policy"
+
+// Keys the rescheduler reads and writes. They belong to the trainguard.io/
+// contract; the lead may move them into policy/keys.go.
+const (
+	// LabelBadNodes marks the ConfigMaps holding bad-node records. The manager's
+	// cache watches only ConfigMaps with this label set to "true".
+	LabelBadNodes = policy.Prefix + "bad-nodes"
+	// AnnotationDecision on a pod remembers the last no-action decision
+	// (PermanentFailure, RestartInPlace, ...), so the same Event is not emitted
+	// again each time the pod is reconciled.
+	AnnotationDecision = policy.Prefix + "rescheduler-decision"
+	// AnnotationReschedulesExhausted is set on the job (or the bare pod) when
+	// its reschedule cap is reached; the value is the number of reschedules.
+	AnnotationReschedulesExhausted = policy.Prefix + "reschedules-exhausted"
+
+	// Labels the training operators put on their pods.
+	labelKubeflowJobName = "training.kubeflow.org/job-name"
+	labelJobName         = "job-name"
+	labelGroupName       = "group-name"
+)
+
+// Event reasons. They are stable: users alert on them. A "cause" reason says
+// what the rescheduler detected; a "decision" reason says what it did.
+const (
+	// Causes.
+	ReasonNodeLost         = "NodeLost"
+	ReasonNodeDrained      = "NodeDrained"
+	ReasonRetryableExit    = "RetryableExit"
+	ReasonPermanentFailure = "PermanentFailure"
+
+	// Decisions.
+	ReasonGracefulDelete       = "GracefulDelete"
+	ReasonForceDelete          = "ForceDelete"
+	ReasonRestartInPlace       = "RestartInPlace"
+	ReasonFaultSchedulingOff   = "FaultSchedulingOff"
+	ReasonRescheduleCapReached = "RescheduleCapReached"
+	ReasonBackoffPending       = "BackoffPending"
+	ReasonBarePodRecreated     = "BarePodRecreated"
+	ReasonRecreateFailed       = "BarePodRecreateFailed"
+)
+
+// ControllerName names the controller, its Event reporter and its logger.
+const ControllerName = "trainguard-rescheduler"

@@ -1,0 +1,13 @@
+"""trainguard trainer SDK: checkpoint when the pod is told to stop, resume after.
+
+``from trainguard import migrator`` gives the process-wide singleton, keeping the
+pytorchjob-migration API (register, listening, resume, load_ckpt). Importing
+this package never imports torch.
+"""
+
+from ._migrator import Migrator
+
+migrator = Migrator()
+
+__all__ = ["Migrator", "migrator"]
+__version__ = "0.1.0"

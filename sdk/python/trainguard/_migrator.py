@@ -1,0 +1,307 @@
+"""The Migrator: registration, the listener thread, safe-point saves, resume."""
+
+import contextlib
+import glob
+import logging
+import os
+import threading
+import time
+
+from . import _protocol as proto
+from . import _storage as storage
+
+log = logging.getLogger("trainguard")
+
+_UNRESOLVED = object()
+
+
+class Migrator:
+    """Checkpoints registered objects when trainguard-agent asks (pod stopping)
+    or when save_ckpt() is called, and restores them on the next start."""
+
+    def __init__(self, env=None):
+        self._env = env  # None: os.environ, read when first needed
+        self._cfg = None
+        self._objects = {}
+        self._lock = threading.Lock()
+        self._pending = {}  # signal dir -> generation waiting for the next safe point
+        self._handled = {}  # signal dir -> last generation answered or dismissed
+        self._listener = None
+        self._stop = threading.Event()
+        self._step = 0
+        self._state = "training"
+        self._resolved = _UNRESOLVED  # (name, payload) or None, decided once
+        self._last_ckpt = None
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def config(self):
+        if self._cfg is None:
+            self._cfg = proto.Config.from_env(self._env)
+        return self._cfg
+
+    @property
+    def global_step(self):
+        """Optimizer steps completed (counted by step(), restored by load_ckpt())."""
+        return self._step
+
+    def register(self, name, obj):
+        """Register an object to checkpoint: anything with state_dict() and
+        load_state_dict(), or a dict or list (restored in place). Register
+        everything before load_ckpt()."""
+        if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")) \
+                and not isinstance(obj, (dict, list)):
+            raise TypeError("trainguard: cannot checkpoint %r (%s): need state_dict/load_state_dict, "
+                            "a dict or a list" % (name, type(obj).__name__))
+        self._objects[name] = obj
+
+    def listening(self):
+        """Start the background thread that heartbeats and watches for requests."""
+        if self._listener is not None:
+            return self
+        cfg = self.config
+        if not os.path.isdir(cfg.checkpoint_dir):
+            log.warning("trainguard: checkpoint dir %s does not exist; not listening for "
+                        "checkpoint requests", cfg.checkpoint_dir)
+            return self
+        if cfg.local_rank == 0:
+            os.makedirs(cfg.signal_dir, exist_ok=True)
+        self._write_heartbeat()
+        self._listener = threading.Thread(target=self._listen, name="trainguard-listener", daemon=True)
+        self._listener.start()
+        return self
+
+    def close(self):
+        """Stop listening (the thread is a daemon; this is for tests and clean exits)."""
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+            self._listener = None
+
+    @property
+    def resume(self):
+        """True when a valid checkpoint exists (all ranks agree)."""
+        return self._resolve() is not None
+
+    def load_ckpt(self):
+        """Restore every registered object from the chosen checkpoint. Returns
+        {'step', 'checkpoint', 'saved_at'}, or None (fresh start) when there is none."""
+        chosen = self._resolve()
+        if chosen is None:
+            log.warning("trainguard: no usable checkpoint in %s; starting fresh", self.config.checkpoint_dir)
+            return None
+        name, payload = chosen
+        if payload is None:  # loaded before: read it again
+            chosen = self._load_named(name)
+            if chosen is None:
+                return None
+            payload = chosen[1]
+        self._resolved = (name, None)  # drop the payload: it can be large
+        states = payload["states"]
+        for key, obj in self._objects.items():
+            if key not in states:
+                log.warning("trainguard: checkpoint %s has no %r; it keeps its initial value", name, key)
+                continue
+            _restore(obj, states[key])
+        for key in states:
+            if key not in self._objects:
+                log.warning("trainguard: checkpoint %s has %r, which nobody registered", name, key)
+        self._step = payload["step"]
+        log.info("trainguard: resumed from %s at step %d", name, self._step)
+        return {"step": payload["step"], "checkpoint": name, "saved_at": payload.get("saved_at")}
+
+    def save_ckpt(self):
+        """Save a checkpoint now (periodic saves). Rank 0 writes; other ranks
+        return None. Returns the checkpoint file name."""
+        if self.config.rank != 0:
+            return None
+        return self._save()
+
+    @contextlib.contextmanager
+    def step(self):
+        """Wrap one optimizer step: a requested checkpoint is taken right after
+        the block, never in the middle of a step."""
+        yield
+        self._step += 1
+        if self._pending:
+            self._answer_requests()
+
+    # ------------------------------------------------------------ internals
+
+    def _save(self):
+        cfg = self.config
+        payload = {
+            "format": storage.FORMAT_VERSION,
+            "step": self._step,
+            "saved_at": time.time(),
+            "world_size": cfg.world_size,
+            "states": {k: _capture(o) for k, o in self._objects.items()},
+        }
+        self._state = "saving"
+        try:
+            name = storage.write_checkpoint(cfg, payload)
+        finally:
+            self._state = "training"
+        self._last_ckpt = name
+        log.info("trainguard: saved %s at step %d", name, self._step)
+        return name
+
+    def _resolve(self):
+        """Choose the checkpoint once. With torch.distributed initialised, rank 0
+        chooses and broadcasts the name, so every rank loads the same file even
+        if rank 0 had to skip a corrupt one."""
+        if self._resolved is not _UNRESOLVED:
+            return self._resolved
+        dist = _initialized_dist()
+        if dist is not None and dist.get_world_size() > 1:
+            chosen = self._pick() if dist.get_rank() == 0 else None
+            box = [chosen[0] if chosen else None]
+            dist.broadcast_object_list(box, src=0)
+            if dist.get_rank() != 0 and box[0] is not None:
+                chosen = self._load_named(box[0])
+        else:
+            chosen = self._pick()
+        self._resolved = chosen
+        return chosen
+
+    def _pick(self):
+        directory = self.config.checkpoint_dir
+        if not os.path.isdir(directory):
+            return None
+        for name in storage.candidates(directory):
+            chosen = self._load_named(name)
+            if chosen is not None:
+                return chosen
+        return None
+
+    def _load_named(self, name):
+        try:
+            return name, storage.load_checkpoint(self.config.checkpoint_dir, name)
+        except storage.CorruptCheckpoint as e:
+            log.warning("trainguard: skipping unusable checkpoint: %s", e)
+            return None
+
+    def _answer_requests(self):
+        with self._lock:
+            requests, self._pending = self._pending, {}
+        log.info("trainguard: checkpoint requested (%s), saving at step %d",
+                 ", ".join("generation %d" % g for g in requests.values()), self._step)
+        try:
+            name, error = self._save(), ""
+        except Exception as e:  # disk full, permission: the agent must hear about it
+            name, error = None, "%s: %s" % (type(e).__name__, e)
+            log.error("trainguard: checkpoint failed: %s", error)
+        self._ack(requests, name, error)
+        own = os.path.abspath(self.config.signal_dir) in requests
+        if own and not error and self.config.after_checkpoint == "hold":
+            self._hold(name)
+
+    def _ack(self, requests, name, error):
+        for directory, generation in requests.items():
+            ack = {"generation": generation, "status": "error" if error else "ok", "step": self._step,
+                   "checkpoint": name or "", "error": error, "acked_at": time.time()}
+            try:
+                proto.write_json_atomic(os.path.join(directory, proto.ACK_FILE), ack)
+            except OSError as e:
+                log.error("trainguard: cannot acknowledge generation %d in %s: %s", generation, directory, e)
+            with self._lock:
+                self._handled[directory] = max(self._handled.get(directory, 0), generation)
+
+    def _hold(self, name):
+        """The pod is stopping: any step taken now would be lost, so wait here
+        for SIGTERM. Bounded, in case nobody terminates us (a manual prestop)."""
+        cfg = self.config
+        log.info("trainguard: checkpoint %s written for termination at step %d; holding training "
+                 "(up to %.0fs) until the pod stops", name, self._step, cfg.hold_timeout)
+        self._state = "holding"
+        until = time.monotonic() + cfg.hold_timeout
+        while time.monotonic() < until:
+            time.sleep(cfg.poll_interval)
+            if self._pending:  # another pod's request: this checkpoint already answers it
+                with self._lock:
+                    requests, self._pending = self._pending, {}
+                self._ack(requests, name, "")
+        self._state = "training"
+        log.warning("trainguard: still running %.0fs after a termination checkpoint; resuming training",
+                    cfg.hold_timeout)
+
+    def _listen(self):
+        cfg = self.config
+        next_beat = 0.0
+        while not self._stop.wait(cfg.poll_interval):
+            try:
+                if time.time() >= next_beat:
+                    self._write_heartbeat()
+                    next_beat = time.time() + cfg.heartbeat_interval
+                if cfg.rank == 0:
+                    self._scan_requests()
+            except Exception as e:  # the listener must outlive a flaky volume
+                log.warning("trainguard: listener: %s: %s", type(e).__name__, e)
+
+    def _write_heartbeat(self):
+        cfg = self.config
+        if cfg.local_rank != 0:
+            return
+        own = os.path.abspath(cfg.signal_dir)
+        proto.write_json_atomic(os.path.join(own, proto.HEARTBEAT_FILE), {
+            "pid": os.getpid(), "time": time.time(), "state": self._state,
+            "step": self._step, "generation": self._handled.get(own, 0), "rank": cfg.rank,
+        })
+
+    def _request_dirs(self):
+        """Rank 0 answers every pod of the job: their signal dirs are siblings
+        on the shared checkpoint volume. A single process watches its own."""
+        own = os.path.abspath(self.config.signal_dir)
+        if self.config.world_size <= 1:
+            return [own]
+        dirs = {os.path.dirname(p) for p in glob.glob(os.path.join(os.path.dirname(own), "*", proto.REQUEST_FILE))}
+        dirs.add(own)
+        return sorted(dirs)
+
+    def _scan_requests(self):
+        now = time.time()
+        for directory in self._request_dirs():
+            req = proto.read_json(os.path.join(directory, proto.REQUEST_FILE))
+            if req is None or not isinstance(req.get("generation"), int):
+                continue
+            gen = req["generation"]
+            with self._lock:
+                if directory not in self._handled:
+                    # First look at this dir: whatever was acknowledged before we started is done.
+                    ack = proto.read_json(os.path.join(directory, proto.ACK_FILE)) or {}
+                    self._handled[directory] = ack.get("generation", 0) if isinstance(ack.get("generation"), int) else 0
+                if gen <= self._handled[directory] or self._pending.get(directory) == gen:
+                    continue
+                if float(req.get("deadline", 0)) < now:
+                    # Its agent has given up (e.g. the request predates this process).
+                    self._handled[directory] = gen
+                    log.info("trainguard: ignoring expired request generation %d in %s", gen, directory)
+                    continue
+                self._pending[directory] = gen
+
+
+def _initialized_dist():
+    torch = storage._torch()
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
+def _capture(obj):
+    if hasattr(obj, "state_dict"):
+        return obj.state_dict()
+    return dict(obj) if isinstance(obj, dict) else list(obj)
+
+
+def _restore(obj, state):
+    if hasattr(obj, "load_state_dict"):
+        obj.load_state_dict(state)
+    elif isinstance(obj, dict):
+        obj.clear()
+        obj.update(state)
+    else:
+        obj[:] = state

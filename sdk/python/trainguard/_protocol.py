@@ -1,0 +1,129 @@
+"""Files shared with trainguard-agent; docs/checkpoint-protocol.md is the spec."""
+
+import json
+import os
+import socket
+import tempfile
+from dataclasses import dataclass
+
+REQUEST_FILE = "request.json"
+ACK_FILE = "ack.json"
+HEARTBEAT_FILE = "heartbeat.json"
+POINTER_FILE = "trainguard-latest.json"
+CKPT_PREFIX = "trainguard-ckpt-"
+CKPT_SUFFIX = ".pt"
+SIGNAL_SUBDIR = ".trainguard"
+
+
+def _duration_seconds(text, default):
+    """Parse the Go durations the webhook injects (60s, 1m30s, 500ms)."""
+    if not text:
+        return default
+    units = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    total, num = 0.0, ""
+    i = 0
+    try:
+        while i < len(text):
+            c = text[i]
+            if c.isdigit() or c == ".":
+                num += c
+                i += 1
+                continue
+            unit = text[i:i + 2] if text[i:i + 2] == "ms" else c
+            total += float(num) * units[unit]
+            num = ""
+            i += len(unit)
+        if num:
+            total += float(num)
+        return total
+    except (KeyError, ValueError):
+        return default
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the SDK reads from the environment, read once per Migrator."""
+
+    checkpoint_dir: str
+    signal_dir: str
+    pod: str
+    rank: int
+    world_size: int
+    local_rank: int
+    prestop_timeout: float
+    after_checkpoint: str  # "hold" or "continue"
+    hold_timeout: float
+    keep: int
+    heartbeat_interval: float
+    poll_interval: float
+    serializer: str  # "auto", "torch" or "pickle"
+    test_save_delay: float  # test hook: seconds to stall a save before its rename
+
+    @classmethod
+    def from_env(cls, env=None):
+        env = os.environ if env is None else env
+        ckpt = env.get("TRAINGUARD_CHECKPOINT_DIR") or env.get("MIGRATION_CKPT_PATH") or "/checkpoint"
+        pod = env.get("TRAINGUARD_POD_NAME") or env.get("HOSTNAME") or socket.gethostname()
+        signal = (env.get("TRAINGUARD_SIGNAL_DIR") or env.get("MIGRATION_SIGNAL_PATH")
+                  or os.path.join(ckpt, SIGNAL_SUBDIR, pod))
+        prestop = _duration_seconds(env.get("TRAINGUARD_PRESTOP_TIMEOUT"), 60.0)
+        return cls(
+            checkpoint_dir=ckpt,
+            signal_dir=signal,
+            pod=pod,
+            rank=int(env.get("RANK", "0")),
+            world_size=int(env.get("WORLD_SIZE", "1")),
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+            prestop_timeout=prestop,
+            after_checkpoint=env.get("TRAINGUARD_AFTER_CHECKPOINT", "hold"),
+            hold_timeout=_duration_seconds(env.get("TRAINGUARD_HOLD_TIMEOUT"), max(2 * prestop, 60.0)),
+            keep=max(2, int(env.get("TRAINGUARD_KEEP_CHECKPOINTS", "2"))),
+            heartbeat_interval=0.5,
+            poll_interval=0.1,
+            serializer=env.get("TRAINGUARD_SERIALIZER", "auto"),
+            test_save_delay=float(env.get("TRAINGUARD_TEST_SAVE_DELAY", "0") or 0),
+        )
+
+
+def fsync_dir(path):
+    """Make a rename durable: the new directory entry survives a crash."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, write):
+    """Write via a temp file in the same dir: write, fsync, rename, fsync dir."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(directory)
+
+
+def write_json_atomic(path, obj):
+    data = (json.dumps(obj, sort_keys=True) + "\n").encode()
+    write_atomic(path, lambda f: f.write(data))
+
+
+def read_json(path):
+    """The parsed file, or None when it is missing or not a JSON object."""
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read().decode())
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None

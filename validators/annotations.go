@@ -1,0 +1,28 @@
+package validators
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+// validateMetadata checks the trainguard.io/ and MindCluster annotations and
+// MindCluster's fault-scheduling label of one object or pod template.
+// fldPath is the path of the metadata (metadata, or …template.metadata).
+// The per-key rules live in package policy, so the config file, the
+// mutating webhook and this webhook can never disagree on what is valid.
+func validateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorList {
+	if meta == nil {
+		return nil
+	}
+	errs := policy.ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))
+	return append(errs, policy.ValidateFaultSchedulingLabel(meta.Labels, fldPath.Child("labels"))...)
+}
+
+// optedOut reports whether an object opted out of trainguard: its policy
+// (TaskD, checkpoint volume…) is then never applied, so the cross-field
+// checks that compare the object with that policy do not apply either.
+func optedOut(annotations map[string]string) bool {
+	return annotations[policy.AnnotationInject] == policy.InjectDisabled
+}

@@ -1,0 +1,137 @@
+package validators
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+// Cross-field checks compare the final object (the validating webhook sees
+// it after the mutating webhook ran) with the effective policy.
+
+// strategyElasticTraining is MindCluster's elastic recover strategy.
+const strategyElasticTraining = "elastic-training"
+
+// resolve returns the effective policy for an object. Bad object annotations
+// are reported as errors by validateMetadata, so only the warnings about the
+// namespace's annotations (which the object's author cannot see) are kept.
+func (v *Validator) resolve(nsAnnotations, objAnnotations map[string]string) (*policy.Policy, []string) {
+	cfg := v.Config
+	if cfg == nil {
+		cfg = policy.DefaultConfig()
+	}
+	_, nsWarnings := policy.Resolve(cfg, nsAnnotations, nil)
+	p, _ := policy.Resolve(cfg, nsAnnotations, objAnnotations)
+	return p, nsWarnings
+}
+
+// trainingContainer picks the training container the way the mutators do:
+// the first container whose name is in names, in the order of names, else
+// the first container. It returns -1 for a pod spec without containers.
+func trainingContainer(spec *corev1.PodSpec, names []string) int {
+	if spec == nil || len(spec.Containers) == 0 {
+		return -1
+	}
+	for _, name := range names {
+		for i := range spec.Containers {
+			if spec.Containers[i].Name == name {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
+// checkTaskDPort refuses a training container that uses TaskD's port number
+// or port name for anything but {name: taskd-port, containerPort: 9601}:
+// MindCluster's TaskD could not bind, or would be reached on the wrong port.
+// specPath is the path of the PodSpec.
+func checkTaskDPort(p *policy.Policy, spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
+	if !p.TaskD {
+		return nil
+	}
+	i := trainingContainer(spec, p.TrainingContainers)
+	if i < 0 {
+		return nil
+	}
+	portsPath := specPath.Child("containers").Index(i).Child("ports")
+	var errs field.ErrorList
+	for j, port := range spec.Containers[i].Ports {
+		byName := port.Name == policy.TaskDPortName
+		byNumber := port.ContainerPort == p.TaskDPort
+		switch {
+		case byName && byNumber:
+			// Exactly what the TaskD injection adds.
+		case byName:
+			errs = append(errs, field.Invalid(portsPath.Index(j).Child("name"), port.Name,
+				fmt.Sprintf("the port name %s is reserved for MindCluster TaskD on port %d while TaskD is enabled; rename this port or set containerPort %d",
+					policy.TaskDPortName, p.TaskDPort, p.TaskDPort)))
+		case byNumber:
+			errs = append(errs, field.Invalid(portsPath.Index(j).Child("containerPort"), port.ContainerPort,
+				fmt.Sprintf("port %d is reserved for MindCluster TaskD (name %s) while TaskD is enabled; use another port, or name this one %s",
+					p.TaskDPort, policy.TaskDPortName, policy.TaskDPortName)))
+		}
+	}
+	return errs
+}
+
+// nprocAboveGPUWarning warns when torchrun would start more processes per
+// node than the training container has accelerators: ranks would share a
+// GPU or fail to start. Containers without the resource (CPU training, or
+// a gpu-limit of 0) are left alone. nprocPath names where nproc came from.
+func nprocAboveGPUWarning(p *policy.Policy, nproc int64, nprocPath string, spec *corev1.PodSpec, specPath *field.Path) []string {
+	i := trainingContainer(spec, p.TrainingContainers)
+	if i < 0 {
+		return nil
+	}
+	c := &spec.Containers[i]
+	limit, ok := c.Resources.Limits[p.GPUResource]
+	if !ok || limit.Value() <= 0 || nproc <= limit.Value() {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %d processes per node but container %q (%s) has a %s limit of %d; ranks will share accelerators or fail to start; lower %s or raise the limit",
+		nprocPath, nproc, c.Name, specPath.Child("containers").Index(i), p.GPUResource, limit.Value(), nprocPath)}
+}
+
+// hasCheckpointVolume reports whether pods of this template get a
+// checkpoint volume: from the policy (the mutator mounts the claim) or
+// already present in the template under trainguard's volume name.
+func hasCheckpointVolume(p *policy.Policy, spec *corev1.PodSpec) bool {
+	if p.CheckpointClaim != "" {
+		return true
+	}
+	if spec == nil {
+		return false
+	}
+	for _, vol := range spec.Volumes {
+		if vol.Name == policy.CheckpointVolumeName && vol.PersistentVolumeClaim != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// noCheckpointWarning is the warning for an elastic job whose workers have no checkpoint volume.
+func noCheckpointWarning(elasticPath *field.Path) string {
+	return fmt.Sprintf("%s: the job is elastic but has no checkpoint volume: rescheduled workers restart from scratch; set the %s annotation to a PersistentVolumeClaim name",
+		elasticPath, policy.AnnotationCheckpointClaim)
+}
+
+// elasticStrategyWarning warns when MindCluster is asked for elastic-training
+// on a job that has no elastic policy: there is nothing it could scale.
+// The MindCluster annotation on the final object is what MindCluster reads;
+// without it, the resolved policy is what the mutator would set.
+func elasticStrategyWarning(p *policy.Policy, annotations map[string]string, metaPath, elasticPath *field.Path) []string {
+	key, list := policy.AnnotationMindClusterRecoverStrategy, annotations[policy.AnnotationMindClusterRecoverStrategy]
+	if list == "" {
+		key, list = policy.AnnotationRecoverStrategy, p.RecoverStrategy
+	}
+	if !policy.HasStrategy(list, strategyElasticTraining) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: recover strategy %q includes %s but the job has no %s, so there is nothing to scale; add %s or remove %s",
+		metaPath.Child("annotations").Key(key), list, strategyElasticTraining, elasticPath, elasticPath, strategyElasticTraining)}
+}

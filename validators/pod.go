@@ -1,0 +1,25 @@
+package validators
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// checkPod validates a Pod: its annotations and labels, and, as the pod
+// looks after the mutating webhook ran, that the TaskD port is not taken.
+// Pods cover bare torchelastic pods and pods of any other controller.
+func (v *Validator) checkPod(raw []byte, nsAnnotations map[string]string) (Result, error) {
+	pod := &corev1.Pod{}
+	if err := decode(raw, pod, "v1 Pod"); err != nil {
+		return Result{}, err
+	}
+	metaPath := field.NewPath("metadata")
+	res := Result{Errors: validateMetadata(&pod.ObjectMeta, metaPath)}
+	if optedOut(pod.Annotations) {
+		return res, nil
+	}
+	p, warnings := v.resolve(nsAnnotations, pod.Annotations)
+	res.Warnings = append(res.Warnings, warnings...)
+	res.Errors = append(res.Errors, checkTaskDPort(p, &pod.Spec, field.NewPath("spec"))...)
+	return res, nil
+}

@@ -1,0 +1,147 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current mutators")
+
+// goldenCases lists every testdata/<case>.in.yaml.
+func goldenCases(t *testing.T) []string {
+	t.Helper()
+	ins, err := filepath.Glob("testdata/*.in.yaml")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(ins), 14, "the golden suite must keep at least 14 cases")
+	var cases []string
+	for _, in := range ins {
+		cases = append(cases, strings.TrimSuffix(filepath.Base(in), ".in.yaml"))
+	}
+	return cases
+}
+
+func goldenConfig(t *testing.T) *policy.Config {
+	t.Helper()
+	cfg, err := policy.LoadConfig("testdata/config.yaml")
+	require.NoError(t, err)
+	return cfg
+}
+
+// runOffline mutates every document of a YAML stream the way `trainguard inject` does.
+func runOffline(t *testing.T, cfg *policy.Config, in []byte) ([]byte, []string) {
+	t.Helper()
+	off := NewOffline(cfg)
+	var out bytes.Buffer
+	var warnings []string
+	for i, doc := range splitDocs(t, in) {
+		mutated, ws, err := off.InjectDocument(context.Background(), doc)
+		require.NoError(t, err)
+		warnings = append(warnings, ws...)
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(mutated)
+	}
+	return out.Bytes(), warnings
+}
+
+func splitDocs(t *testing.T, in []byte) [][]byte {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufioReader(in))
+	var docs [][]byte
+	for {
+		d, err := r.Read()
+		if err != nil {
+			break
+		}
+		if len(bytes.TrimSpace(d)) > 0 {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+// TestGolden checks testdata/<case>.in.yaml → <case>.out.yaml (plus the
+// warnings, in <case>.warnings.txt). Run with -update to regenerate.
+func TestGolden(t *testing.T) {
+	cfg := goldenConfig(t)
+	for _, name := range goldenCases(t) {
+		t.Run(name, func(t *testing.T) {
+			in, err := os.ReadFile(filepath.Join("testdata", name+".in.yaml"))
+			require.NoError(t, err)
+			got, warnings := runOffline(t, cfg, in)
+			gotWarnings := []byte(strings.Join(warnings, "\n"))
+			outPath := filepath.Join("testdata", name+".out.yaml")
+			warnPath := filepath.Join("testdata", name+".warnings.txt")
+			if *update {
+				require.NoError(t, os.WriteFile(outPath, got, 0o644))
+				if len(warnings) > 0 {
+					require.NoError(t, os.WriteFile(warnPath, append(gotWarnings, '\n'), 0o644))
+				} else {
+					_ = os.Remove(warnPath)
+				}
+				return
+			}
+			want, err := os.ReadFile(outPath)
+			require.NoError(t, err, "missing golden file; run: go test ./webhook -run Golden -update")
+			assert.Equal(t, string(want), string(got), "stale golden file %s; run: go test ./webhook -run Golden -update", outPath)
+			wantWarnings, err := os.ReadFile(warnPath)
+			if os.IsNotExist(err) {
+				wantWarnings = nil
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, strings.TrimSpace(string(wantWarnings)), string(gotWarnings), "stale warnings file %s", warnPath)
+		})
+	}
+}
+
+// TestGoldenOutputsAreIdempotent re-runs the injector on every golden output
+// (as a reinvocation would) and requires an empty patch.
+func TestGoldenOutputsAreIdempotent(t *testing.T) {
+	cfg := goldenConfig(t)
+	for _, name := range goldenCases(t) {
+		t.Run(name, func(t *testing.T) {
+			out, err := os.ReadFile(filepath.Join("testdata", name+".out.yaml"))
+			require.NoError(t, err)
+			off := NewOffline(cfg)
+			for _, doc := range splitDocs(t, out) {
+				raw, err := yaml.YAMLToJSON(doc)
+				require.NoError(t, err)
+				var h typeHeader
+				require.NoError(t, yaml.Unmarshal(doc, &h))
+				// Feed namespaces through the same offline path so overrides apply.
+				if _, _, err := off.InjectDocument(context.Background(), doc); err != nil {
+					t.Fatal(err)
+				}
+				kind := KindOf(gvkOf(h))
+				if kind == KindUnknown || kind == KindNamespace {
+					continue
+				}
+				res, err := off.Injector.Inject(context.Background(), Request{Kind: kind, Namespace: h.Metadata.Namespace, Raw: raw,
+					OptedIn: true, NamespaceAnnotations: nonNil(off.namespaces[h.Metadata.Namespace])})
+				require.NoError(t, err)
+				assert.Empty(t, res.Patch, "second pass over %s must change nothing", h.Metadata.Name)
+			}
+		})
+	}
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

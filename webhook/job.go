@@ -1,0 +1,107 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainguard/trainguard/mutators"
+	"github.com/trainguard/trainguard/optin"
+	"github.com/trainguard/trainguard/policy"
+)
+
+// replicaTemplate is one replica type's pod template inside a job.
+type replicaTemplate struct {
+	replicaType string
+	template    *corev1.PodTemplateSpec
+}
+
+// mutateJob runs the template chain on every replica's pod template of a
+// decoded job and returns the patch against raw. obj is the decoded job,
+// serialised before and after so only trainguard's changes are diffed.
+func (i *Injector) mutateJob(raw []byte, obj any, meta *metav1.ObjectMeta, templates []replicaTemplate, nsAnn map[string]string) (Result, error) {
+	if optin.ObjectDisabled(meta.Annotations) {
+		return Result{Skipped: "job opted out with " + policy.AnnotationInject + "=" + policy.InjectDisabled}, nil
+	}
+	base, err := json.Marshal(obj)
+	if err != nil {
+		return Result{}, fmt.Errorf("encoding job: %w", err)
+	}
+	p, warnings := policy.Resolve(i.Config, nsAnn, meta.Annotations)
+	var applied []string
+	for _, rt := range templates {
+		t := &mutators.Target{
+			Meta:   &rt.template.ObjectMeta,
+			Spec:   &rt.template.Spec,
+			Policy: p,
+			Where:  "spec.pytorchReplicaSpecs[" + rt.replicaType + "].template",
+		}
+		applied = append(applied, mutators.InjectTemplate(t)...)
+		warnings = append(warnings, t.Warnings()...)
+	}
+	markJob(meta, p, applied)
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return Result{}, fmt.Errorf("encoding mutated job: %w", err)
+	}
+	ops, err := typedPatch(raw, base, mutated)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Patch: ops, Warnings: warnings}, nil
+}
+
+// markJob puts MindCluster's job-level vocabulary on the job itself (where
+// MindCluster reads it) and the marker listing what any template received.
+func markJob(meta *metav1.ObjectMeta, p *policy.Policy, applied []string) {
+	t := &mutators.Target{Meta: meta, Policy: p}
+	if p.Enabled(policy.InjectionRecoverStrategy) {
+		mutators.RecoverStrategy(t)
+	}
+	applied = append(mutators.Marked(meta.Annotations), applied...)
+	seen := map[string]bool{}
+	var names []string
+	for _, name := range policy.Injections {
+		for _, a := range applied {
+			if a == name && !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+	}
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	meta.Annotations[policy.AnnotationInjected] = joinComma(names)
+}
+
+// sortedTemplates returns replica templates in a stable order, so warnings
+// and patches are deterministic whatever the map order.
+func sortedTemplates[R any](specs map[string]*R, template func(*R) *corev1.PodTemplateSpec) []replicaTemplate {
+	keys := make([]string, 0, len(specs))
+	for k, v := range specs {
+		if v != nil {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := make([]replicaTemplate, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, replicaTemplate{replicaType: k, template: template(specs[k])})
+	}
+	return out
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += v
+	}
+	return out
+}

@@ -1,0 +1,14 @@
+package webhook
+
+import (
+	"bufio"
+	"bytes"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+func gvkOf(h typeHeader) schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(h.APIVersion, h.Kind)
+}
