@@ -69,3 +69,16 @@ demo: build k8s-bins ## Local control plane with trainguard wired in, running th
 .PHONY: help
 help:
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+IMAGE ?= ghcr.io/trainguard/trainguard:$(VERSION)
+
+.PHONY: chart-lint
+chart-lint: $(HELM) ## helm lint --strict the chart for each supported mode.
+	$(HELM) lint --strict charts/trainguard
+	$(HELM) lint --strict charts/trainguard --set certManager.enabled=false
+	$(HELM) lint --strict charts/trainguard --set clusterWide=true
+	$(HELM) lint --strict charts/trainguard --set certManager.issuerRef.name=my-issuer,certManager.issuerRef.kind=ClusterIssuer
+
+.PHONY: image
+image: ## Build the container image (needs a Docker engine with BuildKit; not available in CI here).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

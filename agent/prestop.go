@@ -209,7 +209,7 @@ func runPrestop(args []string, env Env, stderr io.Writer) int {
 	cfg, err := parsePrestop(args, env, stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "trainguard-agent prestop: %v\n", err)
+			fmt.Fprintf(stderr, "trainguard-agent prestop: %v\n(usage: trainguard-agent prestop -h)\n", err)
 		}
 		return ExitUsage
 	}

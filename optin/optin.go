@@ -4,6 +4,8 @@
 package optin
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/trainguard/trainguard/policy"
 )
 
@@ -39,4 +41,23 @@ func DesiredLabel(annotations map[string]string) (value string, ok bool) {
 		return v, true
 	}
 	return "", false
+}
+
+// MirrorLabel makes meta's trainguard.io/inject label match its annotation
+// and reports whether it changed anything.
+func MirrorLabel(meta *metav1.ObjectMeta) bool {
+	want, ok := DesiredLabel(meta.Annotations)
+	have, has := meta.Labels[policy.LabelInjectEnabled]
+	switch {
+	case ok && (!has || have != want):
+		if meta.Labels == nil {
+			meta.Labels = map[string]string{}
+		}
+		meta.Labels[policy.LabelInjectEnabled] = want
+		return true
+	case !ok && has:
+		delete(meta.Labels, policy.LabelInjectEnabled)
+		return true
+	}
+	return false
 }

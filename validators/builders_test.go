@@ -105,6 +105,17 @@ func (b *kfJob) withPolicy(f func(*kubeflowv1.ElasticPolicy)) *kfJob {
 
 func (b *kfJob) withNproc(s string) *kfJob { b.j.Spec.NprocPerNode = &s; return b }
 
+func (b *kfJob) withManagedBy(s string) *kfJob {
+	b.j.Spec.RunPolicy = &kubeflowv1.RunPolicy{ManagedBy: &s}
+	return b
+}
+
+// updatedFrom makes obj an UPDATE of old.
+func updatedFrom(obj Object, old *kfJob) Object {
+	obj.OldRaw = old.object().Raw
+	return obj
+}
+
 // withCheckpointVolume adds trainguard's checkpoint PVC to the Worker template.
 func (b *kfJob) withCheckpointVolume() *kfJob {
 	w := b.replica("Worker")
@@ -115,8 +126,8 @@ func (b *kfJob) withCheckpointVolume() *kfJob {
 	return b
 }
 
-func (b *kfJob) object(t testing.TB) Object {
-	return Object{GVK: b.j.GroupVersionKind(), Raw: mustJSON(t, &b.j)}
+func (b *kfJob) object() Object {
+	return Object{GVK: b.j.GroupVersionKind(), Raw: mustJSON(&b.j)}
 }
 
 // dlJob builds a training.kubedl.io/v1alpha1 PyTorchJob.
@@ -156,8 +167,8 @@ func (b *dlJob) withAnnotation(k, v string) *dlJob {
 	return b
 }
 
-func (b *dlJob) object(t testing.TB) Object {
-	return Object{GVK: b.j.GroupVersionKind(), Raw: mustJSON(t, &b.j)}
+func (b *dlJob) object() Object {
+	return Object{GVK: b.j.GroupVersionKind(), Raw: mustJSON(&b.j)}
 }
 
 // podBuilder builds a v1 Pod.
@@ -186,26 +197,28 @@ func (b *podBuilder) withPorts(ports ...corev1.ContainerPort) *podBuilder {
 	return b
 }
 
-func (b *podBuilder) object(t testing.TB) Object {
-	return Object{GVK: corev1.SchemeGroupVersion.WithKind("Pod"), Raw: mustJSON(t, &b.p)}
+func (b *podBuilder) object() Object {
+	return Object{GVK: corev1.SchemeGroupVersion.WithKind("Pod"), Raw: mustJSON(&b.p)}
 }
 
-func namespaceObject(t testing.TB, annotations, labels map[string]string) Object {
+func namespaceObject(annotations, labels map[string]string) Object {
 	ns := &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: "ml", Annotations: annotations, Labels: labels},
 	}
-	return Object{GVK: corev1.SchemeGroupVersion.WithKind("Namespace"), Raw: mustJSON(t, ns)}
+	return Object{GVK: corev1.SchemeGroupVersion.WithKind("Namespace"), Raw: mustJSON(ns)}
 }
 
 func gpuLimit(n int64) corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}}
 }
 
-func mustJSON(t testing.TB, v interface{}) []byte {
-	t.Helper()
+// mustJSON marshals a typed fixture; that cannot fail for these types.
+func mustJSON(v interface{}) []byte {
 	raw, err := json.Marshal(v)
-	require.NoError(t, err)
+	if err != nil {
+		panic(err)
+	}
 	return raw
 }
 
@@ -225,4 +238,3 @@ func validate(t testing.TB, obj Object) Result {
 	require.NoError(t, err)
 	return res
 }
-

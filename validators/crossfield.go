@@ -92,8 +92,8 @@ func nprocAboveGPUWarning(p *policy.Policy, nproc int64, nprocPath string, spec 
 	if !ok || limit.Value() <= 0 || nproc <= limit.Value() {
 		return nil
 	}
-	return []string{fmt.Sprintf("%s: %d processes per node but container %q (%s) has a %s limit of %d; ranks will share accelerators or fail to start; lower %s or raise the limit",
-		nprocPath, nproc, c.Name, specPath.Child("containers").Index(i), p.GPUResource, limit.Value(), nprocPath)}
+	return []string{fmt.Sprintf("%s: %d processes per node but container %q (%s) is limited to %d %s; ranks will share accelerators or fail to start; lower %s or raise the limit",
+		nprocPath, nproc, c.Name, specPath.Child("containers").Index(i), limit.Value(), p.GPUResource, nprocPath)}
 }
 
 // hasCheckpointVolume reports whether pods of this template get a

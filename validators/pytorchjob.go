@@ -28,6 +28,9 @@ func restartPolicies() []string {
 }
 func rdzvBackends() []string  { return []string{"c10d", "etcd", "etcd-v2"} }
 func nprocKeywords() []string { return []string{"auto", "cpu", "gpu"} }
+func jobControllers() []string {
+	return []string{kubeflowv1.KubeflowJobsController, kubeflowv1.MultiKueueController}
+}
 
 func (v *Validator) checkKubeflowJob(raw []byte, nsAnnotations map[string]string) (Result, error) {
 	job := &kubeflowv1.PyTorchJob{}
@@ -51,6 +54,7 @@ func validateKubeflowJob(job *kubeflowv1.PyTorchJob) Result {
 	res.Errors = append(res.Errors, validateJobName(&job.ObjectMeta, metaPath)...)
 	res.Errors = append(res.Errors, validateMetadata(&job.ObjectMeta, metaPath)...)
 	res.Errors = append(res.Errors, validateNprocPerNode(job.Spec.NprocPerNode, specPath.Child("nprocPerNode"))...)
+	res.Errors = append(res.Errors, validateManagedBy(job.Spec.RunPolicy, specPath.Child("runPolicy", "managedBy"))...)
 	res.Errors = append(res.Errors, validateReplicaSpecs(job.Spec.PyTorchReplicaSpecs, specPath.Child("pytorchReplicaSpecs"))...)
 	warnings, errs := validateKubeflowElastic(&job.Spec, specPath)
 	res.Warnings = append(res.Warnings, warnings...)
@@ -74,6 +78,34 @@ func validateJobName(meta *metav1.ObjectMeta, metaPath *field.Path) field.ErrorL
 			"must be a DNS-1035 label (the operator names Services after the job): "+strings.Join(msgs, "; "))}
 	}
 	return nil
+}
+
+// validateManagedBy checks spec.runPolicy.managedBy (kubeflow v1.9): a job
+// handed to an unknown controller would never run.
+func validateManagedBy(rp *kubeflowv1.RunPolicy, fldPath *field.Path) field.ErrorList {
+	if rp == nil || rp.ManagedBy == nil || contains(jobControllers(), *rp.ManagedBy) {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(fldPath, *rp.ManagedBy, jobControllers())}
+}
+
+// validateKubeflowUpdate applies the rules that compare the old and new
+// job: managedBy is immutable, since two controllers would otherwise both
+// believe they own the job's pods.
+func validateKubeflowUpdate(raw, oldRaw []byte) field.ErrorList {
+	job, old := &kubeflowv1.PyTorchJob{}, &kubeflowv1.PyTorchJob{}
+	if decode(raw, job, "") != nil || decode(oldRaw, old, "") != nil {
+		return nil
+	}
+	return apimachineryvalidation.ValidateImmutableField(managedBy(job.Spec.RunPolicy), managedBy(old.Spec.RunPolicy),
+		field.NewPath("spec", "runPolicy", "managedBy"))
+}
+
+func managedBy(rp *kubeflowv1.RunPolicy) *string {
+	if rp == nil {
+		return nil
+	}
+	return rp.ManagedBy
 }
 
 // validateNprocPerNode checks spec.nprocPerNode, which becomes torchrun's

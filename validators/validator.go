@@ -81,7 +81,7 @@ func (v *Validator) Validate(obj Object) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if obj.OldRaw == nil {
+	if len(obj.OldRaw) == 0 {
 		return res, nil
 	}
 	// An UPDATE is refused only for problems the update introduces: an
@@ -92,8 +92,16 @@ func (v *Validator) Validate(obj Object) (Result, error) {
 		// An undecodable old object cannot excuse anything; judge the new one alone.
 		return res, nil
 	}
-	res.Errors = newErrors(res.Errors, old.Errors)
+	res.Errors = append(newErrors(res.Errors, old.Errors), updateRules(obj.GVK, obj.Raw, obj.OldRaw)...)
 	return res, nil
+}
+
+// updateRules returns the errors of rules that compare old and new objects.
+func updateRules(gvk schema.GroupVersionKind, raw, oldRaw []byte) field.ErrorList {
+	if gvk == kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind) {
+		return validateKubeflowUpdate(raw, oldRaw)
+	}
+	return nil
 }
 
 // newErrors drops from errs those already present in old: same type, same

@@ -95,10 +95,7 @@ func (i *Injector) injectPod(ctx context.Context, raw []byte, nsAnn map[string]s
 	if optin.ObjectDisabled(pod.Annotations) {
 		return Result{Skipped: "pod opted out with " + policy.AnnotationInject + "=" + policy.InjectDisabled}, nil
 	}
-	base, err := json.Marshal(&pod)
-	if err != nil {
-		return Result{}, fmt.Errorf("encoding Pod: %w", err)
-	}
+	base := pod.DeepCopy()
 	p, warnings := policy.Resolve(i.Config, nsAnn, pod.Annotations)
 	t := &mutators.Target{Meta: &pod.ObjectMeta, Spec: &pod.Spec, Policy: p}
 	injected := hasMarker(pod.Annotations)
@@ -120,13 +117,9 @@ func (i *Injector) injectPod(ctx context.Context, raw []byte, nsAnn map[string]s
 	} else {
 		mutators.InjectPod(t, avoid)
 	}
-	mutated, err := json.Marshal(&pod)
+	ops, err := typedDiff(base, &pod)
 	if err != nil {
-		return Result{}, fmt.Errorf("encoding mutated Pod: %w", err)
-	}
-	ops, err := typedPatch(raw, base, mutated)
-	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("diffing mutated Pod: %w", err)
 	}
 	return Result{Patch: ops, Warnings: append(warnings, t.Warnings()...)}, nil
 }

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -20,15 +19,11 @@ type replicaTemplate struct {
 }
 
 // mutateJob runs the template chain on every replica's pod template of a
-// decoded job and returns the patch against raw. obj is the decoded job,
-// serialised before and after so only trainguard's changes are diffed.
-func (i *Injector) mutateJob(raw []byte, obj any, meta *metav1.ObjectMeta, templates []replicaTemplate, nsAnn map[string]string) (Result, error) {
+// decoded job (obj) and returns the patch; base is an untouched copy of obj
+// to diff against.
+func (i *Injector) mutateJob(base, obj any, meta *metav1.ObjectMeta, templates []replicaTemplate, nsAnn map[string]string) (Result, error) {
 	if optin.ObjectDisabled(meta.Annotations) {
 		return Result{Skipped: "job opted out with " + policy.AnnotationInject + "=" + policy.InjectDisabled}, nil
-	}
-	base, err := json.Marshal(obj)
-	if err != nil {
-		return Result{}, fmt.Errorf("encoding job: %w", err)
 	}
 	p, warnings := policy.Resolve(i.Config, nsAnn, meta.Annotations)
 	var applied []string
@@ -43,13 +38,9 @@ func (i *Injector) mutateJob(raw []byte, obj any, meta *metav1.ObjectMeta, templ
 		warnings = append(warnings, t.Warnings()...)
 	}
 	markJob(meta, p, applied)
-	mutated, err := json.Marshal(obj)
+	ops, err := typedDiff(base, obj)
 	if err != nil {
-		return Result{}, fmt.Errorf("encoding mutated job: %w", err)
-	}
-	ops, err := typedPatch(raw, base, mutated)
-	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("diffing mutated job: %w", err)
 	}
 	return Result{Patch: ops, Warnings: warnings}, nil
 }

@@ -10,10 +10,14 @@ import (
 )
 
 func (i *Injector) injectKubeflowJob(raw []byte, nsAnn map[string]string) (Result, error) {
-	var job kubeflowv1.PyTorchJob
-	if err := json.Unmarshal(raw, &job); err != nil {
-		return Result{}, fmt.Errorf("decoding kubeflow.org/v1 PyTorchJob: %w", err)
+	// Decoded twice: one copy to mutate, one to diff against (these local
+	// types have no generated DeepCopy).
+	var job, base kubeflowv1.PyTorchJob
+	for _, into := range []*kubeflowv1.PyTorchJob{&job, &base} {
+		if err := json.Unmarshal(raw, into); err != nil {
+			return Result{}, fmt.Errorf("decoding kubeflow.org/v1 PyTorchJob: %w", err)
+		}
 	}
 	templates := sortedTemplates(job.Spec.PyTorchReplicaSpecs, func(r *kubeflowv1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template })
-	return i.mutateJob(raw, &job, &job.ObjectMeta, templates, nsAnn)
+	return i.mutateJob(&base, &job, &job.ObjectMeta, templates, nsAnn)
 }

@@ -1,8 +1,199 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
 
-// newValidateCmd is replaced by the validating-webhook work (issue 3).
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/validators"
+)
+
+const validateLong = `Validate reads one or more YAML documents and checks them offline with the
+same rules the validating webhook applies:
+
+  - kubeflow.org/v1 PyTorchJob: everything the training operator's webhook
+    checks, plus the elastic policy (min/max replicas, Worker count within
+    them, rendezvous backend, host, port and config, maxRestarts, standalone,
+    nprocPerNode);
+  - training.kubedl.io/v1alpha1 PyTorchJob: enableElastic, elasticPolicy,
+    rdzvEndpoint, min/max replicas, nProcPerNode;
+  - trainguard.io/ and MindCluster annotations and the fault-scheduling label
+    on jobs, pod templates, Pods and Namespaces;
+  - cross-field checks against the effective policy (TaskD port, GPU limit
+    versus nprocPerNode, checkpoint volume of elastic jobs).
+
+Documents of other kinds pass. The policy comes from --config (the file
+'trainguard serve' reads) and from each object's own annotations; namespace
+annotations are not known offline.
+
+Output: one line per field error on stdout,
+  <Kind>/<namespace>/<name>: <field path>: <message>
+and warnings on stderr.
+
+Exit status: 0 when every document is valid (warnings allowed), 1 when any
+document is invalid, 2 on unreadable input or bad usage.`
+
+const validateExample = `  trainguard validate -f job.yaml
+  kubectl get pytorchjobs -A -o yaml | trainguard validate -f -
+  trainguard validate -f jobs.yaml --config /etc/trainguard/config.yaml`
+
+// newValidateCmd is `trainguard validate`, the offline validating webhook.
 func newValidateCmd() *cobra.Command {
-	return &cobra.Command{Use: "validate", Short: "Validate YAML documents offline as the validating webhook would"}
+	var file, configPath string
+	cmd := &cobra.Command{
+		Use:     "validate -f FILE",
+		Short:   "Validate YAML documents offline as the validating webhook would",
+		Long:    validateLong,
+		Example: validateExample,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runValidate(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), file, configPath)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "file of YAML documents to validate; - reads stdin")
+	cmd.Flags().StringVar(&configPath, "config", "", "policy file (the format 'trainguard serve --config' reads); defaults apply without it")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+// runValidate validates every document of file. A plain error means
+// unreadable input or bad usage (exit 2); invalid documents exit 1.
+func runValidate(stdin io.Reader, stdout, stderr io.Writer, file, configPath string) error {
+	cfg, err := policy.LoadConfig(configPath)
+	if err != nil {
+		return fmt.Errorf("loading --config: %w", err)
+	}
+	docs, err := readDocuments(file, stdin)
+	if err != nil {
+		return err
+	}
+	v := validators.New(cfg)
+	invalid := 0
+	for i, doc := range docs {
+		if isEmptyDocument(doc) {
+			continue
+		}
+		for _, report := range validateDocument(v, i+1, doc) {
+			if err := printReport(stdout, stderr, report); err != nil {
+				return err
+			}
+			if len(report.errors) > 0 {
+				invalid++
+			}
+		}
+	}
+	if invalid > 0 {
+		return exitWith(1, "")
+	}
+	return nil
+}
+
+// printReport writes one line per error to stdout and per warning to stderr.
+func printReport(stdout, stderr io.Writer, report documentReport) error {
+	for _, w := range report.warnings {
+		if _, err := fmt.Fprintf(stderr, "%s: warning: %s\n", report.name, w); err != nil {
+			return fmt.Errorf("writing warnings: %w", err)
+		}
+	}
+	for _, line := range report.errors {
+		if _, err := fmt.Fprintf(stdout, "%s: %s\n", report.name, line); err != nil {
+			return fmt.Errorf("writing errors: %w", err)
+		}
+	}
+	return nil
+}
+
+// documentReport is what one object produced.
+type documentReport struct {
+	name     string
+	errors   []string // "<field path>: <message>", or why the object cannot be read
+	warnings []string
+}
+
+// header is the part of any object needed to route and name it.
+type header struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name         string `json:"name"`
+		GenerateName string `json:"generateName"`
+		Namespace    string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+// validateDocument checks one YAML document. A document that is not a
+// Kubernetes object, or not a decodable one of its kind, is invalid. A v1
+// List (what kubectl get -o yaml prints) gives one report per item.
+func validateDocument(v *validators.Validator, index int, doc []byte) []documentReport {
+	name := fmt.Sprintf("document %d", index)
+	raw, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return []documentReport{{name: name, errors: []string{fmt.Sprintf("not valid YAML: %v", err)}}}
+	}
+	return validateObject(v, name, raw)
+}
+
+// validateObject checks one JSON object; fallback names it when it has no name.
+func validateObject(v *validators.Validator, fallback string, raw []byte) []documentReport {
+	report := documentReport{name: fallback}
+	var h header
+	if err := json.Unmarshal(raw, &h); err != nil {
+		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: %v", err))
+		return []documentReport{report}
+	}
+	if h.APIVersion == "" || h.Kind == "" {
+		report.errors = append(report.errors, "not a Kubernetes object: apiVersion and kind must be set")
+		return []documentReport{report}
+	}
+	report.name = documentName(h, fallback)
+	gvk := schema.FromAPIVersionAndKind(h.APIVersion, h.Kind)
+	if gvk == schema.FromAPIVersionAndKind("v1", "List") {
+		return validateList(v, report.name, raw)
+	}
+	res, err := v.Validate(validators.Object{GVK: gvk, Raw: raw})
+	if err != nil {
+		report.errors = append(report.errors, err.Error())
+		return []documentReport{report}
+	}
+	for _, e := range res.Errors {
+		report.errors = append(report.errors, fmt.Sprintf("%s: %s", e.Field, e.ErrorBody()))
+	}
+	report.warnings = res.Warnings
+	return []documentReport{report}
+}
+
+// validateList checks each item of a v1 List as its own document.
+func validateList(v *validators.Validator, listName string, raw []byte) []documentReport {
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return []documentReport{{name: listName, errors: []string{fmt.Sprintf("decoding List: %v", err)}}}
+	}
+	var reports []documentReport
+	for i, item := range list.Items {
+		reports = append(reports, validateObject(v, fmt.Sprintf("%s item %d", listName, i), item)...)
+	}
+	return reports
+}
+
+// documentName is Kind/namespace/name, Kind/name without a namespace, and
+// names the position for objects with neither name nor generateName.
+func documentName(h header, fallback string) string {
+	name := h.Metadata.Name
+	if name == "" {
+		name = h.Metadata.GenerateName
+	}
+	if name == "" {
+		return fmt.Sprintf("%s (%s)", h.Kind, fallback)
+	}
+	if h.Metadata.Namespace == "" {
+		return h.Kind + "/" + name
+	}
+	return h.Kind + "/" + h.Metadata.Namespace + "/" + name
 }

@@ -32,7 +32,22 @@ type PyTorchJobSpec struct {
 	ElasticPolicy       *ElasticPolicy          `json:"elasticPolicy,omitempty"`
 	PyTorchReplicaSpecs map[string]*ReplicaSpec `json:"pytorchReplicaSpecs,omitempty"`
 	NprocPerNode        *string                 `json:"nprocPerNode,omitempty"`
+	// RunPolicy is a pointer so that a job without one round-trips without
+	// gaining an empty runPolicy.
+	RunPolicy *RunPolicy `json:"runPolicy,omitempty"`
 }
+
+// RunPolicy holds the job-level run settings; only managedBy is declared.
+type RunPolicy struct {
+	// ManagedBy names the controller reconciling the job (kubeflow v1.9+).
+	ManagedBy *string `json:"managedBy,omitempty"`
+}
+
+// Controllers kubeflow accepts in spec.runPolicy.managedBy.
+const (
+	KubeflowJobsController = "kubeflow.org/training-operator"
+	MultiKueueController   = "kueue.x-k8s.io/multikueue"
+)
 
 // ReplicaSpec is one replica type's count, pod template and restart policy.
 type ReplicaSpec struct {

@@ -213,7 +213,7 @@ class Migrator:
         for SIGTERM. Bounded, in case nobody terminates us (a manual prestop)."""
         cfg = self.config
         log.info("trainguard: checkpoint %s written for termination at step %d; holding training "
-                 "(up to %.0fs) until the pod stops", name, self._step, cfg.hold_timeout)
+                 "(up to %gs) until the pod stops", name, self._step, cfg.hold_timeout)
         self._state = "holding"
         until = time.monotonic() + cfg.hold_timeout
         while time.monotonic() < until:
@@ -223,7 +223,7 @@ class Migrator:
                     requests, self._pending = self._pending, {}
                 self._ack(requests, name, "")
         self._state = "training"
-        log.warning("trainguard: still running %.0fs after a termination checkpoint; resuming training",
+        log.warning("trainguard: still running %gs after a termination checkpoint; resuming training",
                     cfg.hold_timeout)
 
     def _listen(self):

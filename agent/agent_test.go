@@ -1,0 +1,115 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func mapEnv(m map[string]string) Env { return func(k string) string { return m[k] } }
+
+func TestCheckpointBudgetLeavesTheChainedHookItsTurn(t *testing.T) {
+	for _, tc := range []struct {
+		total time.Duration
+		hook  chainedHook
+		want  time.Duration
+	}{
+		{60 * time.Second, chainedHook{}, 60 * time.Second},
+		{60 * time.Second, chainedHook{kind: hookExec}, 45 * time.Second},
+		{600 * time.Second, chainedHook{kind: hookHTTP}, 570 * time.Second},
+		{60 * time.Second, chainedHook{kind: hookSleep, sleep: 5 * time.Second}, 55 * time.Second},
+		{60 * time.Second, chainedHook{kind: hookSleep, sleep: time.Hour}, 30 * time.Second},
+	} {
+		if got := checkpointBudget(tc.total, tc.hook); got != tc.want {
+			t.Errorf("checkpointBudget(%s, %+v) = %s, want %s", tc.total, tc.hook, got, tc.want)
+		}
+	}
+}
+
+func TestFlagsOverrideEnv(t *testing.T) {
+	env := mapEnv(map[string]string{
+		"TRAINGUARD_CHECKPOINT_DIR": "/ck", "TRAINGUARD_POD_NAME": "p", "TRAINGUARD_PRESTOP_TIMEOUT": "90s"})
+	cfg, err := parsePrestop([]string{"--timeout=5s", "--", "echo", "--timeout=1s"}, env, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.timeout != 5*time.Second || cfg.signalDir != "/ck/.trainguard/p" || cfg.hook.kind != hookExec ||
+		len(cfg.hook.argv) != 2 || cfg.hook.argv[1] != "--timeout=1s" {
+		t.Fatalf("unexpected config %+v", cfg)
+	}
+	cfg, err = parsePrestop(nil, mapEnv(map[string]string{"MIGRATION_CKPT_PATH": "/m", "MIGRATION_SIGNAL_PATH": "/m/s",
+		"TRAINGUARD_POD_NAME": "p"}), &bytes.Buffer{})
+	if err != nil || cfg.checkpointDir != "/m" || cfg.signalDir != "/m/s" || cfg.timeout != defaultTimeout {
+		t.Fatalf("migration env not honoured: %+v, %v", cfg, err)
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	env := mapEnv(map[string]string{"TRAINGUARD_POD_NAME": "p"})
+	for _, args := range [][]string{
+		{"--nope"}, {"--timeout=0s"}, {"--then-http-header=X: y"}, {"--then-http-get=http://h/", "--then-http-header=bad"},
+		{"--then-sleep=-1s"},
+	} {
+		if _, err := parsePrestop(args, env, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+	if code := Run([]string{"prestop", "--nope"}, env, &bytes.Buffer{}); code != ExitUsage {
+		t.Errorf("unknown flag: exit %d, want %d", code, ExitUsage)
+	}
+}
+
+func TestNextGenerationExceedsEverythingOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	if g := nextGeneration(dir); g != 1 {
+		t.Fatalf("empty dir: generation %d", g)
+	}
+	must(t, writeJSONAtomic(filepath.Join(dir, requestFile), Request{Generation: 3}))
+	must(t, writeJSONAtomic(filepath.Join(dir, ackFile), Ack{Generation: 7}))
+	must(t, os.WriteFile(filepath.Join(dir, heartbeatFile), []byte("{corrupt"), 0o644))
+	if g := nextGeneration(dir); g != 8 {
+		t.Fatalf("generation %d, want 8", g)
+	}
+}
+
+func TestHTTPGet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("A") != "b" {
+			w.WriteHeader(http.StatusTeapot)
+			return
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	code, err := httpGet(ctx, srv.URL+"/x", []string{"A: b"})
+	if err != nil || code != http.StatusFound {
+		t.Fatalf("got %d, %v", code, err)
+	}
+	code, err = httpGet(ctx, srv.URL+"/x", nil)
+	if err != nil || code != http.StatusTeapot {
+		t.Fatalf("got %d, %v", code, err)
+	}
+	if _, err := parseStatusLine("garbage\r\n"); err == nil {
+		t.Fatal("malformed status line accepted")
+	}
+}
+
+func TestPidAlive(t *testing.T) {
+	if !pidAlive(os.Getpid()) || pidAlive(0) || pidAlive(1<<30) {
+		t.Fatal("pidAlive is wrong about itself, 0 or a huge pid")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"context"
+	"flag"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+type restConfig = rest.Config
+
+// ctrlContext stops the manager on SIGTERM/SIGINT as well as when ctx ends.
+func ctrlContext(ctx context.Context) context.Context {
+	sig := ctrl.SetupSignalHandler()
+	merged, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-sig.Done():
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return merged
+}
+
+func goFlagSet() *flag.FlagSet { return flag.NewFlagSet("zap", flag.ContinueOnError) }

@@ -1,0 +1,205 @@
+package rescheduler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// exitClass is what a terminated pod's failure means for a retry.
+type exitClass int
+
+const (
+	exitNone      exitClass = iota // nothing terminated (yet)
+	exitSuccess                    // exit 0
+	exitPermanent                  // do not retry: the same code would fail again
+	exitRetryable                  // retry elsewhere: the failure came from outside the program
+)
+
+// Kubeflow's ExitCode restart policy, which trainguard follows so a job
+// behaves the same under both.
+var (
+	permanentExitCodes = map[int32]string{
+		1:   "general error",
+		2:   "misuse of shell builtins",
+		126: "command cannot execute",
+		127: "command not found",
+		128: "invalid argument to exit",
+		139: "SIGSEGV (invalid memory reference)",
+	}
+	retryableExitCodes = map[int32]string{
+		130: "SIGINT",
+		137: "SIGKILL",
+		138: "SIGUSR1 (user-retryable)",
+		143: "SIGTERM",
+	}
+)
+
+// Pod-level reasons (pod.status.reason) set by the kubelet or the control
+// plane. Those caused by the node or the cluster are retryable elsewhere;
+// DeadlineExceeded is the user's own activeDeadlineSeconds and would hit again.
+var podReasons = map[string]exitClass{
+	"Evicted":                  exitRetryable, // node pressure
+	"Preempting":               exitRetryable,
+	"NodeLost":                 exitRetryable,
+	"NodeShutdown":             exitRetryable,
+	"Shutdown":                 exitRetryable,
+	"Terminated":               exitRetryable, // graceful node shutdown
+	"UnexpectedAdmissionError": exitRetryable, // e.g. a GPU vanished from the device plugin
+	"NodeAffinity":             exitRetryable, // node labels changed under the pod
+	"DeadlineExceeded":         exitPermanent,
+}
+
+// termination is the classified end of a pod's training container.
+type termination struct {
+	class    exitClass
+	exitCode *int32
+	why      string
+}
+
+// classifyTermination looks at a pod that has stopped (phase Failed) or whose
+// training container is crash-looping. trainingNames picks the training
+// container, as the pod mutator does.
+func classifyTermination(pod *corev1.Pod, trainingNames []string, defaultRetryable bool) termination {
+	if class, ok := podReasonClass(pod.Status.Reason); ok {
+		return termination{class: class, why: fmt.Sprintf("pod reason %s: %s", pod.Status.Reason, pod.Status.Message)}
+	}
+	term := trainingTermination(pod, trainingNames)
+	if term == nil {
+		if pod.Status.Phase != corev1.PodFailed {
+			return termination{class: exitNone}
+		}
+		if hasCondition(pod, corev1.DisruptionTarget) {
+			return termination{class: exitRetryable, why: "pod failed after a disruption (DisruptionTarget condition)"}
+		}
+		// Failed without any container status: nothing tells us why.
+		return undefined(nil, "pod failed without a container exit code", defaultRetryable)
+	}
+	code := term.ExitCode
+	switch {
+	case term.Reason == "OOMKilled":
+		return termination{class: exitRetryable, exitCode: &code, why: "container OOMKilled"}
+	case code == 0:
+		return termination{class: exitSuccess, exitCode: &code, why: "exit code 0"}
+	}
+	if why, ok := permanentExitCodes[code]; ok {
+		return termination{class: exitPermanent, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
+	}
+	if why, ok := retryableExitCodes[code]; ok {
+		return termination{class: exitRetryable, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
+	}
+	return undefined(&code, fmt.Sprintf("exit code %d", code), defaultRetryable)
+}
+
+func undefined(code *int32, what string, retryable bool) termination {
+	if retryable {
+		return termination{class: exitRetryable, exitCode: code, why: what + " is undefined; retryable by default (--unknown-exit-code-retryable)"}
+	}
+	return termination{class: exitPermanent, exitCode: code, why: what + " is undefined; permanent by default (--unknown-exit-code-retryable=false)"}
+}
+
+func podReasonClass(reason string) (exitClass, bool) {
+	if c, ok := podReasons[reason]; ok {
+		return c, true
+	}
+	// OutOfcpu, OutOfnvidia.com/gpu...: the node could not admit the pod.
+	if strings.HasPrefix(reason, "OutOf") {
+		return exitRetryable, true
+	}
+	return exitNone, false
+}
+
+// trainingTermination returns the training container's termination: its
+// current state when terminated, or its last state when the kubelet is
+// backing off restarting it. A sidecar's failure counts only when the
+// training container has not itself terminated.
+func trainingTermination(pod *corev1.Pod, trainingNames []string) *corev1.ContainerStateTerminated {
+	statuses := pod.Status.ContainerStatuses
+	for _, name := range trainingNames {
+		for i := range statuses {
+			if statuses[i].Name == name {
+				if t := terminatedState(&statuses[i]); t != nil {
+					return t
+				}
+			}
+		}
+	}
+	if len(pod.Spec.Containers) > 0 {
+		first := pod.Spec.Containers[0].Name
+		for i := range statuses {
+			if statuses[i].Name == first {
+				if t := terminatedState(&statuses[i]); t != nil {
+					return t
+				}
+			}
+		}
+	}
+	for i := range statuses {
+		if t := terminatedState(&statuses[i]); t != nil && t.ExitCode != 0 {
+			return t
+		}
+	}
+	return nil
+}
+
+func terminatedState(s *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if s.State.Terminated != nil {
+		return s.State.Terminated
+	}
+	if s.State.Waiting != nil && s.State.Waiting.Reason == "CrashLoopBackOff" {
+		return s.LastTerminationState.Terminated
+	}
+	return nil
+}
+
+func hasCondition(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeHealth is the state of a pod's node as far as its pods are concerned.
+type nodeHealth int
+
+const (
+	nodeHealthy  nodeHealth = iota
+	nodeNotReady            // NotReady or Unknown, still within the grace
+	nodeLost                // deleted, or NotReady/Unknown past the grace
+	nodeDrained             // cordoned
+)
+
+type nodeState struct {
+	health nodeHealth
+	why    string
+	// wait is, for nodeNotReady, how long until the node counts as lost.
+	wait time.Duration
+}
+
+// classifyNode judges a node; nil means it no longer exists.
+func classifyNode(node *corev1.Node, name string, now time.Time, grace time.Duration) nodeState {
+	if node == nil {
+		return nodeState{health: nodeLost, why: fmt.Sprintf("node %s was deleted", name)}
+	}
+	status, since := corev1.ConditionUnknown, node.CreationTimestamp.Time
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			status, since = c.Status, c.LastTransitionTime.Time
+		}
+	}
+	if status != corev1.ConditionTrue {
+		down := now.Sub(since)
+		if down >= grace {
+			return nodeState{health: nodeLost, why: fmt.Sprintf("node %s Ready=%s for %s (grace %s)", name, status, down.Round(time.Second), grace)}
+		}
+		return nodeState{health: nodeNotReady, wait: grace - down, why: fmt.Sprintf("node %s Ready=%s for %s", name, status, down.Round(time.Second))}
+	}
+	if node.Spec.Unschedulable {
+		return nodeState{health: nodeDrained, why: fmt.Sprintf("node %s is cordoned", name)}
+	}
+	return nodeState{health: nodeHealthy}
+}

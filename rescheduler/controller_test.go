@@ -1,0 +1,537 @@
+package rescheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+var pytorchJobGVK = schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
+
+// harness is a Reconciler over controller-runtime's fake client, with a fake
+// clock, a fake recorder and every delete's options captured.
+type harness struct {
+	r       *Reconciler
+	c       client.Client
+	events  *events.FakeRecorder
+	clock   *testingclock.FakeClock
+	deletes []client.DeleteOptions
+}
+
+func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	require.NoError(t, corev1.AddToScheme(scheme))
+	if withJobCRD {
+		scheme.AddKnownTypeWithName(pytorchJobGVK, &unstructured.Unstructured{})
+		scheme.AddKnownTypeWithName(pytorchJobGVK.GroupVersion().WithKind("PyTorchJobList"), &unstructured.UnstructuredList{})
+	}
+	h := &harness{events: events.NewFakeRecorder(100), clock: testingclock.NewFakeClock(t0)}
+	h.c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&corev1.Pod{}, IndexPodNodeName, podNodeName).
+		WithInterceptorFuncs(interceptor.Funcs{
+			// The API server assigns UIDs; the fake client does not.
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if obj.GetUID() == "" {
+					obj.SetUID(types.UID("created-" + obj.GetName()))
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				o := client.DeleteOptions{}
+				o.ApplyOptions(opts)
+				h.deletes = append(h.deletes, o)
+				return c.Delete(ctx, obj, opts...)
+			},
+		}).Build()
+	h.r = &Reconciler{
+		client: h.c, apiReader: h.c, recorder: h.events, clock: h.clock,
+		cfg: policy.DefaultConfig(), opts: DefaultOptions(), metrics: newMetrics(),
+	}
+	return h
+}
+
+func (h *harness) reconcile(t *testing.T, ns, name string) reconcile.Result {
+	t.Helper()
+	res, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	require.NoError(t, err)
+	return res
+}
+
+func (h *harness) drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.events.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (h *harness) record(t *testing.T, key JobKey) (*corev1.ConfigMap, Record) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Namespace: key.Namespace, Name: key.RecordName()}, cm))
+	rec, err := decodeRecord(cm)
+	require.NoError(t, err)
+	return cm, rec
+}
+
+func (h *harness) podExists(t *testing.T, ns, name string) bool {
+	t.Helper()
+	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+func lostNode() *corev1.Node { return newNode("n1", corev1.ConditionFalse, 2*time.Minute) }
+
+func pytorchJob() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(pytorchJobGVK)
+	u.SetNamespace("team")
+	u.SetName("job")
+	u.SetUID("job-uid")
+	return u
+}
+
+// recordCM builds a record ConfigMap as the controller writes it.
+func recordCM(t *testing.T, key JobKey, rec Record) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.RecordName(),
+		Labels: map[string]string{LabelBadNodes: "true"}}}
+	require.NoError(t, rec.encodeInto(cm, key))
+	return cm
+}
+
+func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
+	pod := newPod()
+	h := newHarness(t, false, pod, lostNode())
+
+	h.reconcile(t, "team", pod.Name)
+
+	assert.False(t, h.podExists(t, "team", pod.Name), "pod deleted")
+	require.Len(t, h.deletes, 1)
+	assert.Nil(t, h.deletes[0].GracePeriodSeconds, "graceful: the pod's own grace period, so preStop runs")
+	require.NotNil(t, h.deletes[0].Preconditions)
+	assert.Equal(t, types.UID("uid-1"), *h.deletes[0].Preconditions.UID)
+
+	key := JobKeyOf(pod)
+	cm, rec := h.record(t, key)
+	assert.Equal(t, "true", cm.Labels[LabelBadNodes])
+	assert.Equal(t, map[string]time.Time{"n1": t0.Add(time.Hour)}, rec.Nodes)
+	assert.Equal(t, 1, rec.Reschedules)
+	assert.Equal(t, t0, rec.RoundStart)
+	require.Len(t, cm.OwnerReferences, 1, "the record goes with the job")
+	assert.Equal(t, "job", cm.OwnerReferences[0].Name)
+
+	evs := h.drainEvents()
+	require.Len(t, evs, 2, "%v", evs)
+	assert.Regexp(t, `^Warning NodeLost node n1 Ready=False for 2m0s`, evs[0])
+	assert.Regexp(t, `^Normal GracefulDelete .*reschedule 1/10`, evs[1])
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.decisions.WithLabelValues(ReasonGracefulDelete)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.deletions.WithLabelValues("graceful")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.badNodes))
+
+	// The replacement the operator creates is kept off n1.
+	store := newBadNodeStore(h.c, DefaultOptions(), h.clock)
+	replacement := newPod(func(p *corev1.Pod) { p.UID = ""; p.Spec.NodeName = "" })
+	nodes, err := store.AvoidNodes(context.Background(), replacement)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n1"}, nodes)
+}
+
+func TestNodeNotReadyWithinGraceWaits(t *testing.T) {
+	pod := newPod()
+	h := newHarness(t, false, pod, newNode("n1", corev1.ConditionUnknown, 20*time.Second))
+
+	res := h.reconcile(t, "team", pod.Name)
+
+	assert.Equal(t, 40*time.Second, res.RequeueAfter)
+	assert.True(t, h.podExists(t, "team", pod.Name))
+	assert.Empty(t, h.deletes)
+	assert.Empty(t, h.drainEvents())
+}
+
+func TestForceDelete(t *testing.T) {
+	pod := newPod(label(policy.LabelMindClusterFaultScheduling, "force"))
+	h := newHarness(t, false, pod, lostNode())
+
+	h.reconcile(t, "team", pod.Name)
+
+	require.Len(t, h.deletes, 1)
+	require.NotNil(t, h.deletes[0].GracePeriodSeconds)
+	assert.EqualValues(t, 0, *h.deletes[0].GracePeriodSeconds)
+	_, rec := h.record(t, JobKeyOf(pod))
+	assert.Contains(t, rec.Nodes, "n1")
+	assert.Contains(t, h.drainEvents(), "Normal ForceDelete node n1 Ready=False for 2m0s (grace 1m0s); reschedule 1/10; fault-scheduling=force: deleting with grace period 0")
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.deletions.WithLabelValues("force")))
+}
+
+func TestGracefulDeleteHangingOnLostNodeIsForced(t *testing.T) {
+	pod := newPod(func(p *corev1.Pod) { p.Finalizers = []string{"test/hold"} }, terminating(100*time.Second))
+	h := newHarness(t, false, pod) // node deleted
+
+	res := h.reconcile(t, "team", pod.Name)
+	assert.Equal(t, 800*time.Second, res.RequeueAfter)
+	assert.Empty(t, h.deletes)
+
+	h.clock.Step(800 * time.Second)
+	h.reconcile(t, "team", pod.Name)
+	require.Len(t, h.deletes, 1)
+	assert.EqualValues(t, 0, *h.deletes[0].GracePeriodSeconds)
+	assert.Contains(t, h.drainEvents()[1], "Normal ForceDelete")
+}
+
+func TestRetryableExitWithCap(t *testing.T) {
+	pod := newPod(exited(137, "Error"), annotation(policy.AnnotationMaxReschedules, "2"))
+	h := newHarness(t, false, pod, readyNode())
+
+	h.reconcile(t, "team", pod.Name)
+
+	assert.False(t, h.podExists(t, "team", pod.Name))
+	evs := h.drainEvents()
+	require.Len(t, evs, 2)
+	assert.Equal(t, "Warning RetryableExit exit code 137: SIGKILL is retryable; reschedule 1/2; fault-scheduling=grace: deleting gracefully so the preStop checkpoint runs", evs[0])
+}
+
+func TestCapReachedAnnotatesJobOnce(t *testing.T) {
+	pod := newPod()
+	key := JobKeyOf(pod)
+	rec := recordCM(t, key, Record{Nodes: map[string]time.Time{"n0": t0.Add(time.Minute)}, Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
+	h := newHarness(t, true, pod, lostNode(), rec, pytorchJob())
+
+	h.reconcile(t, "team", pod.Name)
+
+	assert.True(t, h.podExists(t, "team", pod.Name), "no further action")
+	assert.Empty(t, h.deletes)
+	job := pytorchJob()
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(job), job))
+	assert.Equal(t, "10", job.GetAnnotations()[AnnotationReschedulesExhausted])
+	got := &corev1.Pod{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Equal(t, ReasonRescheduleCapReached, got.Annotations[AnnotationDecision])
+	evs := h.drainEvents()
+	require.Len(t, evs, 2)
+	assert.Regexp(t, `^Warning RescheduleCapReached .*reschedule cap reached \(10/10\): no further action`, evs[1])
+	_, after := h.record(t, key)
+	assert.NotContains(t, after.Nodes, "n1", "nothing recorded past the cap")
+
+	// Reconciling again (resync, restart, leader change) repeats nothing.
+	h.reconcile(t, "team", pod.Name)
+	assert.Empty(t, h.drainEvents())
+	assert.Empty(t, h.deletes)
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.decisions.WithLabelValues(ReasonRescheduleCapReached)))
+}
+
+func TestCapReachedWithoutJobCRD(t *testing.T) {
+	pod := newPod()
+	key := JobKeyOf(pod)
+	rec := recordCM(t, key, Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
+	h := newHarness(t, false, pod, lostNode(), rec)
+
+	h.reconcile(t, "team", pod.Name)
+
+	assert.Empty(t, h.deletes)
+	assert.Len(t, h.drainEvents(), 2, "the pod's Events still say it")
+}
+
+func TestJobAnnotationSetsCap(t *testing.T) {
+	pod := newPod()
+	key := JobKeyOf(pod)
+	job := pytorchJob()
+	job.SetAnnotations(map[string]string{policy.AnnotationMaxReschedules: "3"})
+	rec := recordCM(t, key, Record{Reschedules: 3, RoundStart: t0.Add(-time.Hour)})
+	h := newHarness(t, true, pod, lostNode(), rec, job)
+
+	h.reconcile(t, "team", pod.Name)
+
+	assert.Empty(t, h.deletes, "the job's cap of 3 applies, not the config's 10")
+	assert.Contains(t, h.drainEvents()[1], "(3/3)")
+}
+
+func TestPermanentFailureUntouchedEventOnce(t *testing.T) {
+	pod := newPod(exited(1, "Error"))
+	h := newHarness(t, false, pod, readyNode())
+
+	h.reconcile(t, "team", pod.Name)
+	h.reconcile(t, "team", pod.Name)
+
+	assert.True(t, h.podExists(t, "team", pod.Name))
+	assert.Empty(t, h.deletes)
+	assert.Equal(t, []string{"Warning PermanentFailure exit code 1: general error: permanent failure, not retried"}, h.drainEvents())
+	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: JobKeyOf(pod).RecordName()}, &corev1.ConfigMap{})
+	assert.True(t, apierrors.IsNotFound(err), "no record for a permanent failure")
+}
+
+func TestRecoverInPlaceAndOffLeavePodAlone(t *testing.T) {
+	for _, opt := range []podOpt{
+		annotation(policy.AnnotationMindClusterRecoverStrategy, "recover-in-place"),
+		label(policy.LabelMindClusterFaultScheduling, "off"),
+	} {
+		pod := newPod(opt)
+		h := newHarness(t, false, pod, lostNode())
+		h.reconcile(t, "team", pod.Name)
+		assert.True(t, h.podExists(t, "team", pod.Name))
+		assert.Empty(t, h.deletes)
+		evs := h.drainEvents()
+		require.Len(t, evs, 2)
+		assert.Regexp(t, `^Normal (RestartInPlace|FaultSchedulingOff) `, evs[1])
+	}
+}
+
+func TestBackoffPendingRequeues(t *testing.T) {
+	pod := newPod()
+	key := JobKeyOf(pod)
+	rec := recordCM(t, key, Record{Nodes: map[string]time.Time{"n0": t0.Add(time.Hour)}, Reschedules: 3, RoundStart: t0.Add(-15 * time.Second)})
+	h := newHarness(t, false, pod, lostNode(), rec)
+
+	res := h.reconcile(t, "team", pod.Name)
+
+	assert.Equal(t, 25*time.Second, res.RequeueAfter)
+	assert.Empty(t, h.deletes)
+	assert.Regexp(t, `^Normal BackoffPending `, h.drainEvents()[1])
+
+	h.clock.Step(25 * time.Second)
+	h.reconcile(t, "team", pod.Name)
+	require.Len(t, h.deletes, 1)
+	_, after := h.record(t, key)
+	assert.Equal(t, 4, after.Reschedules)
+	assert.ElementsMatch(t, []string{"n0", "n1"}, keys(after.Nodes))
+}
+
+func TestPodsOfOneIncidentCountOnce(t *testing.T) {
+	a, b := newPod(), newPod(func(p *corev1.Pod) { p.Name = "job-worker-1"; p.UID = "uid-2" })
+	h := newHarness(t, false, a, b, lostNode())
+
+	h.reconcile(t, "team", a.Name)
+	h.clock.Step(time.Minute) // even after the round's window: same node, same incident
+	h.reconcile(t, "team", b.Name)
+
+	assert.Len(t, h.deletes, 2)
+	_, rec := h.record(t, JobKeyOf(a))
+	assert.Equal(t, 1, rec.Reschedules)
+}
+
+func TestBarePodRecreated(t *testing.T) {
+	pod := newPod(bare, func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x1", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}}, {Name: "data"}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-api-access-x1", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}, {Name: "data", MountPath: "/data"}}
+		p.Spec.Priority = new(int32)
+	})
+	key := JobKeyOf(pod)
+	require.True(t, key.Bare())
+	h := newHarness(t, false, pod, lostNode())
+
+	h.reconcile(t, "team", pod.Name)
+	assert.False(t, h.podExists(t, "team", pod.Name))
+	cm, rec := h.record(t, key)
+	require.NotNil(t, rec.PendingPod, "replacement stashed before the delete")
+	assert.Empty(t, cm.OwnerReferences, "the record must outlive the deleted pod")
+	assert.Equal(t, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team", Name: pod.Name}}}, pendingPodOf(context.Background(), cm))
+
+	// The delete event reconciles the now-missing pod: it is recreated.
+	h.reconcile(t, "team", pod.Name)
+	got := &corev1.Pod{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Empty(t, got.Spec.NodeName)
+	assert.Equal(t, corev1.PodStatus{}, got.Status)
+	assert.Equal(t, "true", got.Labels[policy.LabelManaged])
+	assert.Nil(t, got.Spec.Priority)
+	assert.Equal(t, []corev1.Volume{{Name: "data"}}, got.Spec.Volumes)
+	assert.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}, got.Spec.Containers[0].VolumeMounts)
+	require.NotNil(t, got.Spec.Affinity)
+	assert.Equal(t, []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}},
+	}}}, got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+
+	cm, rec = h.record(t, key)
+	assert.Nil(t, rec.PendingPod)
+	require.Len(t, cm.OwnerReferences, 1)
+	assert.NotEmpty(t, got.UID)
+	assert.Equal(t, got.UID, cm.OwnerReferences[0].UID, "the record now goes with the new pod")
+	evs := h.drainEvents()
+	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; avoids [n1]", evs[len(evs)-1])
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.recreated))
+
+	// Nothing more to do.
+	h.reconcile(t, "team", pod.Name)
+	assert.Empty(t, h.drainEvents())
+}
+
+func TestBarePodRecreationWaitsForTheOldPod(t *testing.T) {
+	pod := newPod(bare)
+	key := JobKeyOf(pod)
+	old := newPod(bare, func(p *corev1.Pod) { p.Finalizers = []string{"test/hold"} }, terminating(time.Second))
+	h := newHarness(t, false, old, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}, PendingPod: replacementFor(pod, nil), Replaces: old.UID}))
+
+	// The cache says the pod is gone, the API server that it is still terminating.
+	res, err := h.r.recreatePending(context.Background(), types.NamespacedName{Namespace: "team", Name: pod.Name})
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, res.RequeueAfter)
+	_, rec := h.record(t, key)
+	assert.NotNil(t, rec.PendingPod)
+}
+
+func TestBarePodReplacementAlreadyThereIsAdopted(t *testing.T) {
+	replacement := newPod(bare, func(p *corev1.Pod) { p.UID = "uid-new"; p.Spec.NodeName = "n2" })
+	key := JobKeyOf(replacement)
+	h := newHarness(t, false, replacement, readyNode(),
+		recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}, PendingPod: replacementFor(replacement, nil), Replaces: "uid-1"}))
+
+	h.reconcile(t, "team", replacement.Name)
+
+	cm, rec := h.record(t, key)
+	assert.Nil(t, rec.PendingPod, "a later delete of the replacement must not resurrect it")
+	require.Len(t, cm.OwnerReferences, 1)
+	assert.Equal(t, types.UID("uid-new"), cm.OwnerReferences[0].UID)
+}
+
+func TestBarePodCapAnnotatesThePod(t *testing.T) {
+	pod := newPod(bare)
+	key := JobKeyOf(pod)
+	h := newHarness(t, false, pod, lostNode(), recordCM(t, key, Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)}))
+
+	h.reconcile(t, "team", pod.Name)
+
+	got := &corev1.Pod{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Equal(t, "10", got.Annotations[AnnotationReschedulesExhausted])
+	assert.Empty(t, h.deletes)
+}
+
+func TestRecordBoundedAndExpired(t *testing.T) {
+	pod := newPod()
+	key := JobKeyOf(pod)
+	var rec Record
+	for i := 0; i < 20; i++ {
+		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, DefaultMaxBadNodes)
+	}
+	require.Len(t, rec.Nodes, DefaultMaxBadNodes, "bounded at 16")
+	assert.NotContains(t, rec.Nodes, "n00", "the oldest go first")
+	assert.Contains(t, rec.Nodes, "n19")
+
+	// A hand-made record over the bound, with expired entries: the store
+	// returns only live ones, and never more than 16.
+	big := Record{Nodes: map[string]time.Time{}}
+	for i := 0; i < 30; i++ {
+		big.Nodes[fmt.Sprintf("x%02d", i)] = t0.Add(time.Duration(i-5) * time.Minute) // x00..x05 expired at t0
+	}
+	h := newHarness(t, false, recordCM(t, key, big))
+	store := newBadNodeStore(h.c, DefaultOptions(), h.clock)
+	nodes, err := store.AvoidNodes(context.Background(), pod)
+	require.NoError(t, err)
+	assert.Len(t, nodes, 16)
+	assert.True(t, sort.StringsAreSorted(nodes))
+	assert.Equal(t, "x14", nodes[0], "the 16 latest-expiring")
+
+	h.clock.Step(time.Hour)
+	nodes, err = store.AvoidNodes(context.Background(), pod)
+	require.NoError(t, err)
+	assert.Empty(t, nodes, "expired records are ignored")
+}
+
+func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
+	pod := newPod()
+	key := JobKeyOf(pod)
+	foreign := recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}})
+	foreign.Labels = nil
+	h := newHarness(t, false, foreign)
+	store := newBadNodeStore(h.c, DefaultOptions(), h.clock)
+
+	nodes, err := store.AvoidNodes(context.Background(), pod)
+	require.NoError(t, err)
+	assert.Empty(t, nodes)
+	nodes, err = store.AvoidNodes(context.Background(), newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
+	require.NoError(t, err)
+	assert.Empty(t, nodes)
+
+	disabled := DefaultOptions()
+	disabled.Enabled = false
+	h2 := newHarness(t, false, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}}))
+	nodes, err = NewBadNodeStore(h2.c, disabled).AvoidNodes(context.Background(), pod)
+	require.NoError(t, err)
+	assert.Empty(t, nodes)
+}
+
+func TestPodsOnNode(t *testing.T) {
+	on := newPod()
+	off := newPod(func(p *corev1.Pod) { p.Name = "elsewhere"; p.Spec.NodeName = "n2" })
+	h := newHarness(t, false, on, off)
+	reqs := h.r.podsOnNode(context.Background(), readyNode())
+	assert.Equal(t, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team", Name: on.Name}}}, reqs)
+}
+
+func TestCacheByObject(t *testing.T) {
+	got := map[string]string{}
+	for obj, by := range CacheByObject() {
+		got[fmt.Sprintf("%T", obj)] = by.Label.String()
+	}
+	assert.Equal(t, map[string]string{
+		"*v1.Pod":       "trainguard.io/managed=true",
+		"*v1.ConfigMap": "trainguard.io/bad-nodes=true",
+	}, got)
+}
+
+func TestMetricsRegisterTwice(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m1, m2 := newMetrics(), newMetrics()
+	require.NoError(t, m1.register(reg))
+	require.NoError(t, m2.register(reg))
+	m2.decisions.WithLabelValues("X").Inc()
+	assert.Equal(t, 1.0, testutil.ToFloat64(m1.decisions.WithLabelValues("X")), "the second Setup reuses the registered counters")
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	key := JobKeyOf(newPod(bare))
+	in := Record{Nodes: map[string]time.Time{"a": t0}, Reschedules: 2, RoundStart: t0, PendingPod: replacementFor(newPod(bare), []string{"a"})}
+	cm := recordCM(t, key, in)
+	var nodes map[string]string
+	require.NoError(t, json.Unmarshal([]byte(cm.Data[dataNodes]), &nodes))
+	assert.Equal(t, map[string]string{"a": "2025-06-01T12:00:00Z"}, nodes, "data is JSON {node: expiry}")
+	out, err := decodeRecord(cm)
+	require.NoError(t, err)
+	assert.Equal(t, in.Nodes, out.Nodes)
+	assert.Equal(t, in.Reschedules, out.Reschedules)
+	assert.Equal(t, "elastic-0", out.PendingPod.Name)
+
+	cm.Data[dataNodes] = "{not json"
+	_, err = decodeRecord(cm)
+	assert.Error(t, err)
+}
+
+func keys(m map[string]time.Time) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

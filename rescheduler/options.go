@@ -1,0 +1,108 @@
+package rescheduler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Options configure the rescheduler; `trainguard serve` binds them to flags.
+type Options struct {
+	// Enabled runs the controller. When false, no record is written and the
+	// pod webhook avoids no node.
+	Enabled bool
+	// NodeLostGrace is how long a node may be NotReady or Unknown before its
+	// pods count as lost. Short blips (kubelet restarts) must not move a job.
+	NodeLostGrace time.Duration
+	// GraceOverTime is how long a graceful delete may hang on an unreachable
+	// node before the pod is force-deleted, so its replacement can start.
+	GraceOverTime time.Duration
+	// BadNodeTTL is how long a node stays recorded as bad for a job.
+	BadNodeTTL time.Duration
+	// MaxBadNodes bounds the record per job, so the anti-affinity stays small
+	// and a job can never exclude itself from the whole cluster for long.
+	MaxBadNodes int
+	// DefaultRetryable classifies exit codes the kubeflow ExitCode policy leaves undefined.
+	DefaultRetryable bool
+	// BackoffBase and BackoffMax bound the exponential backoff between
+	// reschedule rounds of one job: round n+1 starts no earlier than
+	// min(BackoffBase*2^(n-1), BackoffMax) after round n. Pods of the job that
+	// need action within BackoffBase of a round's start join that round.
+	BackoffBase, BackoffMax time.Duration
+}
+
+// Defaults, documented in docs/rescheduler.md.
+const (
+	DefaultNodeLostGrace = 60 * time.Second
+	DefaultGraceOverTime = 900 * time.Second
+	DefaultBadNodeTTL    = time.Hour
+	DefaultMaxBadNodes   = 16
+	DefaultBackoffBase   = 10 * time.Second
+	DefaultBackoffMax    = 5 * time.Minute
+)
+
+// DefaultOptions returns the options used when no flag is given.
+func DefaultOptions() Options {
+	return Options{
+		Enabled:       true,
+		NodeLostGrace: DefaultNodeLostGrace,
+		GraceOverTime: DefaultGraceOverTime,
+		BadNodeTTL:    DefaultBadNodeTTL,
+		MaxBadNodes:   DefaultMaxBadNodes,
+		BackoffBase:   DefaultBackoffBase,
+		BackoffMax:    DefaultBackoffMax,
+	}
+}
+
+// BindFlags registers the rescheduler's flags; the current values of o are the defaults.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.Enabled, "rescheduler", o.Enabled,
+		"Run the rescheduling controller (leader-elected). When false, no pod is deleted or recreated and the pod webhook avoids no node.")
+	fs.DurationVar(&o.NodeLostGrace, "node-lost-grace", o.NodeLostGrace,
+		"How long a node may be NotReady or Unknown before its training pods count as lost and are rescheduled.")
+	fs.DurationVar(&o.GraceOverTime, "grace-over-time", o.GraceOverTime,
+		"With fault-scheduling=grace, how long a graceful delete may hang on an unreachable node before the pod is force-deleted.")
+	fs.DurationVar(&o.BadNodeTTL, "bad-node-ttl", o.BadNodeTTL,
+		"How long a node stays recorded as bad for a job (its replacement pods avoid it).")
+	fs.IntVar(&o.MaxBadNodes, "max-bad-nodes", o.MaxBadNodes,
+		"Most nodes recorded as bad per job; the oldest records are dropped first.")
+	fs.BoolVar(&o.DefaultRetryable, "unknown-exit-code-retryable", o.DefaultRetryable,
+		"Treat exit codes outside kubeflow's ExitCode table (e.g. 3, 134, 255) as retryable instead of permanent.")
+	fs.DurationVar(&o.BackoffBase, "reschedule-backoff-base", o.BackoffBase,
+		"First backoff between two reschedule rounds of one job; doubles each round. Pods needing action within this time of a round share it.")
+	fs.DurationVar(&o.BackoffMax, "reschedule-backoff-max", o.BackoffMax,
+		"Longest backoff between two reschedule rounds of one job.")
+}
+
+// Validate rejects options the controller cannot work with.
+func (o *Options) Validate() error {
+	var errs []error
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", name, d))
+		}
+	}
+	positive("node-lost-grace", o.NodeLostGrace)
+	positive("grace-over-time", o.GraceOverTime)
+	positive("bad-node-ttl", o.BadNodeTTL)
+	positive("reschedule-backoff-base", o.BackoffBase)
+	positive("reschedule-backoff-max", o.BackoffMax)
+	if o.MaxBadNodes < 1 {
+		errs = append(errs, fmt.Errorf("--max-bad-nodes must be at least 1, got %d", o.MaxBadNodes))
+	}
+	if o.BackoffMax < o.BackoffBase {
+		errs = append(errs, fmt.Errorf("--reschedule-backoff-max (%s) must not be below --reschedule-backoff-base (%s)", o.BackoffMax, o.BackoffBase))
+	}
+	return errors.Join(errs...)
+}
+
+// backoff is the minimum time between the start of round n and round n+1 (n >= 1).
+func (o *Options) backoff(n int) time.Duration {
+	d := o.BackoffBase
+	for i := 1; i < n && d < o.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, o.BackoffMax)
+}

@@ -1,0 +1,90 @@
+package rescheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestBindFlags(t *testing.T) {
+	o := DefaultOptions()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	o.BindFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	assert.Equal(t, DefaultOptions(), o, "no flag keeps the defaults")
+	assert.Equal(t, Options{Enabled: true, NodeLostGrace: time.Minute, GraceOverTime: 900 * time.Second, BadNodeTTL: time.Hour,
+		MaxBadNodes: 16, BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute}, o)
+
+	require.NoError(t, fs.Parse([]string{"--rescheduler=false", "--node-lost-grace=30s", "--grace-over-time=5m",
+		"--bad-node-ttl=2h", "--max-bad-nodes=4", "--unknown-exit-code-retryable", "--reschedule-backoff-base=1s", "--reschedule-backoff-max=1m"}))
+	assert.Equal(t, Options{NodeLostGrace: 30 * time.Second, GraceOverTime: 5 * time.Minute, BadNodeTTL: 2 * time.Hour,
+		MaxBadNodes: 4, DefaultRetryable: true, BackoffBase: time.Second, BackoffMax: time.Minute}, o)
+	assert.NoError(t, o.Validate())
+}
+
+func TestValidate(t *testing.T) {
+	o := DefaultOptions()
+	o.NodeLostGrace = 0
+	o.MaxBadNodes = 0
+	o.BackoffMax = time.Second
+	err := o.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--node-lost-grace")
+	assert.Contains(t, err.Error(), "--max-bad-nodes")
+	assert.Contains(t, err.Error(), "--reschedule-backoff-max")
+}
+
+func TestJobKeyOf(t *testing.T) {
+	kubeflow := JobKeyOf(newPod())
+	assert.Equal(t, JobKey{Namespace: "team", APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "job"}, kubeflow)
+	byLabel := JobKeyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences = nil }))
+	assert.Equal(t, kubeflow.RecordName(), byLabel.RecordName(), "label fallback finds the same record")
+
+	kubedl := JobKeyOf(newPod(func(p *corev1.Pod) {
+		p.OwnerReferences = nil
+		p.Labels = map[string]string{labelJobName: "job", labelGroupName: "training.kubedl.io"}
+	}))
+	assert.Equal(t, "training.kubedl.io/v1alpha1", kubedl.APIVersion)
+	assert.NotEqual(t, kubeflow.RecordName(), kubedl.RecordName(), "same name, different kind of job")
+
+	barePod := JobKeyOf(newPod(bare, func(p *corev1.Pod) { p.Name = "job" }))
+	assert.True(t, barePod.Bare())
+	assert.NotEqual(t, kubeflow.RecordName(), barePod.RecordName())
+
+	long := JobKeyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = string(make([]byte, 300)) }))
+	assert.LessOrEqual(t, len(long.RecordName()), 253)
+	// Non-controller owners do not make a job.
+	notController := JobKeyOf(newPod(func(p *corev1.Pod) {
+		p.Labels = map[string]string{}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x"}}
+	}))
+	assert.True(t, notController.Bare())
+}
+
+func TestRequireNotOnNodesMergesIntoEveryTerm(t *testing.T) {
+	spec := &corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}}}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"z"}}}},
+		}},
+	}}}
+	requireNotOnNodes(spec, []string{"b", "a"})
+	requireNotOnNodes(spec, []string{"a"}) // idempotent
+	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	assert.Equal(t, []corev1.NodeSelectorRequirement{
+		{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}},
+		{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a", "b"}},
+	}, terms[0].MatchExpressions)
+	assert.Equal(t, []corev1.NodeSelectorRequirement{
+		{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a", "b", "z"}},
+	}, terms[1].MatchExpressions)
+
+	empty := &corev1.PodSpec{}
+	requireNotOnNodes(empty, nil)
+	assert.Nil(t, empty.Affinity, "no bad node, no affinity")
+}

@@ -1,0 +1,319 @@
+"""Unit tests of the trainguard SDK. Torch-dependent tests fail (not skip)
+when torch is missing: `make python-deps` installs it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SDK = os.path.dirname(HERE)
+sys.path.insert(0, SDK)
+
+from trainguard import Migrator  # noqa: E402
+from trainguard import _protocol as proto  # noqa: E402
+from trainguard import _storage as storage  # noqa: E402
+
+
+class Counter:
+    """A minimal object with the state_dict protocol, no torch needed."""
+
+    def __init__(self, n=0):
+        self.n = n
+
+    def state_dict(self):
+        return {"n": self.n}
+
+    def load_state_dict(self, s):
+        self.n = s["n"]
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="tg-sdk-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.signal = os.path.join(self.dir, ".trainguard", "pod-0")
+
+    def env(self, **extra):
+        e = {"TRAINGUARD_CHECKPOINT_DIR": self.dir, "TRAINGUARD_SIGNAL_DIR": self.signal,
+             "TRAINGUARD_POD_NAME": "pod-0", "TRAINGUARD_AFTER_CHECKPOINT": "continue"}
+        e.update(extra)
+        return e
+
+    def migrator(self, **extra):
+        m = Migrator(env=self.env(**extra))
+        self.addCleanup(m.close)
+        return m
+
+    def write_request(self, generation, deadline_in=30.0):
+        os.makedirs(self.signal, exist_ok=True)
+        proto.write_json_atomic(os.path.join(self.signal, proto.REQUEST_FILE), {
+            "generation": generation, "pod": "pod-0", "requested_at": time.time(),
+            "deadline": time.time() + deadline_in, "agent_pid": 1})
+
+    def read_ack(self):
+        return proto.read_json(os.path.join(self.signal, proto.ACK_FILE))
+
+    def step_until_ack(self, m, generation, limit=5.0):
+        end = time.time() + limit
+        while time.time() < end:
+            with m.step():
+                pass
+            ack = self.read_ack()
+            if ack and ack["generation"] == generation:
+                return ack
+            time.sleep(0.02)
+        self.fail("no ack of generation %d within %.0fs" % (generation, limit))
+
+
+class PlainObjects(Base):
+    """The pickle path: dicts, lists and state_dict objects, no torch."""
+
+    def test_round_trip_restores_in_place(self):
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        metrics, history, counter = {"best": 0.5}, [1, 2], Counter(7)
+        for name, obj in (("metrics", metrics), ("history", history), ("counter", counter)):
+            m.register(name, obj)
+        for _ in range(3):
+            with m.step():
+                pass
+        name = m.save_ckpt()
+        with open(os.path.join(self.dir, name), "rb") as f:
+            self.assertNotEqual(f.read(4), b"PK\x03\x04", "forced pickle path wrote a torch zip")
+
+        m2 = self.migrator()
+        metrics2, history2, counter2 = {"junk": 1}, [9], Counter()
+        for n, obj in (("metrics", metrics2), ("history", history2), ("counter", counter2)):
+            m2.register(n, obj)
+        self.assertTrue(m2.resume)
+        meta = m2.load_ckpt()
+        self.assertEqual(meta["step"], 3)
+        self.assertEqual(m2.global_step, 3)
+        self.assertEqual(metrics2, {"best": 0.5})
+        self.assertEqual(history2, [1, 2])
+        self.assertEqual(counter2.n, 7)
+
+    def test_register_refuses_unsupported(self):
+        with self.assertRaises(TypeError):
+            self.migrator().register("x", 3)
+
+    def test_no_checkpoint_is_a_fresh_start(self):
+        m = self.migrator()
+        m.register("metrics", {"a": 1})
+        self.assertFalse(m.resume)
+        with self.assertLogs("trainguard", "WARNING"):
+            self.assertIsNone(m.load_ckpt())
+
+    def test_missing_checkpoint_dir_warns_and_does_not_listen(self):
+        m = Migrator(env={"TRAINGUARD_CHECKPOINT_DIR": os.path.join(self.dir, "absent")})
+        with self.assertLogs("trainguard", "WARNING") as logs:
+            m.listening()
+        self.assertIn("does not exist", "".join(logs.output))
+        self.assertFalse(m.resume)
+
+    def test_corrupt_latest_falls_back_to_previous(self):
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        state = {"v": 1}
+        m.register("s", state)
+        first = m.save_ckpt()
+        state["v"] = 2
+        with m.step():
+            pass
+        second = m.save_ckpt()
+        with open(os.path.join(self.dir, second), "r+b") as f:
+            f.truncate(5)
+        m2 = self.migrator()
+        restored = {}
+        m2.register("s", restored)
+        with self.assertLogs("trainguard", "WARNING") as logs:
+            self.assertTrue(m2.resume)
+        self.assertIn(second, "".join(logs.output))
+        self.assertEqual(m2.load_ckpt()["checkpoint"], first)
+        self.assertEqual(restored, {"v": 1})
+
+    def test_everything_corrupt_is_a_fresh_start(self):
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        m.register("s", {"v": 1})
+        name = m.save_ckpt()
+        with open(os.path.join(self.dir, name), "wb") as f:
+            f.write(b"garbage")
+        m2 = self.migrator()
+        m2.register("s", {})
+        with self.assertLogs("trainguard", "WARNING"):
+            self.assertFalse(m2.resume)
+
+    def test_leftover_temp_file_is_ignored_and_cleaned(self):
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        m.register("s", {"v": 1})
+        good = m.save_ckpt()
+        tmp = os.path.join(self.dir, "." + storage.ckpt_name(2) + ".tmp-crashed")
+        with open(tmp, "wb") as f:
+            f.write(b"half a checkpoint")
+        self.assertEqual(storage.candidates(self.dir), [good])
+        m.save_ckpt()
+        self.assertFalse(os.path.exists(tmp))
+
+    def test_keeps_two_checkpoints(self):
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        m.register("s", {"v": 1})
+        names = [m.save_ckpt() for _ in range(4)]
+        self.assertEqual(storage.list_checkpoints(self.dir), [names[3], names[2]])
+        with open(os.path.join(self.dir, proto.POINTER_FILE)) as f:
+            ptr = json.load(f)
+        self.assertEqual(ptr["file"], names[3])
+
+    def test_import_does_not_need_torch(self):
+        """A subprocess where `import torch` fails: the SDK still saves and loads (pickle)."""
+        code = textwrap.dedent("""
+            import os, sys
+            sys.modules['torch'] = None  # any `import torch` now raises ImportError
+            sys.path.insert(0, %r)
+            from trainguard import migrator, Migrator
+            d = {'epoch': 3}; l = [1.5]
+            migrator.register('d', d); migrator.register('l', l)
+            migrator.listening()
+            name = migrator.save_ckpt()
+            head = open(os.path.join(os.environ['TRAINGUARD_CHECKPOINT_DIR'], name), 'rb').read(4)
+            assert head != b'PK\\x03\\x04', head
+            m2 = Migrator(); d2 = {}; l2 = []
+            m2.register('d', d2); m2.register('l', l2)
+            assert m2.resume
+            m2.load_ckpt()
+            assert d2 == {'epoch': 3} and l2 == [1.5], (d2, l2)
+            print('OK')
+        """ % SDK)
+        env = dict(os.environ, **self.env())
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("OK", out.stdout)
+
+
+class Protocol(Base):
+    def test_heartbeat_written(self):
+        m = self.migrator()
+        m.listening()
+        hb = proto.read_json(os.path.join(self.signal, proto.HEARTBEAT_FILE))
+        self.assertEqual(hb["pid"], os.getpid())
+        self.assertLess(abs(hb["time"] - time.time()), 5)
+
+    def test_request_is_answered_at_a_safe_point(self):
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        m.register("s", {"v": 1})
+        m.listening()
+        self.write_request(3)
+        ack = self.step_until_ack(m, 3)
+        self.assertEqual(ack["status"], "ok")
+        self.assertEqual(ack["step"], m.global_step)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, ack["checkpoint"])))
+
+    def test_expired_request_is_ignored(self):
+        m = self.migrator()
+        m.register("s", {"v": 1})
+        self.write_request(4, deadline_in=-1)
+        m.listening()
+        for _ in range(5):
+            time.sleep(0.12)
+            with m.step():
+                pass
+        self.assertIsNone(self.read_ack())
+        self.assertEqual(storage.list_checkpoints(self.dir), [])
+
+    def test_already_acknowledged_request_is_not_redone(self):
+        """A restarted trainer finds the previous pod's answered request: no new save."""
+        self.write_request(2)
+        proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
+                                {"generation": 2, "status": "ok", "step": 5, "checkpoint": "x"})
+        m = self.migrator()
+        m.register("s", {"v": 1})
+        m.listening()
+        for _ in range(5):
+            time.sleep(0.12)
+            with m.step():
+                pass
+        self.assertEqual(self.read_ack()["step"], 5)
+        self.assertEqual(storage.list_checkpoints(self.dir), [])
+
+    def test_failed_save_is_acknowledged_as_error(self):
+        m = self.migrator()
+        m.register("s", {"v": 1})
+        m.listening()
+        self.write_request(1)
+        with mock.patch.object(storage, "write_checkpoint", side_effect=OSError(28, "No space left on device")):
+            with self.assertLogs("trainguard", "ERROR"):
+                ack = self.step_until_ack(m, 1)
+        self.assertEqual(ack["status"], "error")
+        self.assertIn("No space left", ack["error"])
+
+    def test_hold_after_termination_checkpoint(self):
+        m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="hold", TRAINGUARD_HOLD_TIMEOUT="600ms")
+        m.register("s", {"v": 1})
+        m.listening()
+        self.write_request(1)
+        start = time.monotonic()
+        self.step_until_ack(m, 1)
+        self.assertGreaterEqual(time.monotonic() - start, 0.5, "did not hold after the checkpoint")
+
+    def test_migration_env_names_are_honoured(self):
+        cfg = proto.Config.from_env({"MIGRATION_CKPT_PATH": "/ck", "MIGRATION_SIGNAL_PATH": "/ck/sig",
+                                     "TRAINGUARD_PRESTOP_TIMEOUT": "1m30s"})
+        self.assertEqual((cfg.checkpoint_dir, cfg.signal_dir, cfg.prestop_timeout), ("/ck", "/ck/sig", 90.0))
+        cfg = proto.Config.from_env({"TRAINGUARD_CHECKPOINT_DIR": "/a", "MIGRATION_CKPT_PATH": "/b",
+                                     "TRAINGUARD_POD_NAME": "p"})
+        self.assertEqual((cfg.checkpoint_dir, cfg.signal_dir), ("/a", "/a/.trainguard/p"))
+        self.assertEqual(proto._duration_seconds("500ms", 0), 0.5)
+
+
+class WithTorch(Base):
+    def setUp(self):
+        super().setUp()
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            self.fail("torch is not importable by %s: run `make python-deps`" % sys.executable)
+
+    def test_model_and_optimizer_round_trip_bit_identical(self):
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        model(torch.randn(3, 4)).sum().backward()
+        opt.step()
+        m = self.migrator()
+        m.register("model", model)
+        m.register("optimizer", opt)
+        name = m.save_ckpt()
+        with open(os.path.join(self.dir, name), "rb") as f:
+            self.assertEqual(f.read(4), b"PK\x03\x04", "torch available but not used")
+
+        model2 = torch.nn.Linear(4, 2)
+        opt2 = torch.optim.Adam(model2.parameters(), lr=0.1)
+        m2 = self.migrator()
+        m2.register("model", model2)
+        m2.register("optimizer", opt2)
+        m2.load_ckpt()
+        for a, b in zip(model.parameters(), model2.parameters()):
+            self.assertTrue(torch.equal(a, b))
+        s1, s2 = opt.state_dict()["state"], opt2.state_dict()["state"]
+        for k in s1:
+            for field in ("exp_avg", "exp_avg_sq"):
+                self.assertTrue(torch.equal(s1[k][field], s2[k][field]))
+
+    def test_pickle_checkpoint_loads_with_torch_present(self):
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        m.register("d", {"x": 1})
+        m.save_ckpt()
+        d = {}
+        m2 = self.migrator()
+        m2.register("d", d)
+        m2.load_ckpt()
+        self.assertEqual(d, {"x": 1})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,87 @@
+package validators
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
+)
+
+// annotationRules lists one valid and one invalid value per annotation (issue 3 §3).
+func annotationRules() []struct{ key, good, bad string } {
+	return []struct{ key, good, bad string }{
+		{"trainguard.io/recover-strategy", "recover,dump", "recover,,dump"},
+		{"trainguard.io/recover-strategy", "retry,recover-in-place,elastic-training,exit", "recover,recover"},
+		{"trainguard.io/recover-strategy", "recover", "migrate"},
+		{"recover-strategy", "recover-in-place", "restart"},
+		{"trainguard.io/fault-scheduling", "force", "soft"},
+		{"trainguard.io/checkpoint-claim", "ckpt-pvc", "Ckpt_PVC"},
+		{"trainguard.io/checkpoint-path", "/checkpoint", "checkpoint"},
+		{"trainguard.io/checkpoint-path", "/mnt/ckpt", "/mnt/../ckpt"},
+		{"trainguard.io/checkpoint-path", "/data/ckpt", "/"},
+		{"trainguard.io/checkpoint-path", "/srv/ckpt", "/proc/ckpt"},
+		{"trainguard.io/checkpoint-path", "/system", "/sys"},
+		{"trainguard.io/checkpoint-path", "/devices", "/dev/shm"},
+		{"trainguard.io/checkpoint-path", "/var/run/ckpt", "/var/run/secrets/ckpt"},
+		{"trainguard.io/prestop-timeout", "90s", "-5s"},
+		{"trainguard.io/prestop-timeout", "1h", "61m"},
+		{"trainguard.io/prestop-timeout", "5m", "five minutes"},
+		{"trainguard.io/gpu-limit", "0", "65"},
+		{"trainguard.io/gpu-limit", "64", "one"},
+		{"trainguard.io/taskd", "disabled", "off"},
+		{"trainguard.io/inject", "enabled", "yes"},
+		{"trainguard.io/max-reschedules", "3", "-1"},
+	}
+}
+
+// TestAnnotationRules checks every annotation rule on each place an
+// annotation can be: a job, a job's pod template, a pod and a namespace.
+func TestAnnotationRules(t *testing.T) {
+	places := []struct {
+		name string
+		path string
+		obj  func(k, v string) Object
+	}{
+		{"job", "metadata.annotations", func(k, v string) Object { return job().withAnnotation(k, v).object() }},
+		{"template", "spec.pytorchReplicaSpecs[Worker].template.metadata.annotations", func(k, v string) Object {
+			return job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.Template.Annotations = map[string]string{k: v} }).object()
+		}},
+		{"kubedl job", "metadata.annotations", func(k, v string) Object { return kubedlJob().withAnnotation(k, v).object() }},
+		{"pod", "metadata.annotations", func(k, v string) Object { return pod().withAnnotation(k, v).object() }},
+		{"namespace", "metadata.annotations", func(k, v string) Object { return namespaceObject(map[string]string{k: v}, nil) }},
+	}
+	var cases []ruleCase
+	for _, place := range places {
+		for _, r := range annotationRules() {
+			cases = append(cases,
+				ruleCase{name: place.name + "/" + r.key + "=" + r.good, obj: place.obj(r.key, r.good)},
+				ruleCase{name: place.name + "/" + r.key + "=" + r.bad, obj: place.obj(r.key, r.bad), errs: []string{place.path + "[" + r.key + "]"}},
+			)
+		}
+	}
+	runRuleCases(t, cases)
+}
+
+func TestFaultSchedulingLabel(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{name: "job label grace", obj: job().withLabel("fault-scheduling", "grace").object()},
+		{name: "job label bad", obj: job().withLabel("fault-scheduling", "soon").object(), errs: []string{"metadata.labels[fault-scheduling]"}},
+		{name: "template label bad", obj: job().withReplica("Master", func(rs *kubeflowv1.ReplicaSpec) {
+			rs.Template.Labels = map[string]string{"fault-scheduling": "Grace"}
+		}).object(), errs: []string{"spec.pytorchReplicaSpecs[Master].template.metadata.labels[fault-scheduling]"}},
+		{name: "pod label off", obj: pod().with(func(p *corev1.Pod) { p.Labels = map[string]string{"fault-scheduling": "off"} }).object()},
+		{name: "pod label bad", obj: pod().with(func(p *corev1.Pod) { p.Labels = map[string]string{"fault-scheduling": ""} }).object(),
+			errs: []string{"metadata.labels[fault-scheduling]"}},
+		{name: "namespace label bad", obj: namespaceObject(nil, map[string]string{"fault-scheduling": "x"}), errs: []string{"metadata.labels[fault-scheduling]"}},
+	})
+}
+
+func TestValidateNamespace(t *testing.T) {
+	ns := &corev1.Namespace{}
+	ns.Annotations = map[string]string{"trainguard.io/inject": "enabled", "trainguard.io/gpu-limit": "100", "unrelated": "x"}
+	assert.Equal(t, []string{"metadata.annotations[trainguard.io/gpu-limit]"}, paths(ValidateNamespace(ns)))
+	assert.Empty(t, ValidateNamespace(nil))
+	assert.Empty(t, ValidateNamespace(&corev1.Namespace{}))
+}

@@ -1,0 +1,235 @@
+package validators
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
+	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/policy"
+)
+
+// docs/validation-rules.md is generated from the rules below by running
+// each example through the validator, so the messages in it are exactly
+// what users see. Regenerate with: go test ./validators/ -run Golden -update
+var update = flag.Bool("update", false, "rewrite docs/validation-rules.md")
+
+const docsFile = "../docs/validation-rules.md"
+
+// docRule is one documented rule: an example object that breaks it, and
+// the field path of the error (or warning) it produces.
+type docRule struct {
+	section string
+	rule    string
+	path    string
+	warning bool
+	obj     Object
+}
+
+func withNs(obj Object, ann map[string]string) Object { obj.NamespaceAnnotations = ann; return obj }
+
+func docRules() []docRule {
+	const kf, el, dl, an, cf = "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 PyTorchJob: elastic policy", "training.kubedl.io/v1alpha1 PyTorchJob", "Annotations and labels", "Cross-field checks (effective policy)"
+	ep := func(f func(*kubeflowv1.ElasticPolicy)) Object { return job().withElastic(1, 1).withPolicy(f).object() }
+	// The KubeDL examples have a checkpoint claim, so the no-checkpoint warning stays out of their rows.
+	dlJob := func() *dlJob { return kubedlJob().withAnnotation(policy.AnnotationCheckpointClaim, "ckpt") }
+	dlp := func(f func(*kubedlv1alpha1.ElasticPolicy)) Object { return dlJob().withPolicy(f).object() }
+	ann := func(k, v string) Object { return job().withAnnotation(k, v).object() }
+	ports := func(p corev1.ContainerPort) Object {
+		return job().withWorkerContainer(func(c *corev1.Container) { c.Ports = []corev1.ContainerPort{p} }).object()
+	}
+	return []docRule{
+		{kf, "name is a DNS-1035 label", "metadata.name", false, job().withName("1-train").object()},
+		{kf, "pytorchReplicaSpecs is required", "spec.pytorchReplicaSpecs", false, job().withoutReplica("Master").withoutReplica("Worker").object()},
+		{kf, "only Master and Worker replica types", "spec.pytorchReplicaSpecs[Chief]", false, job().withReplica("Chief", func(*kubeflowv1.ReplicaSpec) {}).object()},
+		{kf, "every replica has containers", "spec.pytorchReplicaSpecs[Worker].template.spec.containers", false,
+			job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.Template.Spec.Containers = nil }).object()},
+		{kf, "every container has an image", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image", false,
+			job().withWorkerContainer(func(c *corev1.Container) { c.Image = "" }).object()},
+		{kf, "a container named pytorch exists", "spec.pytorchReplicaSpecs[Worker].template.spec.containers", false,
+			job().withWorkerContainer(func(c *corev1.Container) { c.Name = "main" }).object()},
+		{kf, "Master replicas is 1 (unset means 1)", "spec.pytorchReplicaSpecs[Master].replicas", false, job().withMaster(ptr[int32](2)).object()},
+		{kf, "non-Master replicas ≥ 1 (unset means 1)", "spec.pytorchReplicaSpecs[Worker].replicas", false, job().withWorker(0).object()},
+		{kf, "restartPolicy is Always, OnFailure, Never or ExitCode", "spec.pytorchReplicaSpecs[Worker].restartPolicy", false,
+			job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.RestartPolicy = "Sometimes" }).object()},
+		{kf, "runPolicy.managedBy is the training operator or MultiKueue", "spec.runPolicy.managedBy", false, job().withManagedBy("example.com/mine").object()},
+		{kf, "runPolicy.managedBy is immutable (UPDATE)", "spec.runPolicy.managedBy", false, updatedFrom(job().withManagedBy("kueue.x-k8s.io/multikueue").object(), job())},
+		{kf, "nprocPerNode is auto, cpu, gpu or a positive integer", "spec.nprocPerNode", false, job().withNproc("0").object()},
+
+		{el, "elasticPolicy requires a Worker", "spec.pytorchReplicaSpecs[Worker]", false, job().withElastic(1, 1).withoutReplica("Worker").withMaster(nil).object()},
+		{el, "nProcPerNode is deprecated", "spec.elasticPolicy.nProcPerNode", true, ep(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](2) })},
+		{el, "nProcPerNode is forbidden with spec.nprocPerNode", "spec.elasticPolicy.nProcPerNode", false,
+			job().withElastic(1, 1).withNproc("2").withPolicy(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](2) }).object()},
+		{el, "nProcPerNode ≥ 1", "spec.elasticPolicy.nProcPerNode", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](0) })},
+		{el, "minReplicas ≥ 1", "spec.elasticPolicy.minReplicas", false, job().withElastic(0, 1).object()},
+		{el, "maxReplicas ≥ 1", "spec.elasticPolicy.maxReplicas", false, job().withElastic(1, 0).object()},
+		{el, "maxReplicas ≥ minReplicas", "spec.elasticPolicy.maxReplicas", false, job().withElastic(3, 2).withWorker(2).object()},
+		{el, "Worker replicas within [minReplicas, maxReplicas] (an unset bound takes the other; neither means the Worker count)", "spec.pytorchReplicaSpecs[Worker].replicas", false,
+			job().withElastic(2, 4).withWorker(5).object()},
+		{el, "rdzvBackend is c10d, etcd or etcd-v2", "spec.elasticPolicy.rdzvBackend", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVBackend = ptr("zookeeper") })},
+		{el, "etcd and etcd-v2 need rdzvHost", "spec.elasticPolicy.rdzvHost", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVBackend = ptr("etcd") })},
+		{el, "rdzvPort is 1–65535", "spec.elasticPolicy.rdzvPort", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVPort = ptr[int32](0) })},
+		{el, "maxRestarts ≥ 0", "spec.elasticPolicy.maxRestarts", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.MaxRestarts = ptr[int32](-1) })},
+		{el, "rdzvConf keys are non-empty", "spec.elasticPolicy.rdzvConf[0].key", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVConf = []kubeflowv1.RDZVConf{{Value: "1"}} })},
+		{el, "rdzvConf keys are unique", "spec.elasticPolicy.rdzvConf[1].key", false,
+			ep(func(p *kubeflowv1.ElasticPolicy) {
+				p.RDZVConf = []kubeflowv1.RDZVConf{{Key: "timeout"}, {Key: "timeout"}}
+			})},
+		{el, "standalone only on a single node", "spec.elasticPolicy.standalone", false,
+			job().withElastic(2, 2).withWorker(2).withPolicy(func(p *kubeflowv1.ElasticPolicy) { p.Standalone = ptr(true) }).object()},
+		{el, "metrics need minReplicas < maxReplicas", "spec.elasticPolicy.metrics", true,
+			job().withElastic(2, 2).withWorker(2).withPolicy(func(p *kubeflowv1.ElasticPolicy) { p.Metrics = []kubeflowv1.MetricRaw{{"type": "Resource"}} }).object()},
+
+		{dl, "kubedl.io/enable-elastic-training is true or false", "metadata.annotations[kubedl.io/enable-elastic-training]", false,
+			dlJob().withAnnotation(kubedlv1alpha1.AnnotationEnableElastic, "yes").object()},
+		{dl, "enableElastic requires elasticPolicy", "spec.elasticPolicy", false, dlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.ElasticPolicy = nil }).object()},
+		{dl, "elasticPolicy without enableElastic is ignored", "spec.elasticPolicy", true, dlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.EnableElastic = false }).object()},
+		{dl, "elastic scaling needs both bounds", "spec.elasticPolicy", true, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MaxReplicas = nil })},
+		{dl, "rdzvEndpoint is required for etcd", "spec.elasticPolicy.rdzvEndpoint", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.RDZVEndpoint = "" })},
+		{dl, "rdzvEndpoint is host:port", "spec.elasticPolicy.rdzvEndpoint", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.RDZVEndpoint = "etcd-service" })},
+		{dl, "minReplicas ≥ 1", "spec.elasticPolicy.minReplicas", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MinReplicas = ptr[int32](0) })},
+		{dl, "maxReplicas ≥ minReplicas", "spec.elasticPolicy.maxReplicas", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MinReplicas = ptr[int32](4) })},
+		{dl, "Worker replicas within [minReplicas, maxReplicas] (when both are set)", "spec.pytorchReplicaSpecs[Worker].replicas", false,
+			dlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.PyTorchReplicaSpecs["Worker"].Replicas = ptr[int32](4) }).object()},
+		{dl, "maxRestarts ≥ 0", "spec.elasticPolicy.maxRestarts", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MaxRestarts = ptr[int32](-1) })},
+		{dl, "nProcPerNode ≥ 1", "spec.elasticPolicy.nProcPerNode", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.NProcPerNode = ptr[int32](0) })},
+
+		{an, "recover-strategy: no empty entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(policy.AnnotationRecoverStrategy, "recover,")},
+		{an, "recover-strategy: subset of retry, recover, recover-in-place, elastic-training, dump, exit", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(policy.AnnotationRecoverStrategy, "migrate")},
+		{an, "recover-strategy: no duplicate entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(policy.AnnotationRecoverStrategy, "dump,dump")},
+		{an, "MindCluster recover-strategy: same rules", "metadata.annotations[recover-strategy]", false, ann(policy.AnnotationMindClusterRecoverStrategy, "restart")},
+		{an, "fault-scheduling annotation: grace, force or off", "metadata.annotations[trainguard.io/fault-scheduling]", false, ann(policy.AnnotationFaultScheduling, "soon")},
+		{an, "MindCluster fault-scheduling label: grace, force or off", "metadata.labels[fault-scheduling]", false, job().withLabel(policy.LabelMindClusterFaultScheduling, "soon").object()},
+		{an, "checkpoint-claim is a DNS-1123 subdomain", "metadata.annotations[trainguard.io/checkpoint-claim]", false, ann(policy.AnnotationCheckpointClaim, "Ckpt_PVC")},
+		{an, "checkpoint-path is absolute", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "ckpt")},
+		{an, "checkpoint-path is clean", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "/mnt/../ckpt")},
+		{an, "checkpoint-path is not /", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "/")},
+		{an, "checkpoint-path is not under /proc, /sys, /dev, /var/run/secrets", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "/var/run/secrets/ckpt")},
+		{an, "prestop-timeout is a Go duration", "metadata.annotations[trainguard.io/prestop-timeout]", false, ann(policy.AnnotationPreStopTimeout, "90")},
+		{an, "prestop-timeout is positive and ≤ 1h", "metadata.annotations[trainguard.io/prestop-timeout]", false, ann(policy.AnnotationPreStopTimeout, "2h")},
+		{an, "gpu-limit is an integer 0–64", "metadata.annotations[trainguard.io/gpu-limit]", false, ann(policy.AnnotationGPULimit, "65")},
+		{an, "taskd is enabled or disabled", "metadata.annotations[trainguard.io/taskd]", false, ann(policy.AnnotationTaskD, "on")},
+		{an, "inject is enabled or disabled", "metadata.annotations[trainguard.io/inject]", false, ann(policy.AnnotationInject, "yes")},
+		{an, "max-reschedules is an integer 0–1000", "metadata.annotations[trainguard.io/max-reschedules]", false, ann(policy.AnnotationMaxReschedules, "-1")},
+
+		{cf, "TaskD on: the TaskD port number is only used as taskd-port", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].ports[0].containerPort", false,
+			ports(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601})},
+		{cf, "TaskD on: the port name taskd-port is only used for the TaskD port", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].ports[0].name", false,
+			ports(corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9000})},
+		{cf, "integer nprocPerNode ≤ the training container's GPU limit", "spec.nprocPerNode", true,
+			job().withNproc("4").withWorkerContainer(func(c *corev1.Container) { c.Resources = gpuLimit(2) }).object()},
+		{cf, "an elastic job has a checkpoint volume", "spec.elasticPolicy", true, job().withElastic(1, 2).object()},
+		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(policy.AnnotationRecoverStrategy, "recover,elastic-training")},
+		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(job().object(), map[string]string{policy.AnnotationGPULimit: "lots"})},
+	}
+}
+
+// docRow runs one rule's example and returns the message it documents.
+func docRow(t *testing.T, r docRule) string {
+	t.Helper()
+	res := validate(t, r.obj)
+	var found []string
+	if r.warning {
+		for _, w := range res.Warnings {
+			if strings.HasPrefix(w, r.path) {
+				found = append(found, w)
+			}
+		}
+	} else {
+		for _, e := range res.Errors {
+			if e.Field == r.path {
+				found = append(found, e.ErrorBody())
+			}
+		}
+	}
+	require.Len(t, found, 1, "rule %q: want exactly one message at %s; errors %v, warnings %v", r.rule, r.path, res.Errors, res.Warnings)
+	return found[0]
+}
+
+func renderDocs(t *testing.T) string {
+	var b strings.Builder
+	b.WriteString(docsIntro)
+	section := ""
+	for _, r := range docRules() {
+		if r.section != section {
+			section = r.section
+			fmt.Fprintf(&b, "\n### %s\n\n| Rule | Field path | Severity | Message (for the example value) |\n|---|---|---|---|\n", section)
+		}
+		severity := "error"
+		if r.warning {
+			severity = "warning"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", cell(r.rule), r.path, severity, cell("`"+docRow(t, r)+"`"))
+	}
+	b.WriteString(docsNotes)
+	return b.String()
+}
+
+// cell escapes a Markdown table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func TestGoldenValidationRulesDoc(t *testing.T) {
+	got := renderDocs(t)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(docsFile), 0o755))
+		require.NoError(t, os.WriteFile(docsFile, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(docsFile)
+	require.NoError(t, err, "run: go test ./validators/ -run Golden -update")
+	require.Equal(t, string(want), got, "docs/validation-rules.md is stale; run: go test ./validators/ -run Golden -update")
+}
+
+const docsIntro = `# Validation rules
+
+<!-- Generated by validators/docs_test.go from the validator itself: every
+message below is what the example in that test produces. Do not edit by
+hand; run: go test ./validators/ -run Golden -update -->
+
+The validating webhook and ` + "`trainguard validate`" + ` apply the same rules
+(package ` + "`validators`" + `). Errors refuse the object; all of them are returned
+at once as a ` + "`field.ErrorList`" + ` (the webhook answers 422 Invalid; the CLI
+prints ` + "`<Kind>/<namespace>/<name>: <field path>: <message>`" + ` per error and exits 1).
+Warnings are admission warnings (the CLI prints them on stderr) and never
+refuse anything.
+
+Annotation and label rules apply wherever trainguard reads them: on jobs
+(` + "`metadata`" + `), on each replica's pod template
+(` + "`spec.pytorchReplicaSpecs[<type>].template.metadata`" + `), on Pods and on
+Namespaces; the table shows the job's path. The annotation rules are
+package ` + "`policy`" + `'s parsers, the same ones the config file is checked with.
+`
+
+const docsNotes = `
+### How the rules are applied
+
+- **Training container.** Cross-field checks look at one container per pod
+  template: the first whose name is in the config's ` + "`trainingContainer.names`" + `
+  (default ` + "`pytorch`, `ascend`" + `, in that order), else the first container.
+- **TaskD** is on when the effective policy (config < namespace annotations <
+  object annotations, ` + "`trainguard.io/taskd`" + `) says so; its port is the config's
+  ` + "`taskd.port`" + ` (default 9601). Only ` + "`{name: taskd-port, containerPort: 9601}`" + ` is allowed.
+- **GPU limit** is the training container's limit of the config's
+  ` + "`gpu.resourceName`" + ` (default ` + "`nvidia.com/gpu`" + `). Containers without that limit, or
+  with 0, are CPU training and get no warning.
+- **Checkpoint volume** means a ` + "`trainguard.io/checkpoint-claim`" + ` in the effective
+  policy, or a PVC volume named ` + "`trainguard-checkpoint`" + ` in the Worker template.
+- **Opted-out objects** (` + "`trainguard.io/inject: disabled`" + `) get no cross-field
+  checks: trainguard applies no policy to them. All other rules still apply.
+- **UPDATE** validates the new object but refuses only errors the update
+  introduces: an error whose type, field path and bad value were already
+  present on the old object is dropped, so an object admitted before a rule
+  existed stays editable. Updates of the ` + "`status`" + ` subresource always pass.
+- **Decoding.** An object that is not valid JSON of its kind (for example
+  ` + "`replicas: two`" + `) is refused as a bad request by the webhook, and is an invalid
+  document for the CLI. Field names are case-sensitive, as in the API server.
+- **Other kinds** pass unchecked. The CLI also validates the items of a
+  ` + "`v1 List`" + `, and treats a document without ` + "`apiVersion`/`kind`" + ` as invalid.
+`

@@ -1,0 +1,123 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/trainguard/trainguard/optin"
+	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/validators"
+)
+
+// mutate answers the mutating endpoint for kind. Only CREATE is mutated:
+// the pod template is what matters and it is fixed at creation.
+func (s *Server) mutate(kind Kind) admitFunc {
+	return func(r *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		log := s.log.WithValues("uid", req.UID, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "dryRun", req.DryRun != nil && *req.DryRun)
+		if req.Operation != admissionv1.Create {
+			log.V(1).Info("admitted unchanged", "reason", "operation "+string(req.Operation)+" is not mutated")
+			return allowed(nil)
+		}
+		if got := KindOf(schema.GroupVersionKind(req.Kind)); got != kind {
+			log.Info("admitted unchanged: unexpected kind sent to this endpoint; check the webhook configuration's rules", "expected", kind.String())
+			return allowed(nil)
+		}
+		res, err := s.injector.Inject(r.Context(), Request{Kind: kind, Namespace: req.Namespace, Raw: req.Object.Raw})
+		if err != nil {
+			log.Error(err, "refused: cannot mutate")
+			return errored(http.StatusBadRequest, fmt.Errorf("trainguard could not process this %s: %w", req.Kind.Kind, err))
+		}
+		if res.Skipped != "" {
+			log.V(1).Info("admitted unchanged", "reason", res.Skipped)
+			return allowed(res.Warnings)
+		}
+		resp := allowed(res.Warnings)
+		if len(res.Patch) > 0 {
+			patch, err := json.Marshal(res.Patch)
+			if err != nil {
+				log.Error(err, "refused: cannot encode patch")
+				return errored(http.StatusInternalServerError, fmt.Errorf("encoding patch: %w", err))
+			}
+			pt := admissionv1.PatchTypeJSONPatch
+			resp.Patch, resp.PatchType = patch, &pt
+		}
+		log.V(1).Info("admitted", "patchOperations", len(res.Patch), "warnings", len(res.Warnings))
+		return resp
+	}
+}
+
+// validate answers the validating endpoint for kind.
+func (s *Server) validate(kind Kind) admitFunc {
+	return func(r *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		log := s.log.WithValues("uid", req.UID, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
+		if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+			return allowed(nil)
+		}
+		gvk := schema.GroupVersionKind(req.Kind)
+		if got := KindOf(gvk); got != kind {
+			log.Info("admitted unvalidated: unexpected kind sent to this endpoint; check the webhook configuration's rules", "expected", kind.String())
+			return allowed(nil)
+		}
+		var nsAnn map[string]string
+		if kind != KindNamespace {
+			if reason := s.injector.namespaceSkip(req.Namespace); reason != "" {
+				return allowed(nil)
+			}
+			ann, found, err := s.injector.Namespaces(r.Context(), req.Namespace)
+			if err != nil {
+				log.Error(err, "refused: cannot read namespace")
+				return errored(http.StatusInternalServerError, fmt.Errorf("trainguard could not read namespace %q: %w", req.Namespace, err))
+			}
+			if !found || !optin.NamespaceEnabled(s.injector.Config, ann) {
+				log.V(1).Info("admitted unvalidated", "reason", "namespace has not opted in")
+				return allowed(nil)
+			}
+			nsAnn = ann
+		}
+		res, err := s.validator.Validate(validators.Object{GVK: gvk, Raw: req.Object.Raw, OldRaw: req.OldObject.Raw, SubResource: req.SubResource, NamespaceAnnotations: nsAnn})
+		if err != nil {
+			log.Error(err, "refused: cannot decode")
+			return errored(http.StatusBadRequest, fmt.Errorf("trainguard could not decode this %s: %w", req.Kind.Kind, err))
+		}
+		if len(res.Errors) > 0 {
+			status := apierrors.NewInvalid(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, req.Name, res.Errors)
+			log.V(1).Info("refused", "errors", res.Errors.ToAggregate().Error())
+			return &admissionv1.AdmissionResponse{Allowed: false, Result: &status.ErrStatus, Warnings: res.Warnings}
+		}
+		log.V(1).Info("admitted", "warnings", len(res.Warnings))
+		return allowed(res.Warnings)
+	}
+}
+
+// mirrorNamespaceLabel copies the opt-in annotation into the label the
+// webhook namespaceSelectors match, the moment the annotation is set.
+func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return allowed(nil)
+	}
+	var ns corev1.Namespace
+	if err := json.Unmarshal(req.Object.Raw, &ns); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("decoding Namespace: %w", err))
+	}
+	base := ns.DeepCopy()
+	if !optin.MirrorLabel(&ns.ObjectMeta) {
+		return allowed(nil)
+	}
+	ops, err := typedDiff(base, &ns)
+	if err != nil {
+		return errored(http.StatusInternalServerError, err)
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return errored(http.StatusInternalServerError, fmt.Errorf("encoding patch: %w", err))
+	}
+	pt := admissionv1.PatchTypeJSONPatch
+	s.log.V(1).Info("mirrored opt-in label", "namespace", ns.Name, "label", policy.LabelInjectEnabled, "value", ns.Labels[policy.LabelInjectEnabled])
+	return &admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}
+}

@@ -1,0 +1,64 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// benchHandler drives the full HTTP handler (decode, mutate, patch, encode).
+func benchHandler(b *testing.B, path string, body []byte) {
+	s := testServer(b, logr.Discard())
+	h := s.Handlers()[path]
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+		}
+	}
+}
+
+func BenchmarkPodMutate(b *testing.B) {
+	raw := pod("team-a", "resnet-worker-0").realistic().raw(b)
+	b.ReportMetric(float64(len(raw)), "pod-bytes")
+	benchHandler(b, PathMutatePod, review(b, admissionv1.Create, podGVK(), "team-a", raw, false))
+}
+
+func BenchmarkPodNotOptedIn(b *testing.B) {
+	raw := pod("other", "resnet-worker-0").realistic().raw(b)
+	benchHandler(b, PathMutatePod, review(b, admissionv1.Create, podGVK(), "other", raw, false))
+}
+
+func BenchmarkPyTorchJobMutate(b *testing.B) {
+	in, err := yaml.YAMLToJSON(mustRead(b, "testdata/master-worker.in.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	gvk := metav1.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
+	benchHandler(b, PathMutateKubeflowJob, review(b, admissionv1.Create, gvk, "team-a", in, false))
+}
+
+// BenchmarkInjectorPod isolates trainguard's own work from HTTP and JSON envelope handling.
+func BenchmarkInjectorPod(b *testing.B) {
+	raw := pod("team-a", "resnet-worker-0").realistic().raw(b)
+	s := testServer(b, logr.Discard())
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.injector.Inject(context.Background(), Request{Kind: KindPod, Namespace: "team-a", Raw: raw}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package webhook
+
+import (
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// typedDiff returns the JSON-patch operations that apply to the user's raw
+// object the changes between before and after: the same typed object
+// before and after the mutators ran. It walks the two values with
+// reflection, so it allocates only for what changed, and it only ever
+// touches fields the Go types declare: fields they do not know are never
+// mentioned, so they survive on the API server untouched.
+//
+// Whether a parent exists in the raw object is read off before: a nil
+// pointer, map or slice, or a zero struct, may be absent from raw, so the
+// change is written as one "add" of the whole parent. Object members are
+// always written with "add", which JSON Patch defines as set-or-replace.
+func typedDiff(before, after any) ([]jsonpatch.Operation, error) {
+	d := &differ{segs: make([]string, 0, 16)}
+	d.value(reflect.ValueOf(before), reflect.ValueOf(after))
+	return d.ops, d.err
+}
+
+type differ struct {
+	segs []string
+	// inSlice is set while the last segment is an array index, where JSON
+	// Patch's "add" would insert: a changed element must be replaced.
+	inSlice bool
+	ops     []jsonpatch.Operation
+	err     error
+}
+
+// setOp is the operation that sets the member at the current path.
+func (d *differ) setOp() string {
+	if d.inSlice {
+		return "replace"
+	}
+	return "add"
+}
+
+var (
+	marshalerType  = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+	objectMetaType = reflect.TypeOf(metav1.ObjectMeta{})
+)
+
+func (d *differ) value(a, b reflect.Value) {
+	if d.err != nil {
+		return
+	}
+	if a.Type().Implements(marshalerType) || (a.CanAddr() && a.Addr().Type().Implements(marshalerType)) {
+		d.leaf(a, b)
+		return
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			d.whole(a, b)
+			return
+		}
+		if a.Elem().Type() != b.Elem().Type() {
+			d.leaf(a, b)
+			return
+		}
+		d.value(a.Elem(), b.Elem())
+	case reflect.Struct:
+		d.structFields(a, b)
+	case reflect.Map:
+		if a.IsNil() || b.IsNil() {
+			d.whole(a, b)
+			return
+		}
+		d.mapEntries(a, b)
+	case reflect.Slice:
+		if a.IsNil() || b.IsNil() {
+			d.whole(a, b)
+			return
+		}
+		d.sliceElems(a, b)
+	default:
+		d.leaf(a, b)
+	}
+}
+
+// whole handles a parent that may be missing in raw: add it entirely.
+func (d *differ) whole(a, b reflect.Value) {
+	if a.IsNil() && b.IsNil() {
+		return
+	}
+	if b.IsNil() {
+		// a was set, so raw has the member (typed nil-ness mirrors raw presence).
+		d.emit("remove", nil)
+		return
+	}
+	if reflect.DeepEqual(boxed(a), boxed(b)) {
+		return
+	}
+	d.emit(d.setOp(), clean(b))
+}
+
+func (d *differ) leaf(a, b reflect.Value) {
+	if equalLeaf(a, b) {
+		return
+	}
+	d.emit(d.setOp(), boxed(b))
+}
+
+// equalLeaf compares scalars without boxing them (boxing every field of a
+// pod was most of the webhook's allocations), and marshalling types such as
+// resource.Quantity by their JSON form.
+func equalLeaf(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return a.Uint() == b.Uint()
+	case reflect.Float32, reflect.Float64:
+		return a.Float() == b.Float()
+	}
+	if reflect.DeepEqual(boxed(a), boxed(b)) {
+		return true
+	}
+	ja, errA := json.Marshal(boxed(a))
+	jb, errB := json.Marshal(boxed(b))
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// boxed returns v as an interface, by pointer when addressable so large
+// structs are not copied.
+func boxed(v reflect.Value) any {
+	if v.Kind() == reflect.Struct && v.CanAddr() {
+		return v.Addr().Interface()
+	}
+	return v.Interface()
+}
+
+func (d *differ) structFields(a, b reflect.Value) {
+	t := a.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, inline := jsonName(f)
+		if name == "-" {
+			continue
+		}
+		fa, fb := a.Field(i), b.Field(i)
+		d.inSlice = false
+		if inline {
+			d.value(fa, fb)
+			continue
+		}
+		d.segs = append(d.segs, name)
+		if fa.Kind() == reflect.Struct && fa.IsZero() && !fa.Type().Implements(marshalerType) {
+			// A zero struct may be absent from raw: write it whole if it changed.
+			if !fb.IsZero() {
+				d.emit("add", clean(fb))
+			}
+		} else {
+			d.value(fa, fb)
+		}
+		d.segs = d.segs[:len(d.segs)-1]
+	}
+}
+
+func (d *differ) mapEntries(a, b reflect.Value) {
+	iter := b.MapRange()
+	for iter.Next() {
+		k := iter.Key()
+		d.inSlice = false
+		d.segs = append(d.segs, k.String())
+		av := a.MapIndex(k)
+		if !av.IsValid() {
+			d.emit("add", clean(iter.Value()))
+		} else {
+			d.value(av, iter.Value())
+		}
+		d.segs = d.segs[:len(d.segs)-1]
+	}
+	iter = a.MapRange()
+	for iter.Next() {
+		if !b.MapIndex(iter.Key()).IsValid() {
+			d.segs = append(d.segs, iter.Key().String())
+			d.emit("remove", nil)
+			d.segs = d.segs[:len(d.segs)-1]
+		}
+	}
+}
+
+func (d *differ) sliceElems(a, b reflect.Value) {
+	n := min(a.Len(), b.Len())
+	for i := 0; i < n; i++ {
+		d.segs = append(d.segs, strconv.Itoa(i))
+		d.inSlice = true
+		d.value(a.Index(i), b.Index(i))
+		d.segs = d.segs[:len(d.segs)-1]
+	}
+	for i := n; i < b.Len(); i++ {
+		d.inSlice = false
+		d.segs = append(d.segs, "-")
+		d.emit("add", clean(b.Index(i)))
+		d.segs = d.segs[:len(d.segs)-1]
+	}
+}
+
+func (d *differ) emit(op string, value any) {
+	d.ops = append(d.ops, jsonpatch.Operation{Operation: op, Path: joinPointer(d.segs), Value: value})
+}
+
+// jsonName returns a struct field's JSON name and whether it is inlined.
+func jsonName(f reflect.StructField) (string, bool) {
+	tag := f.Tag.Get("json")
+	name, opts, _ := strings.Cut(tag, ",")
+	if name == "" && (opts == "inline" || f.Anonymous) {
+		return "", true
+	}
+	if name == "" {
+		return f.Name, false
+	}
+	return name, false
+}
+
+// clean returns the value to put in a patch. ObjectMeta is the one type
+// whose JSON form carries a null for an empty field (creationTimestamp);
+// it goes through a JSON tree without nulls so a patch adds only what
+// trainguard set. Everything else is marshalled as it is.
+func clean(v reflect.Value) any {
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Type() != objectMetaType {
+		return boxed(v)
+	}
+	b, err := json.Marshal(boxed(v))
+	if err != nil {
+		return boxed(v)
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return boxed(v)
+	}
+	return prune(tree)
+}
+
+func prune(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if e == nil {
+				delete(t, k)
+				continue
+			}
+			t[k] = prune(e)
+		}
+	case []any:
+		for i := range t {
+			t[i] = prune(t[i])
+		}
+	}
+	return v
+}

@@ -1,0 +1,110 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/trainguard/trainguard/mutators"
+	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/validators"
+)
+
+// Endpoint paths, documented in the README and used by the chart.
+const (
+	PathMutateKubeflowJob   = "/mutate-kubeflow-org-v1-pytorchjob"
+	PathMutateKubeDLJob     = "/mutate-training-kubedl-io-v1alpha1-pytorchjob"
+	PathMutatePod           = "/mutate-v1-pod"
+	PathMutateNamespace     = "/mutate-v1-namespace"
+	PathValidateKubeflowJob = "/validate-kubeflow-org-v1-pytorchjob"
+	PathValidateKubeDLJob   = "/validate-training-kubedl-io-v1alpha1-pytorchjob"
+	PathValidatePod         = "/validate-v1-pod"
+	PathValidateNamespace   = "/validate-v1-namespace"
+)
+
+// Options configure the webhooks.
+type Options struct {
+	Config       *policy.Config
+	OwnNamespace string
+	// Avoider feeds node anti-affinity from the rescheduler's record; may be nil.
+	Avoider mutators.NodeAvoider
+}
+
+// Server holds what every trainguard admission endpoint shares.
+type Server struct {
+	injector  *Injector
+	validator *validators.Validator
+	metrics   *admissionMetrics
+	log       logr.Logger
+}
+
+// NewServer builds the endpoints' shared state; lookup reads namespaces.
+func NewServer(opts Options, lookup NamespaceAnnotations, m *admissionMetrics, log logr.Logger) *Server {
+	return &Server{
+		injector:  &Injector{Config: opts.Config, OwnNamespace: opts.OwnNamespace, Namespaces: lookup, Avoider: opts.Avoider},
+		validator: validators.New(opts.Config),
+		metrics:   m,
+		log:       log,
+	}
+}
+
+// Setup registers every trainguard webhook on the manager's webhook server.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	m, err := newAdmissionMetrics(metrics.Registry)
+	if err != nil {
+		return err
+	}
+	s := NewServer(opts, CachedNamespaces(mgr.GetCache()), m, mgr.GetLogger().WithName("webhook"))
+	hooks := mgr.GetWebhookServer()
+	for path, h := range s.Handlers() {
+		hooks.Register(path, h)
+	}
+	return nil
+}
+
+// Handlers maps every endpoint path to its handler.
+func (s *Server) Handlers() map[string]http.Handler {
+	return map[string]http.Handler{
+		PathMutateKubeflowJob:   s.handler("mutate-pytorchjob", s.mutate(KindKubeflowPyTorchJob)),
+		PathMutateKubeDLJob:     s.handler("mutate-kubedl-pytorchjob", s.mutate(KindKubeDLPyTorchJob)),
+		PathMutatePod:           s.handler("mutate-pod", s.mutate(KindPod)),
+		PathMutateNamespace:     s.handler("mutate-namespace", s.mirrorNamespaceLabel),
+		PathValidateKubeflowJob: s.handler("validate-pytorchjob", s.validate(KindKubeflowPyTorchJob)),
+		PathValidateKubeDLJob:   s.handler("validate-kubedl-pytorchjob", s.validate(KindKubeDLPyTorchJob)),
+		PathValidatePod:         s.handler("validate-pod", s.validate(KindPod)),
+		PathValidateNamespace:   s.handler("validate-namespace", s.validate(KindNamespace)),
+	}
+}
+
+func (s *Server) handler(name string, admit admitFunc) http.Handler {
+	return &reviewHandler{name: name, admit: s.metrics.instrument(name, admit), log: s.log.WithValues("webhook", name)}
+}
+
+// CachedNamespaces reads namespace annotations from the manager's informer
+// (metadata only): the webhook never makes an API call per request.
+func CachedNamespaces(r client.Reader) NamespaceAnnotations {
+	return func(ctx context.Context, name string) (map[string]string, bool, error) {
+		ns := &metav1.PartialObjectMetadata{}
+		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, false, nil
+			}
+			return nil, false, fmt.Errorf("reading namespace from cache: %w", err)
+		}
+		ann := ns.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		return ann, true, nil
+	}
+}
