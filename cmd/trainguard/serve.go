@@ -2,29 +2,19 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/optin"
 	"github.com/trainguard/trainguard/policy"
 	"github.com/trainguard/trainguard/rescheduler"
-	"github.com/trainguard/trainguard/webhook"
+	"github.com/trainguard/trainguard/server"
 )
 
 // serveOptions are the flags of `trainguard serve`.
@@ -45,11 +35,6 @@ type serveOptions struct {
 	resched            rescheduler.Options
 	zap                zap.Options
 }
-
-const (
-	certModeFiles       = "files"
-	certModeSelfManaged = "self-managed"
-)
 
 func newServeCmd() *cobra.Command {
 	o := &serveOptions{resched: rescheduler.DefaultOptions()}
@@ -77,7 +62,7 @@ TLS is serving); Prometheus metrics on --metrics-bind-address.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.configPath, "config", "", "policy file (YAML); built-in defaults apply when empty")
 	fs.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key (and ca.crt)")
-	fs.StringVar(&o.certMode, "cert-mode", certModeFiles, "where serving certificates come from: files (cert-manager or --dev-certs) or self-managed (trainguard keeps them in a Secret and injects the CA bundle)")
+	fs.StringVar(&o.certMode, "cert-mode", server.CertModeFiles, "where serving certificates come from: files (cert-manager or --dev-certs) or self-managed (trainguard keeps them in a Secret and injects the CA bundle)")
 	fs.BoolVar(&o.devCerts, "dev-certs", false, "generate a self-signed CA and serving certificate into --cert-dir if none exists (local development only)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the TLS webhook server")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
@@ -104,11 +89,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return exitWith(2, err.Error())
 	}
-	if o.certMode != certModeFiles && o.certMode != certModeSelfManaged {
-		return exitWith(2, fmt.Sprintf("--cert-mode=%q: use %s or %s", o.certMode, certModeFiles, certModeSelfManaged))
-	}
-	if o.namespace != "" && !cfg.Excluded(o.namespace) {
-		cfg.ExcludedNamespaces = append(cfg.ExcludedNamespaces, o.namespace)
+	if o.certMode != server.CertModeFiles && o.certMode != server.CertModeSelfManaged {
+		return exitWith(2, fmt.Sprintf("--cert-mode=%q: use %s or %s", o.certMode, server.CertModeFiles, server.CertModeSelfManaged))
 	}
 	if o.devCerts {
 		if _, err := certs.EnsureDevCerts(o.certDir, certs.Options{DNSNames: devDNSNames(o), IPs: []net.IP{net.ParseIP("127.0.0.1")}}); err != nil {
@@ -120,93 +102,18 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	mgr, err := newManager(restCfg, o)
+	ctx = ctrlContext(ctx)
+	mgr, err := server.New(ctx, restCfg, server.Options{
+		Config: cfg, CertDir: o.certDir, CertMode: o.certMode, WebhookPort: o.webhookPort,
+		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
+		CertSecret: o.certSecret, WebhookService: o.webhookService, WebhookConfigName: o.webhookConfigName,
+		NamespaceMirror: o.namespaceMirroring, Rescheduler: o.resched, Log: ctrl.Log,
+	})
 	if err != nil {
-		return err
-	}
-	if err := wire(ctx, restCfg, mgr, cfg, o); err != nil {
 		return err
 	}
 	log.Info("starting trainguard", "webhookPort", o.webhookPort, "certMode", o.certMode, "clusterWide", cfg.ClusterWide, "rescheduler", o.resched.Enabled)
-	return mgr.Start(ctrlContext(ctx))
-}
-
-// newManager builds the controller-runtime manager: TLS-only webhook server
-// with HTTP/2 disabled (CVE-2023-44487 rapid reset) and TLS >= 1.2.
-func newManager(restCfg *restConfig, o *serveOptions) (ctrl.Manager, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building scheme: %w", err)
-	}
-	hooks := ctrlwebhook.NewServer(ctrlwebhook.Options{
-		Port:    o.webhookPort,
-		CertDir: o.certDir,
-		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-			c.NextProtos = []string{"http/1.1"}
-			c.MinVersion = tls.VersionTLS12
-		}},
-	})
-	renew := 10 * time.Second
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                        scheme,
-		WebhookServer:                 hooks,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:        o.probeAddr,
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              "trainguard.io",
-		LeaderElectionNamespace:       o.namespace,
-		LeaderElectionReleaseOnCancel: true,
-		RenewDeadline:                 &renew,
-		Cache:                         cache.Options{ByObject: rescheduler.CacheByObject()},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
-	}
-	return mgr, nil
-}
-
-// wire registers the webhooks, controllers and probes on mgr.
-func wire(ctx context.Context, restCfg *restConfig, mgr ctrl.Manager, cfg *policy.Config, o *serveOptions) error {
-	avoider := rescheduler.NewBadNodeStore(mgr.GetCache(), o.resched)
-	if err := webhook.Setup(mgr, webhook.Options{Config: cfg, OwnNamespace: o.namespace, Avoider: avoider}); err != nil {
-		return fmt.Errorf("setting up webhooks: %w", err)
-	}
-	if o.namespaceMirroring {
-		if err := optin.SetupMirror(mgr); err != nil {
-			return fmt.Errorf("setting up namespace label mirror: %w", err)
-		}
-	}
-	if err := rescheduler.Setup(mgr, cfg, o.resched); err != nil {
-		return fmt.Errorf("setting up rescheduler: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return fmt.Errorf("adding healthz: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("webhook-tls", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return fmt.Errorf("adding readyz: %w", err)
-	}
-	if o.certMode == certModeSelfManaged {
-		// A direct client: the files must exist before the webhook server
-		// starts, which is before the manager's cache is running.
-		direct, err := client.New(restCfg, client.Options{Scheme: mgr.GetScheme()})
-		if err != nil {
-			return fmt.Errorf("creating client for self-managed certificates: %w", err)
-		}
-		sm := certs.NewSelfManaged(direct, certs.SelfManagedOptions{
-			Namespace: o.namespace, SecretName: o.certSecret, ServiceName: o.webhookService,
-			WebhookConfigName: o.webhookConfigName, CertDir: o.certDir,
-		})
-		if err := sm.Prepare(ctx); err != nil {
-			return fmt.Errorf("preparing self-managed certificates: %w", err)
-		}
-		if err := mgr.Add(sm); err != nil {
-			return fmt.Errorf("adding self-managed certificates: %w", err)
-		}
-		if err := mgr.AddReadyzCheck("ca-bundle", sm.ReadyCheck); err != nil {
-			return fmt.Errorf("adding readyz: %w", err)
-		}
-	}
-	return nil
+	return mgr.Start(ctx)
 }
 
 func devDNSNames(o *serveOptions) []string {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"flag"
 
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
-
-type restConfig = rest.Config
 
 // ctrlContext stops the manager on SIGTERM/SIGINT as well as when ctx ends.
 func ctrlContext(ctx context.Context) context.Context {

@@ -1,0 +1,167 @@
+// Package server assembles the trainguard process: a controller-runtime
+// manager with the TLS webhook server, the namespace opt-in mirror, the
+// rescheduler and, optionally, self-managed certificates. `trainguard serve`,
+// the integration suite and `make demo` all build it here, so what the
+// tests run is what ships.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/trainguard/trainguard/certs"
+	"github.com/trainguard/trainguard/optin"
+	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/rescheduler"
+	"github.com/trainguard/trainguard/webhook"
+)
+
+// Certificate sources.
+const (
+	CertModeFiles       = "files"
+	CertModeSelfManaged = "self-managed"
+)
+
+// Options configure the process.
+type Options struct {
+	Config *policy.Config
+	// CertDir holds tls.crt and tls.key; they are hot-reloaded.
+	CertDir  string
+	CertMode string
+	// WebhookHost is empty for all interfaces.
+	WebhookHost string
+	WebhookPort int
+	MetricsAddr string
+	ProbeAddr   string
+	// Namespace is trainguard's own namespace.
+	Namespace         string
+	LeaderElect       bool
+	LeaderElectionID  string
+	CertSecret        string
+	WebhookService    string
+	WebhookConfigName string
+	NamespaceMirror   bool
+	Rescheduler       rescheduler.Options
+	Log               logr.Logger
+}
+
+// New builds the manager with everything registered; the caller starts it.
+// In self-managed mode the certificates are prepared before New returns,
+// because the webhook server needs them before the manager's cache runs.
+func New(ctx context.Context, restCfg *rest.Config, o Options) (ctrl.Manager, error) {
+	if o.CertMode == "" {
+		o.CertMode = CertModeFiles
+	}
+	if o.CertMode != CertModeFiles && o.CertMode != CertModeSelfManaged {
+		return nil, fmt.Errorf("cert mode %q: use %s or %s", o.CertMode, CertModeFiles, CertModeSelfManaged)
+	}
+	if o.Namespace != "" && !o.Config.Excluded(o.Namespace) {
+		o.Config.ExcludedNamespaces = append(o.Config.ExcludedNamespaces, o.Namespace)
+	}
+	mgr, err := newManager(restCfg, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := wire(ctx, restCfg, mgr, o); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// newManager builds the manager: a TLS-only webhook server with HTTP/2
+// disabled (HTTP/2 rapid reset, CVE-2023-44487) and TLS >= 1.2.
+func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	hooks := ctrlwebhook.NewServer(ctrlwebhook.Options{
+		Host:    o.WebhookHost,
+		Port:    o.WebhookPort,
+		CertDir: o.CertDir,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+			c.NextProtos = []string{"http/1.1"}
+			c.MinVersion = tls.VersionTLS12
+		}},
+	})
+	id := o.LeaderElectionID
+	if id == "" {
+		id = "trainguard.io"
+	}
+	renew := 10 * time.Second
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        o.Log,
+		WebhookServer:                 hooks,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              id,
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		RenewDeadline:                 &renew,
+		Cache:                         cache.Options{ByObject: rescheduler.CacheByObject()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// wire registers the webhooks, controllers and probes on mgr.
+func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options) error {
+	avoider := rescheduler.NewBadNodeStore(mgr.GetCache(), o.Rescheduler)
+	if err := webhook.Setup(mgr, webhook.Options{Config: o.Config, OwnNamespace: o.Namespace, Avoider: avoider}); err != nil {
+		return fmt.Errorf("setting up webhooks: %w", err)
+	}
+	if o.NamespaceMirror {
+		if err := optin.SetupMirror(mgr); err != nil {
+			return fmt.Errorf("setting up namespace label mirror: %w", err)
+		}
+	}
+	if err := rescheduler.Setup(mgr, o.Config, o.Rescheduler); err != nil {
+		return fmt.Errorf("setting up rescheduler: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook-tls", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding readyz: %w", err)
+	}
+	if o.CertMode != CertModeSelfManaged {
+		return nil
+	}
+	// A direct client: the files must exist before the webhook server
+	// starts, which is before the manager's cache is running.
+	direct, err := client.New(restCfg, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return fmt.Errorf("creating client for self-managed certificates: %w", err)
+	}
+	sm := certs.NewSelfManaged(direct, certs.SelfManagedOptions{
+		Namespace: o.Namespace, SecretName: o.CertSecret, ServiceName: o.WebhookService,
+		WebhookConfigName: o.WebhookConfigName, CertDir: o.CertDir, Log: o.Log.WithName("certs"),
+	})
+	if err := sm.Prepare(ctx); err != nil {
+		return fmt.Errorf("preparing self-managed certificates: %w", err)
+	}
+	if err := mgr.Add(sm); err != nil {
+		return fmt.Errorf("adding self-managed certificates: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ca-bundle", sm.ReadyCheck); err != nil {
+		return fmt.Errorf("adding readyz: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+// Package controlplane starts a real kube-apiserver and etcd (envtest, with
+// the binaries hack/build-k8s.sh builds into bin/k8s), installs the kubeflow
+// and KubeDL PyTorchJob CRDs and trainguard's webhook configurations
+// rendered from the Helm chart, and runs trainguard's real manager
+// in-process behind real TLS. The integration suite and `make demo` use it.
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/rescheduler"
+	"github.com/trainguard/trainguard/server"
+	"github.com/trainguard/trainguard/test/chart"
+)
+
+// Namespace trainguard is "installed" in; the chart excludes it.
+const Namespace = "trainguard-system"
+
+// ReleaseName of the rendered chart, so its configurations are named "trainguard".
+const ReleaseName = "trainguard"
+
+// Options for Start.
+type Options struct {
+	// ChartValues are extra --set flags for rendering the webhook configurations.
+	ChartValues []string
+	Log         logr.Logger
+}
+
+// ControlPlane is a running API server with trainguard's webhooks registered.
+type ControlPlane struct {
+	Env    *envtest.Environment
+	Config *rest.Config
+	Client client.Client
+	// Mutating and Validating are the configurations as installed.
+	Mutating   *admissionregistrationv1.MutatingWebhookConfiguration
+	Validating *admissionregistrationv1.ValidatingWebhookConfiguration
+	log        logr.Logger
+}
+
+// Start boots etcd and kube-apiserver and installs CRDs and webhook
+// configurations. It does not start trainguard: see StartTrainguard.
+func Start(opts Options) (*ControlPlane, error) {
+	root, err := chart.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets := filepath.Join(root, "bin", "k8s")
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		return nil, fmt.Errorf("kube-apiserver not found in %s: run `make k8s-bins` (make test does it for you): %w", assets, err)
+	}
+	kubeflowCRD, err := kubeflowPyTorchJobCRD()
+	if err != nil {
+		return nil, err
+	}
+	mutating, validating, err := renderWebhooks(opts.ChartValues)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Paths:              []string{kubeflowCRD, filepath.Join(root, "test", "crds")},
+			ErrorIfPathMissing: true,
+		},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{mutating},
+			ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{validating},
+			LocalServingHost:   "127.0.0.1",
+		},
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	log := opts.Log
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	return &ControlPlane{Env: env, Config: cfg, Client: c, Mutating: mutating, Validating: validating, log: log}, nil
+}
+
+// Stop tears the control plane down.
+func (cp *ControlPlane) Stop() error { return cp.Env.Stop() }
+
+// Trainguard is one running trainguard manager.
+type Trainguard struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// TrainguardOptions for StartTrainguard.
+type TrainguardOptions struct {
+	Config      *policy.Config
+	Rescheduler *rescheduler.Options
+	LeaderElect bool
+	// Port overrides the webhook port (a second manager needs its own).
+	Port int
+}
+
+// StartTrainguard runs trainguard's manager in-process on the port and
+// certificates envtest registered in the webhook configurations, and waits
+// until it serves TLS.
+func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions) (*Trainguard, error) {
+	cfg := o.Config
+	if cfg == nil {
+		cfg = policy.DefaultConfig()
+	}
+	resched := rescheduler.DefaultOptions()
+	if o.Rescheduler != nil {
+		resched = *o.Rescheduler
+	}
+	wio := cp.Env.WebhookInstallOptions
+	port := wio.LocalServingPort
+	if o.Port != 0 {
+		port = o.Port
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	mgr, err := server.New(ctx, cp.Config, server.Options{
+		Config: cfg, CertDir: wio.LocalServingCertDir, WebhookHost: wio.LocalServingHost, WebhookPort: port,
+		MetricsAddr: "0", ProbeAddr: "0", Namespace: Namespace, LeaderElect: o.LeaderElect,
+		NamespaceMirror: true, Rescheduler: resched, Log: cp.log,
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	tg := &Trainguard{cancel: cancel, done: make(chan error, 1)}
+	go func() { tg.done <- mgr.Start(ctx) }()
+	if err := waitServing(ctx, mgr, tg.done); err != nil {
+		cancel()
+		return nil, err
+	}
+	return tg, nil
+}
+
+// Stop stops the manager and waits for it to exit.
+func (tg *Trainguard) Stop() error {
+	tg.cancel()
+	select {
+	case err := <-tg.done:
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.New("trainguard did not stop within 30s")
+	}
+}
+
+func waitServing(ctx context.Context, mgr ctrl.Manager, done chan error) error {
+	check := mgr.GetWebhookServer().StartedChecker()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return fmt.Errorf("trainguard exited while starting: %w", err)
+		default:
+		}
+		if check(nil) == nil && mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("trainguard's webhook server did not serve TLS within 30s")
+}
+
+// renderWebhooks takes the webhook configurations from the Helm chart, so
+// the selectors and policies under test are the shipped ones.
+func renderWebhooks(values []string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	helm, err := chart.HelmBin()
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := chart.ChartDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	objs, err := chart.Render(helm, dir, ReleaseName, Namespace, values...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rendering chart: %w", err)
+	}
+	return chart.WebhookConfigurations(objs)
+}
+
+// kubeflowPyTorchJobCRD returns the path of kubeflow's PyTorchJob CRD in
+// the Go module cache (downloaded on first use).
+func kubeflowPyTorchJobCRD() (string, error) {
+	dir, err := moduleDir("github.com/kubeflow/training-operator@v1.8.1")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "manifests", "base", "crds", "kubeflow.org_pytorchjobs.yaml"), nil
+}
+
+func moduleDir(modVersion string) (string, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", modVersion).Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", modVersion, err)
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", modVersion, err)
+	}
+	if m.Error != "" || m.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: %s", modVersion, m.Error)
+	}
+	return m.Dir, nil
+}

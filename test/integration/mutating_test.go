@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+func templateOf(t *testing.T, u *unstructured.Unstructured, replica string) corev1.PodTemplateSpec {
+	t.Helper()
+	raw, found, err := unstructured.NestedMap(u.Object, "spec", "pytorchReplicaSpecs", replica, "template")
+	require.NoError(t, err)
+	require.True(t, found, "replica %s has a template", replica)
+	var tmpl corev1.PodTemplateSpec
+	require.NoError(t, runtimeConvert(raw, &tmpl))
+	return tmpl
+}
+
+// assertInjected checks every injection on a pod template or pod.
+func assertInjected(t *testing.T, meta map[string]string, labels map[string]string, spec corev1.PodSpec) {
+	t.Helper()
+	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", meta[policy.AnnotationInjected])
+	assert.Equal(t, "recover", meta["recover-strategy"])
+	assert.Equal(t, "grace", labels["fault-scheduling"])
+	assert.Equal(t, "true", labels[policy.LabelManaged])
+	c := spec.Containers[0]
+	require.NotNil(t, c.Lifecycle, "preStop hook")
+	assert.Equal(t, []string{"/opt/trainguard/bin/trainguard-agent", "prestop", "--timeout=60s"}, c.Lifecycle.PreStop.Exec.Command)
+	require.Len(t, spec.InitContainers, 1)
+	assert.Equal(t, "trainguard-agent-install", spec.InitContainers[0].Name)
+	assert.Contains(t, c.Ports, corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9601, Protocol: corev1.ProtocolTCP})
+	assert.Equal(t, "1", c.Resources.Limits.Name("nvidia.com/gpu", "").String())
+	assert.Equal(t, "1", c.Resources.Requests.Name("nvidia.com/gpu", "").String())
+	require.NotNil(t, spec.TerminationGracePeriodSeconds)
+	assert.Equal(t, int64(90), *spec.TerminationGracePeriodSeconds)
+}
+
+func TestPyTorchJobInOptedInNamespaceIsInjected(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true, nil)
+	j := job(t, ns, "mnist", masterWorkerSpec)
+	require.NoError(t, env.c.Create(ctx, j))
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(j.GroupVersionKind())
+	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(j), got))
+	for _, replica := range []string{"Master", "Worker"} {
+		tmpl := templateOf(t, got, replica)
+		assertInjected(t, tmpl.Annotations, tmpl.Labels, tmpl.Spec)
+	}
+	assert.Equal(t, "recover", got.GetAnnotations()["recover-strategy"])
+	assert.Equal(t, "grace", got.GetLabels()["fault-scheduling"])
+}
+
+func TestNamespaceNotOptedInIsUnchanged(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, false, nil)
+	j := job(t, ns, "mnist", masterWorkerSpec)
+	require.NoError(t, env.c.Create(ctx, j))
+	tmpl := templateOf(t, j, "Worker")
+	assert.Empty(t, tmpl.Annotations)
+	assert.Nil(t, tmpl.Spec.Containers[0].Lifecycle)
+	p := newPod(ns, "p").obj()
+	require.NoError(t, env.c.Create(ctx, p))
+	assert.Empty(t, p.Annotations)
+	assert.Empty(t, p.Spec.InitContainers)
+}
+
+func TestOptOutAnnotationIsUnchanged(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true, nil)
+	j := job(t, ns, "hands-off", masterWorkerSpec)
+	j.SetAnnotations(map[string]string{policy.AnnotationInject: policy.InjectDisabled})
+	require.NoError(t, env.c.Create(ctx, j))
+	tmpl := templateOf(t, j, "Master")
+	assert.Nil(t, tmpl.Spec.Containers[0].Lifecycle)
+	assert.NotContains(t, j.GetAnnotations(), policy.AnnotationInjected)
+	p := newPod(ns, "p").annotate(policy.AnnotationInject, policy.InjectDisabled).obj()
+	require.NoError(t, env.c.Create(ctx, p))
+	assert.Empty(t, p.Spec.InitContainers)
+}
+
+func TestNamespaceAnnotatedAfterCreation(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, false, nil)
+	var nsObj corev1.Namespace
+	require.NoError(t, env.c.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
+	nsObj.Annotations = map[string]string{policy.AnnotationInject: policy.InjectEnabled}
+	require.NoError(t, env.c.Update(ctx, &nsObj))
+	annotated := time.Now()
+	var injectedAfter time.Duration
+	require.Eventually(t, func() bool {
+		p := newPod(ns, "probe-"+strings.ToLower(time.Now().Format("150405.000000000"))).obj()
+		p.Name = strings.ReplaceAll(p.Name, ".", "-")
+		if err := env.c.Create(ctx, p); err != nil {
+			return false
+		}
+		injectedAfter = time.Since(annotated)
+		return p.Annotations[policy.AnnotationInjected] != ""
+	}, 5*time.Second, 100*time.Millisecond, "objects created after the opt-in must be injected within 5s")
+	t.Logf("injected %s after the namespace was annotated", injectedAfter.Round(time.Millisecond))
+	require.NoError(t, env.c.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
+	assert.Equal(t, policy.InjectEnabled, nsObj.Labels[policy.LabelInjectEnabled], "the opt-in label is mirrored")
+}
+
+func TestBarePodIsInjected(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true, nil)
+	p := newPod(ns, "elastic-worker-0").obj()
+	require.NoError(t, env.c.Create(ctx, p))
+	var got corev1.Pod
+	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(p), &got))
+	assertInjected(t, got.Annotations, got.Labels, got.Spec)
+}
+
+func TestServerSideDryRunReturnsMutatedObjectAndPersistsNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true, nil)
+	p := newPod(ns, "dry").obj()
+	require.NoError(t, env.c.Create(ctx, p, client.DryRunAll))
+	assertInjected(t, p.Annotations, p.Labels, p.Spec)
+	err := env.c.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
+	assert.True(t, apierrors.IsNotFound(err), "dry run must not persist the pod: %v", err)
+}

@@ -1,0 +1,55 @@
+// Package integration runs trainguard against a real kube-apiserver and
+// etcd: the API server calls trainguard's webhooks over TLS, with the
+// webhook configurations rendered from the Helm chart.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainguard/trainguard/test/controlplane"
+)
+
+// suite is the shared control plane; tests create their own namespaces.
+type suite struct {
+	cp *controlplane.ControlPlane
+	tg *controlplane.Trainguard
+	c  client.Client
+}
+
+var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
+
+func TestMain(m *testing.M) {
+	start := time.Now()
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration suite:", err)
+		code = 1
+	}
+	fmt.Printf("integration suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	cp, err := controlplane.Start(controlplane.Options{})
+	if err != nil {
+		return 1, err
+	}
+	defer func() { _ = cp.Stop() }()
+	env.cp, env.c = cp, cp.Client
+	tg, err := cp.StartTrainguard(context.Background(), controlplane.TrainguardOptions{})
+	if err != nil {
+		return 1, err
+	}
+	env.tg = tg
+	code := m.Run()
+	if env.tg != nil {
+		_ = env.tg.Stop()
+	}
+	return code, nil
+}
