@@ -11,14 +11,13 @@ const hostnameKey = "kubernetes.io/hostname"
 
 // AvoidNodes adds a required node anti-affinity to nodes. It is ANDed into
 // every existing node-selector term, so it only ever narrows where the pod
-// may run, never widens what the user allowed.
+// may run, never widens what the user allowed. A term that already has a
+// hostname NotIn expression gets the nodes merged into it, the same way the
+// rescheduler writes it when it recreates a bare pod, so both paths converge.
 func AvoidNodes(t *Target, nodes []string) bool {
 	if len(nodes) == 0 {
 		return false
 	}
-	nodes = append([]string(nil), nodes...)
-	sort.Strings(nodes)
-	req := corev1.NodeSelectorRequirement{Key: hostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: nodes}
 	if t.Spec.Affinity == nil {
 		t.Spec.Affinity = &corev1.Affinity{}
 	}
@@ -35,30 +34,41 @@ func AvoidNodes(t *Target, nodes []string) bool {
 	}
 	for i := range sel.NodeSelectorTerms {
 		term := &sel.NodeSelectorTerms[i]
-		if !excludesAll(term.MatchExpressions, nodes) {
-			term.MatchExpressions = append(term.MatchExpressions, req)
-		}
+		term.MatchExpressions = excludeNodes(term.MatchExpressions, nodes)
 	}
 	return true
 }
 
-// excludesAll reports whether some hostname NotIn expression already covers nodes.
-func excludesAll(exprs []corev1.NodeSelectorRequirement, nodes []string) bool {
-	for _, e := range exprs {
+// excludeNodes merges nodes into the first hostname NotIn expression, or
+// appends one. Values stay sorted so a re-run produces the same list.
+func excludeNodes(exprs []corev1.NodeSelectorRequirement, nodes []string) []corev1.NodeSelectorRequirement {
+	for i := range exprs {
+		e := &exprs[i]
 		if e.Key != hostnameKey || e.Operator != corev1.NodeSelectorOpNotIn {
 			continue
 		}
-		have := map[string]bool{}
-		for _, v := range e.Values {
-			have[v] = true
+		if merged := mergeSorted(e.Values, nodes); len(merged) != len(e.Values) {
+			e.Values = merged
 		}
-		all := true
-		for _, n := range nodes {
-			all = all && have[n]
-		}
-		if all {
-			return true
+		return exprs
+	}
+	return append(exprs, corev1.NodeSelectorRequirement{Key: hostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: mergeSorted(nil, nodes)})
+}
+
+func mergeSorted(have, add []string) []string {
+	seen := make(map[string]bool, len(have)+len(add))
+	out := make([]string, 0, len(have)+len(add))
+	for _, list := range [][]string{have, add} {
+		for _, n := range list {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
 		}
 	}
-	return false
+	if len(out) == len(have) {
+		return have
+	}
+	sort.Strings(out)
+	return out
 }

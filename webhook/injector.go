@@ -75,7 +75,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	case KindKubeDLPyTorchJob:
 		return i.injectKubeDLJob(req.Raw, nsAnn)
 	case KindPod:
-		return i.injectPod(ctx, req.Raw, nsAnn)
+		return i.injectPod(ctx, req.Namespace, req.Raw, nsAnn)
 	}
 	return Result{Skipped: "kind not handled"}, nil
 }
@@ -87,7 +87,7 @@ func (i *Injector) namespaceSkip(ns string) string {
 	return ""
 }
 
-func (i *Injector) injectPod(ctx context.Context, raw []byte, nsAnn map[string]string) (Result, error) {
+func (i *Injector) injectPod(ctx context.Context, namespace string, raw []byte, nsAnn map[string]string) (Result, error) {
 	var pod corev1.Pod
 	if err := json.Unmarshal(raw, &pod); err != nil {
 		return Result{}, fmt.Errorf("decoding Pod: %w", err)
@@ -108,7 +108,7 @@ func (i *Injector) injectPod(ctx context.Context, raw []byte, nsAnn map[string]s
 				" and no " + policy.AnnotationInject + "=" + policy.InjectEnabled + " annotation"}, nil
 		}
 	}
-	avoid, err := i.avoidNodes(ctx, &pod)
+	avoid, err := i.avoidNodes(ctx, &pod, namespace)
 	if err != nil {
 		return Result{}, err
 	}
@@ -124,11 +124,19 @@ func (i *Injector) injectPod(ctx context.Context, raw []byte, nsAnn map[string]s
 	return Result{Patch: ops, Warnings: append(warnings, t.Warnings()...)}, nil
 }
 
-func (i *Injector) avoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+// avoidNodes asks the rescheduler's record which nodes the pod must avoid.
+// A pod being created may not carry its namespace yet; the request does.
+func (i *Injector) avoidNodes(ctx context.Context, pod *corev1.Pod, namespace string) ([]string, error) {
 	if i.Avoider == nil {
 		return nil, nil
 	}
-	nodes, err := i.Avoider.AvoidNodes(ctx, pod)
+	lookup := pod
+	if pod.Namespace == "" && namespace != "" {
+		shallow := *pod
+		shallow.Namespace = namespace
+		lookup = &shallow
+	}
+	nodes, err := i.Avoider.AvoidNodes(ctx, lookup)
 	if err != nil {
 		return nil, fmt.Errorf("reading bad nodes for pod: %w", err)
 	}

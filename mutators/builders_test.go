@@ -1,0 +1,53 @@
+package mutators
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainguard/trainguard/policy"
+)
+
+// target builds a Target around a pod spec, kueue-style.
+type targetBuilder struct {
+	meta metav1.ObjectMeta
+	spec corev1.PodSpec
+	pol  *policy.Policy
+}
+
+func newTarget(containers ...string) *targetBuilder {
+	b := &targetBuilder{}
+	for _, c := range containers {
+		b.spec.Containers = append(b.spec.Containers, corev1.Container{Name: c, Image: "img"})
+	}
+	cfg := policy.DefaultConfig()
+	cfg.Checkpoint.Claim = "ckpt"
+	b.pol, _ = policy.Resolve(cfg, nil, nil)
+	return b
+}
+
+func (b *targetBuilder) with(f func(*corev1.PodSpec)) *targetBuilder { f(&b.spec); return b }
+
+func (b *targetBuilder) policy(f func(*policy.Policy)) *targetBuilder { f(b.pol); return b }
+
+func (b *targetBuilder) grace(s int64) *targetBuilder {
+	b.spec.TerminationGracePeriodSeconds = &s
+	return b
+}
+
+func (b *targetBuilder) preStop(h *corev1.LifecycleHandler) *targetBuilder {
+	b.spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: h}
+	return b
+}
+
+func (b *targetBuilder) build() *Target {
+	return &Target{Meta: &b.meta, Spec: &b.spec, Policy: b.pol}
+}
+
+func gpu(n string) corev1.ResourceList {
+	return corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(n)}
+}
+
+func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
