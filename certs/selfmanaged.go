@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,13 @@ type SelfManagedOptions struct {
 	SecretName string
 	// ServiceName is the webhook Service; the certificate covers its DNS names.
 	ServiceName string
+	// ExtraDNSNames and IPAddresses are covered by the serving certificate
+	// in addition to the Service's names, for webhook configurations that
+	// reach trainguard by URL (e.g. https://127.0.0.1:9443 in a test control
+	// plane, or a host name outside the cluster). A Secret whose certificate
+	// lacks any of them is rotated.
+	ExtraDNSNames []string
+	IPAddresses   []net.IP
 	// WebhookConfigName names both the Mutating and the Validating configuration.
 	WebhookConfigName string
 	// CertDir receives tls.crt, tls.key and ca.crt for the webhook server.
@@ -109,10 +117,12 @@ func NewSelfManaged(c client.Client, opts SelfManagedOptions) *SelfManaged {
 // the certificate on disk.
 func (s *SelfManaged) NeedLeaderElection() bool { return false }
 
-// DNSNames are the names the serving certificate covers.
+// DNSNames are the names the serving certificate covers: the Service's,
+// then ExtraDNSNames.
 func (s *SelfManaged) DNSNames() []string {
 	svc, ns := s.opts.ServiceName, s.opts.Namespace
-	return []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}
+	names := []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}
+	return append(names, s.opts.ExtraDNSNames...)
 }
 
 // Start keeps certificates, files and CA bundles in place until ctx ends.
@@ -332,7 +342,7 @@ func (s *SelfManaged) ensureSecret(ctx context.Context, force bool) (*corev1.Sec
 }
 
 func (s *SelfManaged) generate() (*Bundle, error) {
-	b, err := Generate(Options{DNSNames: s.DNSNames(), Validity: s.opts.Validity, Now: s.opts.Now()})
+	b, err := Generate(Options{DNSNames: s.DNSNames(), IPs: s.opts.IPAddresses, Validity: s.opts.Validity, Now: s.opts.Now()})
 	if err != nil {
 		return nil, fmt.Errorf("generating self-managed certificate: %w", err)
 	}
@@ -408,6 +418,11 @@ func (s *SelfManaged) rotationReason(sec *corev1.Secret) string {
 	for _, name := range s.DNSNames() {
 		if err := leaf.VerifyHostname(name); err != nil {
 			return "tls.crt does not cover " + name
+		}
+	}
+	for _, ip := range s.opts.IPAddresses {
+		if err := leaf.VerifyHostname(ip.String()); err != nil {
+			return "tls.crt does not cover " + ip.String()
 		}
 	}
 	now := s.opts.Now()

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -56,6 +57,10 @@ type Options struct {
 	NamespaceMirror   bool
 	Rescheduler       rescheduler.Options
 	Log               logr.Logger
+	// SeveralInProcess allows more than one manager in one process (tests
+	// run a second replica or restart trainguard); controller names must
+	// otherwise be unique because they name metrics.
+	SeveralInProcess bool
 }
 
 // New builds the manager with everything registered; the caller starts it.
@@ -114,6 +119,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		RenewDeadline:                 &renew,
 		Cache:                         cache.Options{ByObject: rescheduler.CacheByObject()},
+		Controller:                    config.Controller{SkipNameValidation: &o.SeveralInProcess},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

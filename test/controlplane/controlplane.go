@@ -117,6 +117,17 @@ type TrainguardOptions struct {
 	LeaderElect bool
 	// Port overrides the webhook port (a second manager needs its own).
 	Port int
+	// CertMode is server.CertModeFiles (the default: envtest's certificate
+	// in envtest's LocalServingCertDir) or server.CertModeSelfManaged.
+	CertMode string
+	// CertDir overrides the directory the webhook server loads its
+	// certificate from (default envtest's LocalServingCertDir). In
+	// self-managed mode, use a directory of your own so the certificate
+	// served is provably trainguard's.
+	CertDir string
+	// CertSecret names the self-managed certificate Secret in Namespace
+	// (default "<ReleaseName>-tls", as the chart names it).
+	CertSecret string
 }
 
 // StartTrainguard runs trainguard's manager in-process on the port and
@@ -136,12 +147,25 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	if o.Port != 0 {
 		port = o.Port
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := server.New(ctx, cp.Config, server.Options{
-		Config: cfg, CertDir: wio.LocalServingCertDir, WebhookHost: wio.LocalServingHost, WebhookPort: port,
+	certDir := wio.LocalServingCertDir
+	if o.CertDir != "" {
+		certDir = o.CertDir
+	}
+	so := server.Options{
+		Config: cfg, CertDir: certDir, CertMode: o.CertMode, WebhookHost: wio.LocalServingHost, WebhookPort: port,
 		MetricsAddr: "0", ProbeAddr: "0", Namespace: Namespace, LeaderElect: o.LeaderElect,
-		NamespaceMirror: true, Rescheduler: resched, Log: cp.log,
-	})
+		NamespaceMirror: true, Rescheduler: resched, Log: cp.log, SeveralInProcess: true,
+	}
+	if o.CertMode == server.CertModeSelfManaged {
+		// The names the chart passes as --cert-secret, --webhook-service
+		// and --webhook-config-name.
+		so.CertSecret, so.WebhookService, so.WebhookConfigName = o.CertSecret, ReleaseName, ReleaseName
+		if so.CertSecret == "" {
+			so.CertSecret = ReleaseName + "-tls"
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	mgr, err := server.New(ctx, cp.Config, so)
 	if err != nil {
 		cancel()
 		return nil, err

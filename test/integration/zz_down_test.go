@@ -1,0 +1,43 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainguard/trainguard/test/controlplane"
+)
+
+// TestTrainguardDown shows what the shipped failure policies do while
+// trainguard is unreachable: opted-in namespaces fail closed, every other
+// namespace is never sent to trainguard and keeps working.
+func TestTrainguardDown(t *testing.T) {
+	ctx := context.Background()
+	optedIn := namespace(t, true, nil)
+	other := namespace(t, false, nil)
+	require.NoError(t, env.tg.Stop())
+	env.tg = nil
+	t.Cleanup(func() {
+		tg, err := env.cp.StartTrainguard(ctx, controlplane.TrainguardOptions{})
+		require.NoError(t, err)
+		env.tg = tg
+	})
+
+	err := env.c.Create(ctx, newPod(optedIn, "blocked").obj())
+	require.Error(t, err, "an opted-in namespace fails closed: no pod runs without its checkpoint hook")
+	assert.Contains(t, err.Error(), "pods.mutate.trainguard.io")
+	t.Logf("opted-in namespace while trainguard is down: %v", err)
+
+	err = env.c.Create(ctx, job(t, optedIn, "blocked", masterWorkerSpec))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pytorchjobs.mutate.trainguard.io")
+
+	p := newPod(other, "free").obj()
+	require.NoError(t, env.c.Create(ctx, p), "a namespace that has not opted in must never be blocked by trainguard")
+	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(p), p))
+	assert.Empty(t, p.Spec.InitContainers)
+	require.NoError(t, env.c.Create(ctx, job(t, other, "free", masterWorkerSpec)))
+}
