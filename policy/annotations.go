@@ -26,14 +26,16 @@ const (
 
 // Paths a checkpoint may not be mounted under: mounting there would shadow
 // kernel interfaces or the service-account token.
-var forbiddenCheckpointRoots = []string{"/proc", "/sys", "/dev", "/var/run/secrets"}
+// /var/run is commonly a link to /run, so both spellings are refused.
+var forbiddenCheckpointRoots = []string{"/proc", "/sys", "/dev", "/var/run/secrets", "/run/secrets"}
 
 // ParseRecoverStrategy checks a comma-separated subset of the MindCluster strategies.
 func ParseRecoverStrategy(v string) (string, error) {
 	seen := map[string]bool{}
 	for _, s := range strings.Split(v, ",") {
-		s = strings.TrimSpace(s)
 		switch {
+		case s != strings.TrimSpace(s):
+			return "", fmt.Errorf("entry %q has spaces; write the list without them, e.g. recover,dump", s)
 		case s == "":
 			return "", fmt.Errorf("empty entry in comma-separated list; use a subset of %s", strings.Join(recoverStrategies, ", "))
 		case !contains(recoverStrategies, s):
@@ -105,7 +107,7 @@ func ParsePreStopTimeout(v string) (time.Duration, error) {
 // ParseGPULimit checks an integer accelerator count in 0–64; 0 turns the default off.
 func ParseGPULimit(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > MaxGPULimit {
+	if err != nil || !digitsOnly(v) || n < 0 || n > MaxGPULimit {
 		return 0, fmt.Errorf("must be an integer between 0 and %d", MaxGPULimit)
 	}
 	return n, nil
@@ -125,7 +127,7 @@ func ParseTaskD(v string) (bool, error) {
 // ParseMaxReschedules checks a non-negative integer.
 func ParseMaxReschedules(v string) (int, error) {
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > MaxMaxReschedules {
+	if err != nil || !digitsOnly(v) || n < 0 || n > MaxMaxReschedules {
 		return 0, fmt.Errorf("must be an integer between 0 and %d", MaxMaxReschedules)
 	}
 	return n, nil
@@ -174,4 +176,14 @@ func ValidateFaultSchedulingLabel(labels map[string]string, fldPath *field.Path)
 		return field.ErrorList{field.Invalid(fldPath.Key(LabelMindClusterFaultScheduling), v, err.Error())}
 	}
 	return nil
+}
+
+// digitsOnly refuses signs and spaces strconv would accept ("+5").
+func digitsOnly(v string) bool {
+	for _, r := range v {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return v != ""
 }

@@ -182,6 +182,11 @@ func (c *Config) applyDefaults() {
 	}
 }
 
+// defaulted reports whether applyDefaults ran (Resolve needs its pointers set).
+func (c *Config) defaulted() bool {
+	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil
+}
+
 // Excluded reports whether a namespace is never mutated.
 func (c *Config) Excluded(namespace string) bool {
 	return contains(c.ExcludedNamespaces, namespace)

@@ -41,6 +41,11 @@ func (p *Policy) AgentBinary() string { return p.AgentPath + "/" + AgentBinaryNa
 // annotation value never silently disappears: it is skipped, the lower layer
 // applies, and a warning names the annotation, the value and the reason.
 func Resolve(cfg *Config, nsAnnotations, objAnnotations map[string]string) (*Policy, []string) {
+	if !cfg.defaulted() {
+		c := *cfg
+		c.applyDefaults()
+		cfg = &c
+	}
 	p := &Policy{
 		CheckpointClaim:    cfg.Checkpoint.Claim,
 		CheckpointPath:     cfg.Checkpoint.Path,

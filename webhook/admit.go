@@ -102,7 +102,7 @@ func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.Admissio
 		return allowed(nil)
 	}
 	var ns corev1.Namespace
-	if err := json.Unmarshal(req.Object.Raw, &ns); err != nil {
+	if err := decodeObject(req.Object.Raw, &ns); err != nil {
 		return errored(http.StatusBadRequest, fmt.Errorf("decoding Namespace: %w", err))
 	}
 	base := ns.DeepCopy()

@@ -43,7 +43,7 @@ func BenchmarkPodNotOptedIn(b *testing.B) {
 }
 
 func BenchmarkPyTorchJobMutate(b *testing.B) {
-	in, err := yaml.YAMLToJSON(mustRead(b, "testdata/master-worker.in.yaml"))
+	in, err := yaml.YAMLToJSON(mustReadT(b, "testdata/master-worker.in.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,8 +27,8 @@ func namespaces(m map[string]map[string]string) NamespaceAnnotations {
 
 func optedIn() map[string]map[string]string {
 	return map[string]map[string]string{
-		"team-a":  {policy.AnnotationInject: policy.InjectEnabled},
-		"other":   {},
+		"team-a":   {policy.AnnotationInject: policy.InjectEnabled},
+		"other":    {},
 		"team-ckp": {policy.AnnotationInject: policy.InjectEnabled, policy.AnnotationCheckpointClaim: "ckpt"},
 	}
 }

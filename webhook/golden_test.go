@@ -57,7 +57,7 @@ func runOffline(t *testing.T, cfg *policy.Config, in []byte) ([]byte, []string) 
 	return out.Bytes(), warnings
 }
 
-func splitDocs(t *testing.T, in []byte) [][]byte {
+func splitDocs(t testing.TB, in []byte) [][]byte {
 	t.Helper()
 	r := utilyaml.NewYAMLReader(bufioReader(in))
 	var docs [][]byte

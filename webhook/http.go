@@ -116,3 +116,15 @@ func errored(code int32, err error) *admissionv1.AdmissionResponse {
 		Status: metav1.StatusFailure, Code: code, Message: err.Error(), Reason: metav1.StatusReasonBadRequest,
 	}}
 }
+
+// DecodeReviewResponse parses an AdmissionReview answer, as the API server would.
+func DecodeReviewResponse(body []byte) (*admissionv1.AdmissionReview, error) {
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, fmt.Errorf("malformed AdmissionReview response: %w", err)
+	}
+	if review.Response == nil {
+		return nil, errors.New("AdmissionReview has no response")
+	}
+	return &review, nil
+}

@@ -5,7 +5,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -89,7 +88,7 @@ func (i *Injector) namespaceSkip(ns string) string {
 
 func (i *Injector) injectPod(ctx context.Context, namespace string, raw []byte, nsAnn map[string]string) (Result, error) {
 	var pod corev1.Pod
-	if err := json.Unmarshal(raw, &pod); err != nil {
+	if err := decodeObject(raw, &pod); err != nil {
 		return Result{}, fmt.Errorf("decoding Pod: %w", err)
 	}
 	if optin.ObjectDisabled(pod.Annotations) {
@@ -98,6 +97,9 @@ func (i *Injector) injectPod(ctx context.Context, namespace string, raw []byte, 
 	base := pod.DeepCopy()
 	p, warnings := policy.Resolve(i.Config, nsAnn, pod.Annotations)
 	t := &mutators.Target{Meta: &pod.ObjectMeta, Spec: &pod.Spec, Policy: p}
+	if len(pod.Spec.Containers) == 0 {
+		return Result{Skipped: "pod has no containers"}, nil
+	}
 	injected := hasMarker(pod.Annotations)
 	if !injected {
 		if ownedByJob(&pod) {

@@ -74,7 +74,9 @@ func markJob(meta *metav1.ObjectMeta, p *policy.Policy, applied []string) {
 func sortedTemplates[R any](specs map[string]*R, template func(*R) *corev1.PodTemplateSpec) []replicaTemplate {
 	keys := make([]string, 0, len(specs))
 	for k, v := range specs {
-		if v != nil {
+		// A replica without containers (or without a name) is invalid and the
+		// validating webhook says so; there is nothing to inject into.
+		if v != nil && k != "" && len(template(v).Spec.Containers) > 0 {
 			keys = append(keys, k)
 		}
 	}

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,7 @@ func (i *Injector) injectKubeDLJob(raw []byte, nsAnn map[string]string) (Result,
 	// types have no generated DeepCopy).
 	var job, base kubedlv1alpha1.PyTorchJob
 	for _, into := range []*kubedlv1alpha1.PyTorchJob{&job, &base} {
-		if err := json.Unmarshal(raw, into); err != nil {
+		if err := decodeObject(raw, into); err != nil {
 			return Result{}, fmt.Errorf("decoding training.kubedl.io/v1alpha1 PyTorchJob: %w", err)
 		}
 	}

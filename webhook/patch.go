@@ -1,6 +1,10 @@
 package webhook
 
-import "strings"
+import (
+	"strings"
+
+	sigsjson "sigs.k8s.io/json"
+)
 
 var pointerEncoder = strings.NewReplacer("~", "~0", "/", "~1")
 
@@ -14,4 +18,11 @@ func joinPointer(segs []string) string {
 		b.WriteString(s)
 	}
 	return b.String()
+}
+
+// decodeObject decodes an admitted object the way the API server reads it:
+// field names match case-sensitively. encoding/json would accept "Labels"
+// for "labels", and the patch would then point at a member raw lacks.
+func decodeObject(raw []byte, into any) error {
+	return sigsjson.UnmarshalCaseSensitivePreserveInts(raw, into)
 }

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,7 @@ func (i *Injector) injectKubeflowJob(raw []byte, nsAnn map[string]string) (Resul
 	// types have no generated DeepCopy).
 	var job, base kubeflowv1.PyTorchJob
 	for _, into := range []*kubeflowv1.PyTorchJob{&job, &base} {
-		if err := json.Unmarshal(raw, into); err != nil {
+		if err := decodeObject(raw, into); err != nil {
 			return Result{}, fmt.Errorf("decoding kubeflow.org/v1 PyTorchJob: %w", err)
 		}
 	}

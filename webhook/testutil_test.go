@@ -3,8 +3,6 @@ package webhook
 import (
 	"bufio"
 	"bytes"
-	"os"
-	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -17,12 +15,3 @@ func gvkOf(h typeHeader) schema.GroupVersionKind {
 }
 
 func intOrStr(n int) intstr.IntOrString { return intstr.FromInt32(int32(n)) }
-
-func mustRead(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}

@@ -13,6 +13,9 @@ func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		var coded exitCoder
 		if asExitCoder(err, &coded) {
+			if msg := coded.Error(); msg != "" {
+				fmt.Fprintln(os.Stderr, "error:", msg)
+			}
 			os.Exit(coded.ExitCode())
 		}
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -175,4 +175,12 @@ func TestDryRunRejectsInvalidManifests(t *testing.T) {
 	err = apiServer.c.Create(ctx, badDeploy, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))
 	require.Error(t, err, "strict field validation must reject an unknown field")
 	assert.True(t, strings.Contains(err.Error(), "replicasTypo"), "got %v", err)
+
+	// Warnings reach the recorder the main test asserts empty.
+	c, warned := warningClient(t)
+	deprecated := deploy.DeepCopy()
+	require.NoError(t, unstructured.SetNestedStringMap(deprecated.Object,
+		map[string]string{"beta.kubernetes.io/os": "linux"}, "spec", "template", "spec", "nodeSelector"))
+	require.NoError(t, c.Create(ctx, deprecated, client.DryRunAll))
+	assert.NotEmpty(t, warned.take(), "a deprecated node label must draw a warning")
 }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+const configMapDoc = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: untouched
+data:
+  key: "  spacing and # comments are kept byte for byte"
+`
+
+func TestInjectCLIMutatesAndPassesThrough(t *testing.T) {
+	in := configMapDoc + "---\n" + validJob
+	res := runCLI(t, in, "inject", "-f", "-")
+	require.Equal(t, 0, res.code, res.stderr)
+	docs := strings.Split(res.stdout, "---\n")
+	require.Len(t, docs, 2)
+	assert.Equal(t, configMapDoc, docs[0], "documents trainguard does not handle pass through unchanged")
+	var job map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(docs[1]), &job))
+	ann := job["metadata"].(map[string]any)["annotations"].(map[string]any)
+	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", ann["trainguard.io/injected"])
+}
+
+func TestInjectCLIMatchesGoldenFiles(t *testing.T) {
+	// The offline path is the webhook's: its golden outputs are the CLI's outputs.
+	for _, name := range []string{"master-worker", "namespace-override", "bare-pod"} {
+		in := filepath.Join("..", "..", "webhook", "testdata", name+".in.yaml")
+		want, err := os.ReadFile(filepath.Join("..", "..", "webhook", "testdata", name+".out.yaml"))
+		require.NoError(t, err)
+		res := runCLI(t, "", "inject", "-f", in, "--config", filepath.Join("..", "..", "webhook", "testdata", "config.yaml"))
+		require.Equal(t, 0, res.code, res.stderr)
+		assert.Equal(t, string(want), res.stdout, name)
+	}
+}
+
+func TestInjectCLIConfigAndUsageErrors(t *testing.T) {
+	res := runCLI(t, validJob, "inject", "-f", "-", "--config", writeFile(t, "c.yaml", "gpu: {defaultCount: 3}\n"))
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, `nvidia.com/gpu: "3"`)
+
+	for name, args := range map[string][]string{
+		"no file":      {"inject"},
+		"missing file": {"inject", "-f", filepath.Join(t.TempDir(), "nope.yaml")},
+		"bad config":   {"inject", "-f", "-", "--config", writeFile(t, "bad.yaml", "gpu: {count: 3}\n")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := runCLI(t, validJob, args...)
+			assert.Equal(t, 2, res.code)
+			assert.NotEmpty(t, res.stderr, "exit 2 must say why")
+			assert.Empty(t, res.stdout, "nothing half-written on stdout")
+		})
+	}
+}
+
+func TestInjectCLIWarningsGoToStderr(t *testing.T) {
+	in := strings.Replace(validJob, "  namespace: ml\n", "  namespace: ml\n  annotations:\n    trainguard.io/gpu-limit: lots\n", 1)
+	res := runCLI(t, in, "inject", "-f", "-")
+	require.Equal(t, 0, res.code)
+	assert.Contains(t, res.stderr, `trainguard.io/gpu-limit="lots"`)
+	assert.NotContains(t, res.stdout, "warning")
+}
