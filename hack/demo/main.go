@@ -69,11 +69,13 @@ func envBool(name string) bool {
 // by its defers before it returns.
 func run(ctx context.Context, o options) (code int) {
 	start := time.Now()
+	var tg *trainguardProc // for its log on failures
 	fail := func(format string, args ...any) int {
 		if ctx.Err() != nil {
 			fmt.Fprintln(o.out, "\ninterrupted: cleaning up")
 			return exitInterrupted
 		}
+		tg.dumpLog(o.out)
 		fmt.Fprintf(o.out, "\ndemo FAILED: "+format+"\n", args...)
 		return 1
 	}
@@ -98,17 +100,16 @@ func run(ctx context.Context, o options) (code int) {
 			env.stop()
 		}()
 	}
+	if env != nil {
+		tg = env.tg
+	}
 	if err != nil {
-		if env != nil && env.tg != nil {
-			env.tg.dumpLog(o.out)
-		}
 		return fail("%v", err)
 	}
 
 	fmt.Fprintf(o.out, "==> applying %d objects from %s\n", len(docs), rel(o.root, o.examples))
 	results, err := apply(ctx, env, docs)
 	if err != nil {
-		env.tg.dumpLog(o.out)
 		return fail("%v", err)
 	}
 	fmt.Fprintln(o.out)
@@ -117,7 +118,6 @@ func run(ctx context.Context, o options) (code int) {
 		return fail("interrupted")
 	}
 	if len(problems) > 0 {
-		env.tg.dumpLog(o.out)
 		return fail("%s", strings.Join(problems, "; "))
 	}
 	fmt.Fprintf(o.out, "demo OK (%s)\n", time.Since(start).Round(100*time.Millisecond))
@@ -132,9 +132,7 @@ DEMO_KEEP: everything stays up until Ctrl-C.
 		select {
 		case <-ctx.Done():
 		case <-env.tg.done:
-			fmt.Fprintf(o.out, "trainguard exited unexpectedly: %v\n", env.tg.err)
-			env.tg.dumpLog(o.out)
-			return 1
+			return fail("trainguard exited unexpectedly: %v", env.tg.err)
 		}
 		fmt.Fprintln(o.out)
 	}

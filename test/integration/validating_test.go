@@ -78,4 +78,3 @@ func TestNamespaceAnnotationWithBadValueIsRefused(t *testing.T) {
 	require.Error(t, err, "the moment a bad annotation is set, it is refused")
 	assert.Contains(t, err.Error(), "trainguard.io/prestop-timeout")
 }
-
