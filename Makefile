@@ -33,9 +33,14 @@ python-deps: ## Debian's python3-torch for the checkpoint end-to-end tests.
 	bash hack/install-python-deps.sh
 
 .PHONY: test
-test: tools build ## Unit, golden, fuzz-seed, chart, Python and integration tests.
-	$(GO) test ./... -count=1
+test: tools build ## Unit, golden, fuzz-seed, chart, checkpoint, Python and integration tests.
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/test/integration$$')
+	$(MAKE) test-integration
 	$(MAKE) test-python
+
+.PHONY: test-integration
+test-integration: ## The integration suite against a real kube-apiserver; prints its wall time.
+	set -o pipefail; $(GO) test -count=1 -v ./test/integration/ | grep -E '^(--- |ok|FAIL|panic|integration suite)|_test.go'
 
 .PHONY: test-python
 test-python:
@@ -59,8 +64,9 @@ lint: ## go vet + gofmt check.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: run
-run: build ## Run the webhook locally with dev certs in ./tmp/certs (outside a cluster it only serves TLS).
-	$(BIN)/trainguard serve --dev-certs --cert-dir $(CURDIR)/tmp/certs --config examples/config.yaml --local
+run: build ## Run trainguard against your current kubeconfig, with self-signed dev certs in ./tmp/certs.
+	$(BIN)/trainguard serve --dev-certs --cert-dir $(CURDIR)/tmp/certs --config examples/config.yaml \
+		--metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-log-level=debug
 
 .PHONY: demo
 demo: build k8s-bins ## Local control plane with trainguard wired in, running the sample jobs.

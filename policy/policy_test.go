@@ -102,3 +102,13 @@ func TestFormatDuration(t *testing.T) {
 	assert.Equal(t, "60s", FormatDuration(time.Minute))
 	assert.Equal(t, "1.5s", FormatDuration(1500*time.Millisecond))
 }
+
+// TestConfigReferenceShowsTheDefaults keeps docs/config-reference.yaml (in
+// the README) honest: it must load strictly and equal the built-in defaults.
+func TestConfigReferenceShowsTheDefaults(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join("..", "docs", "config-reference.yaml"))
+	require.NoError(t, err)
+	want := DefaultConfig()
+	want.Mutators = map[string]bool{}
+	assert.Equal(t, want, cfg)
+}

@@ -50,7 +50,9 @@ var env struct { //nolint:gochecknoglobals // TestMain's fixture.
 	// so the chart's RBAC is what it gets, and its certificate also covers
 	// 127.0.0.1: envtest registers the webhooks by URL on that address,
 	// and server.Options has no field for extra SANs.
-	sm      *certs.SelfManaged
+	sm *certs.SelfManaged
+	// asSA is sm's client, impersonating the chart's ServiceAccount.
+	asSA    client.Client
 	certDir string
 	// envtestCA is the CA bundle envtest injected when installing the
 	// configurations; trainguard must replace it with its own.
@@ -99,6 +101,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	env.asSA = saClient
 	env.sm = certs.NewSelfManaged(saClient, certs.SelfManagedOptions{
 		Namespace: controlplane.Namespace, SecretName: secretName, ServiceName: serviceName,
 		WebhookConfigName: configName, CertDir: env.certDir,

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -196,6 +197,26 @@ func TestSecretIsCreatedAndCABundleInjected(t *testing.T) {
 	assert.Equal(t, leaf.Raw, served.Raw)
 	_, err = servedLeaf(certPool(t, env.envtestCA))
 	assert.Error(t, err, "the served certificate must not be envtest's")
+}
+
+// TestChartRBACIsWhatTheSecondReplicaRunsWith makes sure the impersonation
+// is in force, so the rotations below prove the chart's Role and
+// ClusterRole suffice: the ServiceAccount reaches its own Secret and
+// configurations, and nothing next to them.
+func TestChartRBACIsWhatTheSecondReplicaRunsWith(t *testing.T) {
+	ctx := context.Background()
+	require.NoError(t, env.asSA.Get(ctx, types.NamespacedName{Namespace: controlplane.Namespace, Name: secretName}, &corev1.Secret{}))
+	require.NoError(t, env.asSA.Get(ctx, types.NamespacedName{Name: configName}, &admissionregistrationv1.MutatingWebhookConfiguration{}))
+	require.NoError(t, env.asSA.Get(ctx, types.NamespacedName{Name: configName}, &admissionregistrationv1.ValidatingWebhookConfiguration{}))
+
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: "not-trainguards"}, StringData: map[string]string{"k": "v"}}
+	require.NoError(t, env.c.Create(ctx, other))
+	err := env.asSA.Get(ctx, client.ObjectKeyFromObject(other), &corev1.Secret{})
+	assert.True(t, apierrors.IsForbidden(err), "the ServiceAccount must not read other Secrets, got %v", err)
+	err = env.asSA.List(ctx, &corev1.SecretList{}, client.InNamespace(controlplane.Namespace))
+	assert.True(t, apierrors.IsForbidden(err), "the ServiceAccount must not list Secrets, got %v", err)
+	err = env.asSA.Get(ctx, types.NamespacedName{Name: "someone-elses"}, &admissionregistrationv1.MutatingWebhookConfiguration{})
+	assert.True(t, apierrors.IsForbidden(err), "the ServiceAccount must not get other webhook configurations, got %v", err)
 }
 
 func TestAdmissionWorksThroughSelfManagedCertificate(t *testing.T) {

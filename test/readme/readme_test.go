@@ -1,0 +1,78 @@
+// Package readme keeps README.md's included sections identical to the files
+// they come from (validation rules generated from the validator, the chart's
+// tested helm commands, golden inject examples), so the README can never
+// drift from what the tests check. Regenerate with:
+//
+//	go test ./test/readme -update
+package readme
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite README.md's included sections from their sources")
+
+var includeRE = regexp.MustCompile(`(?s)<!-- BEGIN include ([^ #]+)(?:#([a-z-]+))? -->\n(.*?)<!-- END include -->`)
+
+const readmePath = "../../README.md"
+
+func TestReadmeIncludesAreFresh(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	require.NoError(t, err)
+	readme := string(data)
+	matches := includeRE.FindAllStringSubmatch(readme, -1)
+	require.NotEmpty(t, matches, "README.md has no include markers")
+	fresh := includeRE.ReplaceAllStringFunc(readme, func(block string) string {
+		m := includeRE.FindStringSubmatch(block)
+		body, err := render(m[1], m[2])
+		require.NoError(t, err)
+		return fmt.Sprintf("<!-- BEGIN include %s -->\n%s<!-- END include -->", m[1]+suffix(m[2]), body)
+	})
+	if *update {
+		require.NoError(t, os.WriteFile(readmePath, []byte(fresh), 0o644))
+		return
+	}
+	assert.Equal(t, fresh, readme, "README.md is stale; run: go test ./test/readme -update")
+}
+
+func suffix(marker string) string {
+	if marker == "" {
+		return ""
+	}
+	return "#" + marker
+}
+
+// render returns the included text: a region between BEGIN/END marker
+// comments, a Markdown file without its title, or a YAML file in a fence.
+func render(path, marker string) (string, error) {
+	data, err := os.ReadFile(filepath.Join("..", "..", path))
+	if err != nil {
+		return "", fmt.Errorf("include %s: %w", path, err)
+	}
+	text := string(data)
+	switch {
+	case marker != "":
+		begin, end := "<!-- BEGIN "+marker+" -->\n", "<!-- END "+marker+" -->"
+		i, j := strings.Index(text, begin), strings.Index(text, end)
+		if i < 0 || j < i {
+			return "", fmt.Errorf("include %s#%s: markers not found", path, marker)
+		}
+		return text[i+len(begin) : j], nil
+	case strings.HasSuffix(path, ".md"):
+		if strings.HasPrefix(text, "# ") {
+			text = text[strings.Index(text, "\n")+1:]
+		}
+		return strings.TrimLeft(text, "\n"), nil
+	default:
+		return "```" + strings.TrimPrefix(filepath.Ext(path), ".") + "\n" + text + "```\n", nil
+	}
+}
