@@ -37,6 +37,7 @@ const AnnotationGeneration = "trainguard.io/cert-generation"
 const (
 	DefaultSelfManagedValidity = 365 * 24 * time.Hour
 	DefaultRefreshInterval     = 30 * time.Second
+	DefaultBundlePropagation   = 2 * time.Second
 	// maxConflicts bounds optimistic-concurrency retries on the Secret: each
 	// conflict means another replica made progress, so a few always suffice.
 	maxConflicts = 5
@@ -67,6 +68,12 @@ type SelfManagedOptions struct {
 	// RefreshInterval is how often the Secret, the files and the CA bundles
 	// are checked again (so a removed caBundle comes back within it).
 	RefreshInterval time.Duration
+	// BundlePropagation is how long a replica waits between injecting a new
+	// CA bundle and serving the certificate it signs: the API server picks up
+	// webhook configuration changes asynchronously, and a fresh connection
+	// must never meet a certificate it does not trust yet. Default 2s; the
+	// very first certificate is written at once (nothing is served before).
+	BundlePropagation time.Duration
 	// Now is injectable so tests can move past the rotation threshold.
 	Now func() time.Time
 	// Log defaults to the logger in Start's context.
@@ -109,6 +116,9 @@ func NewSelfManaged(c client.Client, opts SelfManagedOptions) *SelfManaged {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.BundlePropagation <= 0 {
+		opts.BundlePropagation = DefaultBundlePropagation
 	}
 	return &SelfManaged{c: c, opts: opts}
 }
@@ -225,6 +235,13 @@ func (s *SelfManaged) passLocked(ctx context.Context, force bool) error {
 	}
 	if err := s.injectAll(ctx, sec); err != nil {
 		return err
+	}
+	if s.servingOther(sec) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.opts.BundlePropagation):
+		}
 	}
 	if err := s.writeFiles(sec); err != nil {
 		return err
@@ -528,6 +545,13 @@ func clientConfigs(obj client.Object) []*admissionregistrationv1.WebhookClientCo
 
 // writeFiles puts sec's content into the cert dir, unless it is already there
 // (rewriting would make the certwatcher reload for nothing).
+// servingOther reports whether the cert dir holds a certificate other than
+// sec's: one is being served and is about to be replaced.
+func (s *SelfManaged) servingOther(sec *corev1.Secret) bool {
+	got, err := os.ReadFile(filepath.Join(s.opts.CertDir, CertFile))
+	return err == nil && !bytes.Equal(got, sec.Data[corev1.TLSCertKey])
+}
+
 func (s *SelfManaged) writeFiles(sec *corev1.Secret) error {
 	b := &Bundle{CACert: sec.Data[CAFile], ServerCert: sec.Data[corev1.TLSCertKey], ServerKey: sec.Data[corev1.TLSPrivateKeyKey]}
 	same := true

@@ -94,6 +94,7 @@ func newReplica(t *testing.T, c client.Client, clk *clock) *SelfManaged {
 	return NewSelfManaged(c, SelfManagedOptions{
 		Namespace: testNS, SecretName: testSecret, ServiceName: testService, WebhookConfigName: testConfig,
 		CertDir: t.TempDir(), Validity: testValidity, RefreshInterval: 20 * time.Millisecond, Now: clk.Now,
+		BundlePropagation: time.Millisecond,
 	})
 }
 
