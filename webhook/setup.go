@@ -11,7 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/mutators"
@@ -63,7 +65,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// Register the namespace informer now, so it starts and syncs with the
+	// cache instead of on the first admission request.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), namespaceMeta()); err != nil {
+		return fmt.Errorf("registering the namespace informer: %w", err)
+	}
 	s := NewServer(opts, CachedNamespaces(mgr.GetCache()), m, mgr.GetLogger().WithName("webhook"))
+	if err := mgr.AddReadyzCheck("informers-synced", cacheSynced(mgr.GetCache())); err != nil {
+		return fmt.Errorf("adding readyz: %w", err)
+	}
 	hooks := mgr.GetWebhookServer()
 	for path, h := range s.Handlers() {
 		hooks.Register(path, h)
@@ -93,8 +103,7 @@ func (s *Server) handler(name string, admit admitFunc) http.Handler {
 // (metadata only): the webhook never makes an API call per request.
 func CachedNamespaces(r client.Reader) NamespaceAnnotations {
 	return func(ctx context.Context, name string) (map[string]string, bool, error) {
-		ns := &metav1.PartialObjectMetadata{}
-		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		ns := namespaceMeta()
 		if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, false, nil
@@ -106,5 +115,26 @@ func CachedNamespaces(r client.Reader) NamespaceAnnotations {
 			ann = map[string]string{}
 		}
 		return ann, true, nil
+	}
+}
+
+// namespaceMeta is the metadata-only Namespace the webhook reads: it needs
+// only annotations, and metadata informers keep far less in memory.
+func namespaceMeta() *metav1.PartialObjectMetadata {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return ns
+}
+
+// cacheSynced keeps the pod out of the Service until its informers have
+// synced: before that, every namespace would look unknown.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(*http.Request) error {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return fmt.Errorf("informers have not synced yet")
+		}
+		return nil
 	}
 }

@@ -98,6 +98,7 @@ func TestDemo(t *testing.T) {
 		"spec.elasticPolicy.rdzvHost: Required value",
 		"+ spec.initContainers[trainguard-agent-install]:",
 		"+ spec.containers[pytorch].ports[taskd-port]: {containerPort: 9601",
+		"\n  warning: ", // admission warnings reach the client (02-elastic-job.yaml's nProcPerNode)
 	} {
 		if !strings.Contains(out, want) {
 			fail("output lacks %q", want)

@@ -95,13 +95,11 @@ func run(ctx context.Context, o options) (code int) {
 	fmt.Fprintln(o.out, "==> starting etcd and kube-apiserver on 127.0.0.1 (bin/k8s), installing CRDs and trainguard's webhook configurations")
 	env, err := startEnv(ctx, o, work)
 	if env != nil {
+		tg = env.tg
 		defer func() {
 			fmt.Fprintln(o.out, "==> tearing down trainguard, kube-apiserver and etcd")
 			env.stop()
 		}()
-	}
-	if env != nil {
-		tg = env.tg
 	}
 	if err != nil {
 		return fail("%v", err)

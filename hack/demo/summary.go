@@ -69,7 +69,7 @@ func printSummary(w io.Writer, results []*result) []string {
 			status = r.note
 		}
 		if len(r.warnings) > 0 {
-			status += fmt.Sprintf(" (%d warning(s))", len(r.warnings))
+			status += fmt.Sprintf(" (%d warning%s)", len(r.warnings), map[bool]string{true: "s"}[len(r.warnings) > 1])
 		}
 		fmt.Fprintf(w, "  %-58s %s\n", r.ref(), status)
 	}
