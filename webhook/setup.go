@@ -70,7 +70,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), namespaceMeta()); err != nil {
 		return fmt.Errorf("registering the namespace informer: %w", err)
 	}
-	s := NewServer(opts, CachedNamespaces(mgr.GetCache()), m, mgr.GetLogger().WithName("webhook"))
+	s := NewServer(opts, CachedNamespaces(mgr.GetCache(), mgr.GetAPIReader()), m, mgr.GetLogger().WithName("webhook"))
 	if err := mgr.AddReadyzCheck("informers-synced", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("adding readyz: %w", err)
 	}
@@ -100,15 +100,22 @@ func (s *Server) handler(name string, admit admitFunc) http.Handler {
 }
 
 // CachedNamespaces reads namespace annotations from the manager's informer
-// (metadata only): the webhook never makes an API call per request.
-func CachedNamespaces(r client.Reader) NamespaceAnnotations {
+// (metadata only), so the webhook makes no API call per request. Only on a
+// cache miss does it ask the API server (live): a job applied together with
+// its namespace (kubectl apply -f dir/) can arrive before the informer has
+// seen the namespace, and must not be skipped for that.
+func CachedNamespaces(cached, live client.Reader) NamespaceAnnotations {
 	return func(ctx context.Context, name string) (map[string]string, bool, error) {
 		ns := namespaceMeta()
-		if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		err := cached.Get(ctx, types.NamespacedName{Name: name}, ns)
+		if apierrors.IsNotFound(err) && live != nil {
+			err = live.Get(ctx, types.NamespacedName{Name: name}, ns)
+		}
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, false, nil
 			}
-			return nil, false, fmt.Errorf("reading namespace from cache: %w", err)
+			return nil, false, fmt.Errorf("reading namespace: %w", err)
 		}
 		ann := ns.GetAnnotations()
 		if ann == nil {
