@@ -131,17 +131,3 @@ func TestServerSideDryRunReturnsMutatedObjectAndPersistsNothing(t *testing.T) {
 	err := env.c.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 	assert.True(t, apierrors.IsNotFound(err), "dry run must not persist the pod: %v", err)
 }
-
-// TestJobAppliedWithItsNamespace creates the namespace and the job back to
-// back, as `kubectl apply -f dir/` does: the job must not be skipped because
-// the informer has not seen the namespace yet.
-func TestJobAppliedWithItsNamespace(t *testing.T) {
-	ctx := context.Background()
-	for i := 0; i < 5; i++ {
-		ns := namespace(t, true, nil)
-		j := job(t, ns, "together", masterWorkerSpec)
-		require.NoError(t, env.c.Create(ctx, j))
-		tmpl := templateOf(t, j, "Worker")
-		assert.NotEmpty(t, tmpl.Annotations[policy.AnnotationInjected], "round %d: injected although the namespace is brand new", i)
-	}
-}
