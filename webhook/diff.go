@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +22,15 @@ import (
 // pointer, map or slice, or a zero struct, may be absent from raw, so the
 // change is written as one "add" of the whole parent. Object members are
 // always written with "add", which JSON Patch defines as set-or-replace.
-func typedDiff(before, after any) ([]jsonpatch.Operation, error) {
-	d := &differ{segs: make([]string, 0, 16)}
+func typedDiff(types *typeCache, before, after any) ([]jsonpatch.Operation, error) {
+	d := &differ{segs: make([]string, 0, 16), types: types}
 	d.value(reflect.ValueOf(before), reflect.ValueOf(after))
 	return d.ops, d.err
 }
 
 type differ struct {
-	segs []string
+	types *typeCache
+	segs  []string
 	// inSlice is set while the last segment is an array index, where JSON
 	// Patch's "add" would insert: a changed element must be replaced.
 	inSlice bool
@@ -53,7 +55,8 @@ func (d *differ) value(a, b reflect.Value) {
 	if d.err != nil {
 		return
 	}
-	if a.Type().Implements(marshalerType) || (a.CanAddr() && a.Addr().Type().Implements(marshalerType)) {
+	info := d.types.of(a.Type())
+	if info.marshaler {
 		d.leaf(a, b)
 		return
 	}
@@ -69,7 +72,7 @@ func (d *differ) value(a, b reflect.Value) {
 		}
 		d.value(a.Elem(), b.Elem())
 	case reflect.Struct:
-		d.structFields(a, b)
+		d.structFields(info, a, b)
 	case reflect.Map:
 		if a.IsNil() || b.IsNil() {
 			d.whole(a, b)
@@ -143,25 +146,16 @@ func boxed(v reflect.Value) any {
 	return v.Interface()
 }
 
-func (d *differ) structFields(a, b reflect.Value) {
-	t := a.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, inline := jsonName(f)
-		if name == "-" {
-			continue
-		}
-		fa, fb := a.Field(i), b.Field(i)
+func (d *differ) structFields(info *typeInfo, a, b reflect.Value) {
+	for _, f := range info.fields {
+		fa, fb := a.Field(f.index), b.Field(f.index)
 		d.inSlice = false
-		if inline {
+		if f.inline {
 			d.value(fa, fb)
 			continue
 		}
-		d.segs = append(d.segs, name)
-		if fa.Kind() == reflect.Struct && fa.IsZero() && !fa.Type().Implements(marshalerType) {
+		d.segs = append(d.segs, f.name)
+		if f.plainStruct && fa.IsZero() {
 			// A zero struct may be absent from raw: write it whole if it changed.
 			if !fb.IsZero() {
 				d.emit("add", clean(fb))
@@ -268,4 +262,50 @@ func prune(v any) any {
 		}
 	}
 	return v
+}
+
+// typeCache remembers, per Go type, what the differ needs to know about it,
+// so the per-request walk does no tag parsing or interface checks. One
+// lives in each Injector; it only grows, bounded by the types trainguard
+// decodes.
+type typeCache struct {
+	m sync.Map // reflect.Type → *typeInfo
+}
+
+type typeInfo struct {
+	// marshaler types (Quantity, Time, IntOrString) are compared as leaves.
+	marshaler bool
+	fields    []fieldInfo
+}
+
+type fieldInfo struct {
+	index  int
+	name   string
+	inline bool
+	// plainStruct: a non-pointer struct field without its own JSON form,
+	// which may be absent from raw when zero.
+	plainStruct bool
+}
+
+func (c *typeCache) of(t reflect.Type) *typeInfo {
+	if v, ok := c.m.Load(t); ok {
+		return v.(*typeInfo)
+	}
+	info := &typeInfo{marshaler: t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)}
+	if t.Kind() == reflect.Struct && !info.marshaler {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, inline := jsonName(f)
+			if name == "-" {
+				continue
+			}
+			plain := f.Type.Kind() == reflect.Struct && !f.Type.Implements(marshalerType) && !reflect.PointerTo(f.Type).Implements(marshalerType)
+			info.fields = append(info.fields, fieldInfo{index: i, name: name, inline: inline, plainStruct: plain})
+		}
+	}
+	v, _ := c.m.LoadOrStore(t, info)
+	return v.(*typeInfo)
 }

@@ -41,7 +41,7 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp.UID = review.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(&out); err != nil {
+	if err := objectJSON.NewEncoder(w).Encode(&out); err != nil {
 		h.log.Error(err, "writing admission response", "webhook", h.name)
 	}
 }
@@ -92,7 +92,7 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 		return nil, errors.New("empty request body; expected an AdmissionReview")
 	}
 	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := objectJSON.Unmarshal(body, &review); err != nil {
 		return nil, fmt.Errorf("malformed AdmissionReview: %w", err)
 	}
 	if review.Request == nil {

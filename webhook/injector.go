@@ -28,6 +28,7 @@ type Injector struct {
 	Namespaces NamespaceAnnotations
 	// Avoider gives the nodes a new pod must avoid; nil means none.
 	Avoider mutators.NodeAvoider
+	types   typeCache
 }
 
 // Request is one object to mutate.
@@ -119,7 +120,7 @@ func (i *Injector) injectPod(ctx context.Context, namespace string, raw []byte, 
 	} else {
 		mutators.InjectPod(t, avoid)
 	}
-	ops, err := typedDiff(base, &pod)
+	ops, err := typedDiff(&i.types, base, &pod)
 	if err != nil {
 		return Result{}, fmt.Errorf("diffing mutated Pod: %w", err)
 	}

@@ -38,7 +38,7 @@ func (i *Injector) mutateJob(base, obj any, meta *metav1.ObjectMeta, templates [
 		warnings = append(warnings, t.Warnings()...)
 	}
 	markJob(meta, p, applied)
-	ops, err := typedDiff(base, obj)
+	ops, err := typedDiff(&i.types, base, obj)
 	if err != nil {
 		return Result{}, fmt.Errorf("diffing mutated job: %w", err)
 	}

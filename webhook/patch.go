@@ -1,10 +1,6 @@
 package webhook
 
-import (
-	"strings"
-
-	sigsjson "sigs.k8s.io/json"
-)
+import "strings"
 
 var pointerEncoder = strings.NewReplacer("~", "~0", "/", "~1")
 
@@ -20,9 +16,7 @@ func joinPointer(segs []string) string {
 	return b.String()
 }
 
-// decodeObject decodes an admitted object the way the API server reads it:
-// field names match case-sensitively. encoding/json would accept "Labels"
-// for "labels", and the patch would then point at a member raw lacks.
+// decodeObject decodes an admitted object (see objectJSON).
 func decodeObject(raw []byte, into any) error {
-	return sigsjson.UnmarshalCaseSensitivePreserveInts(raw, into)
+	return objectJSON.Unmarshal(raw, into)
 }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -41,7 +42,7 @@ import (
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
-// managerEnv carries a manager process's configuration (JSON managerConfig).
+// managerEnv names the file holding a manager process's configuration (JSON managerConfig).
 const managerEnv = "TRAINGUARD_RESCHEDULER_IT_MANAGER"
 
 // keepLogsEnv, when set, keeps the managers' logs even when every test passes.
@@ -77,8 +78,8 @@ type suite struct {
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
-	if cfg := os.Getenv(managerEnv); cfg != "" {
-		os.Exit(runManager(cfg))
+	if cfgPath := os.Getenv(managerEnv); cfgPath != "" {
+		os.Exit(runManager(cfgPath))
 	}
 	start := time.Now()
 	code, err := run(m)
@@ -121,8 +122,10 @@ func run(m *testing.M) (code int, err error) {
 	env.shared = shared
 	code = m.Run()
 	if env.shared != nil {
+		// A manager that exits non-zero (an error, or a data race under
+		// -race) fails the suite.
 		if err := env.shared.stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the shared manager:", err)
+			return 1, fmt.Errorf("stopping the shared manager: %w; log: %s", err, tail(env.shared.log))
 		}
 	}
 	return code, nil
@@ -180,6 +183,11 @@ func (s *suite) startManager(o managerOptions) (*manager, error) {
 		return nil, err
 	}
 	name := fmt.Sprintf("manager-%d", managerCount.Add(1))
+	// A file, not the environment: it holds the control plane's client key.
+	cfgPath := filepath.Join(s.dir, name+".json")
+	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+		return nil, err
+	}
 	logPath := filepath.Join(s.dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -187,7 +195,7 @@ func (s *suite) startManager(o managerOptions) (*manager, error) {
 	}
 	defer func() { _ = logFile.Close() }() // the child has its own descriptor
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), managerEnv+"="+string(raw))
+	cmd.Env = append(os.Environ(), managerEnv+"="+cfgPath)
 	cmd.Stderr = logFile
 	// The manager must not outlive the suite, even if the suite is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -274,7 +282,7 @@ func tail(path string) string {
 func (s *suite) replaceShared(t *testing.T) {
 	t.Helper()
 	require.NotNil(t, s.shared, "the shared manager is running")
-	require.NoError(t, s.shared.stop())
+	require.NoError(t, s.shared.stop(), "the shared manager exits cleanly; log: %s", s.shared.log)
 	s.shared = nil
 	t.Cleanup(func() {
 		m, err := s.startManager(managerOptions{Rescheduler: defaultOptions()})
@@ -288,7 +296,7 @@ func (s *suite) startManagerForTest(t *testing.T, o managerOptions) *manager {
 	t.Helper()
 	m, err := s.startManager(o)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.stop() })
+	t.Cleanup(func() { assert.NoError(t, m.stop(), "%s exits cleanly; log: %s", m.name, m.log) })
 	return m
 }
 
@@ -296,12 +304,16 @@ const readyLine = "TRAINGUARD-MANAGER-READY"
 
 // runManager is the manager process: trainguard's real manager, started the
 // way controlplane.StartTrainguard starts it, until SIGTERM.
-func runManager(raw string) int {
+func runManager(cfgPath string) int {
 	logger := funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) }, funcr.Options{LogTimestamp: true})
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 	var cfg managerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+	raw, err := os.ReadFile(cfgPath)
+	if err == nil {
+		err = json.Unmarshal(raw, &cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "decoding manager config:", err)
 		return 2
 	}
