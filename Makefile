@@ -34,13 +34,14 @@ python-deps: ## Debian's python3-torch for the checkpoint end-to-end tests.
 
 .PHONY: test
 test: tools build ## Unit, golden, fuzz-seed, chart, checkpoint, Python and integration tests.
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/test/integration$$')
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/test/integration$$' -e '/test/rescheduler$$')
 	$(MAKE) test-integration
 	$(MAKE) test-python
 
 .PHONY: test-integration
-test-integration: ## The integration suite against a real kube-apiserver; prints its wall time.
-	set -o pipefail; $(GO) test -count=1 -v ./test/integration/ | grep -E '^(--- |ok|FAIL|panic|integration suite)|_test.go'
+test-integration: ## Integration and rescheduler suites against a real kube-apiserver; prints wall time and figures.
+	set -o pipefail; $(GO) test -count=1 -v ./test/integration/ ./test/rescheduler/ \
+		| grep -E '^(--- |ok|FAIL|panic|integration suite)|_test.go:[0-9]+: |median'
 
 .PHONY: test-python
 test-python:

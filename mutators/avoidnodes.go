@@ -15,16 +15,22 @@ const hostnameKey = "kubernetes.io/hostname"
 // hostname NotIn expression gets the nodes merged into it, the same way the
 // rescheduler writes it when it recreates a bare pod, so both paths converge.
 func AvoidNodes(t *Target, nodes []string) bool {
+	return RequireNotOnNodes(t.Spec, nodes)
+}
+
+// RequireNotOnNodes is AvoidNodes on a bare pod spec; the rescheduler uses it
+// for the bare pods it recreates, so both paths write the same expression.
+func RequireNotOnNodes(spec *corev1.PodSpec, nodes []string) bool {
 	if len(nodes) == 0 {
 		return false
 	}
-	if t.Spec.Affinity == nil {
-		t.Spec.Affinity = &corev1.Affinity{}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
 	}
-	if t.Spec.Affinity.NodeAffinity == nil {
-		t.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
 	}
-	na := t.Spec.Affinity.NodeAffinity
+	na := spec.Affinity.NodeAffinity
 	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
 	}

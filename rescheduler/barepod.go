@@ -1,15 +1,12 @@
 package rescheduler
 
 import (
-	"sort"
 	"strings"
 
+	"github.com/trainguard/trainguard/mutators"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// hostnameLabel is the node label the anti-affinity matches.
-const hostnameLabel = "kubernetes.io/hostname"
 
 // serviceAccountVolumePrefix names the token volume the ServiceAccount
 // admission plugin adds; it adds it again to the replacement.
@@ -41,7 +38,7 @@ func replacementFor(old *corev1.Pod, avoid []string) *corev1.Pod {
 	spec.PreemptionPolicy = nil
 	spec.Overhead = nil
 	dropServiceAccountToken(spec)
-	requireNotOnNodes(spec, avoid)
+	mutators.RequireNotOnNodes(spec, avoid)
 	return p
 }
 
@@ -78,56 +75,6 @@ func dropServiceAccountToken(spec *corev1.PodSpec) {
 			cs[i].VolumeMounts = mounts
 		}
 	}
-}
-
-// requireNotOnNodes ANDs `kubernetes.io/hostname NotIn nodes` into every
-// required node selector term, the same shape the pod webhook adds. An
-// existing hostname NotIn expression is extended (union), so running this
-// and the webhook both gives one expression, not two.
-func requireNotOnNodes(spec *corev1.PodSpec, nodes []string) {
-	if len(nodes) == 0 {
-		return
-	}
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
-	}
-	if spec.Affinity.NodeAffinity == nil {
-		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	na := spec.Affinity.NodeAffinity
-	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
-	}
-	req := na.RequiredDuringSchedulingIgnoredDuringExecution
-	if len(req.NodeSelectorTerms) == 0 {
-		req.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
-	}
-	for i := range req.NodeSelectorTerms {
-		req.NodeSelectorTerms[i].MatchExpressions = mergeNotIn(req.NodeSelectorTerms[i].MatchExpressions, nodes)
-	}
-}
-
-func mergeNotIn(exprs []corev1.NodeSelectorRequirement, nodes []string) []corev1.NodeSelectorRequirement {
-	for i := range exprs {
-		if exprs[i].Key == hostnameLabel && exprs[i].Operator == corev1.NodeSelectorOpNotIn {
-			exprs[i].Values = union(exprs[i].Values, nodes)
-			return exprs
-		}
-	}
-	return append(exprs, corev1.NodeSelectorRequirement{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: union(nil, nodes)})
-}
-
-func union(a, b []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range append(append([]string{}, a...), b...) {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainguard/trainguard/mutators"
 	"github.com/trainguard/trainguard/policy"
 )
 
@@ -410,7 +411,7 @@ func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedN
 	}
 	now := r.clock.Now()
 	pod := rec.PendingPod.DeepCopy()
-	requireNotOnNodes(&pod.Spec, rec.Active(now, r.opts.MaxBadNodes))
+	mutators.RequireNotOnNodes(&pod.Spec, rec.Active(now, r.opts.MaxBadNodes))
 	err = r.client.Create(ctx, pod)
 	switch {
 	case apierrors.IsAlreadyExists(err):

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/trainguard/trainguard/mutators"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -73,8 +74,8 @@ func TestRequireNotOnNodesMergesIntoEveryTerm(t *testing.T) {
 			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"z"}}}},
 		}},
 	}}}
-	requireNotOnNodes(spec, []string{"b", "a"})
-	requireNotOnNodes(spec, []string{"a"}) // idempotent
+	mutators.RequireNotOnNodes(spec, []string{"b", "a"})
+	mutators.RequireNotOnNodes(spec, []string{"a"}) // idempotent
 	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	assert.Equal(t, []corev1.NodeSelectorRequirement{
 		{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}},
@@ -85,6 +86,9 @@ func TestRequireNotOnNodesMergesIntoEveryTerm(t *testing.T) {
 	}, terms[1].MatchExpressions)
 
 	empty := &corev1.PodSpec{}
-	requireNotOnNodes(empty, nil)
+	mutators.RequireNotOnNodes(empty, nil)
 	assert.Nil(t, empty.Affinity, "no bad node, no affinity")
 }
+
+// hostnameLabel is the node label the anti-affinity matches.
+const hostnameLabel = "kubernetes.io/hostname"
