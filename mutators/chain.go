@@ -67,7 +67,7 @@ func mark(t *Target, applied []string) {
 		seen[a] = true
 	}
 	var ordered []string
-	for _, name := range policy.Injections {
+	for _, name := range policy.Injections() {
 		if seen[name] {
 			ordered = append(ordered, name)
 		}

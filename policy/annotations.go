@@ -12,10 +12,12 @@ import (
 )
 
 // Recover strategies in MindCluster's vocabulary.
-var recoverStrategies = []string{"retry", "recover", "recover-in-place", "elastic-training", "dump", "exit"}
+func recoverStrategies() []string {
+	return []string{"retry", "recover", "recover-in-place", "elastic-training", "dump", "exit"}
+}
 
 // Fault-scheduling modes in MindCluster's vocabulary.
-var faultSchedulingModes = []string{"grace", "force", "off"}
+func faultSchedulingModes() []string { return []string{"grace", "force", "off"} }
 
 // Limits for annotation values; a user may tighten but never exceed them.
 const (
@@ -27,7 +29,9 @@ const (
 // Paths a checkpoint may not be mounted under: mounting there would shadow
 // kernel interfaces or the service-account token.
 // /var/run is commonly a link to /run, so both spellings are refused.
-var forbiddenCheckpointRoots = []string{"/proc", "/sys", "/dev", "/var/run/secrets", "/run/secrets"}
+func forbiddenCheckpointRoots() []string {
+	return []string{"/proc", "/sys", "/dev", "/var/run/secrets", "/run/secrets"}
+}
 
 // ParseRecoverStrategy checks a comma-separated subset of the MindCluster strategies.
 func ParseRecoverStrategy(v string) (string, error) {
@@ -37,9 +41,9 @@ func ParseRecoverStrategy(v string) (string, error) {
 		case s != strings.TrimSpace(s):
 			return "", fmt.Errorf("entry %q has spaces; write the list without them, e.g. recover,dump", s)
 		case s == "":
-			return "", fmt.Errorf("empty entry in comma-separated list; use a subset of %s", strings.Join(recoverStrategies, ", "))
-		case !contains(recoverStrategies, s):
-			return "", fmt.Errorf("unknown strategy %q; use a comma-separated subset of %s", s, strings.Join(recoverStrategies, ", "))
+			return "", fmt.Errorf("empty entry in comma-separated list; use a subset of %s", strings.Join(recoverStrategies(), ", "))
+		case !contains(recoverStrategies(), s):
+			return "", fmt.Errorf("unknown strategy %q; use a comma-separated subset of %s", s, strings.Join(recoverStrategies(), ", "))
 		case seen[s]:
 			return "", fmt.Errorf("strategy %q is listed twice", s)
 		}
@@ -60,8 +64,8 @@ func HasStrategy(list, s string) bool {
 
 // ParseFaultScheduling checks one of grace, force, off.
 func ParseFaultScheduling(v string) (string, error) {
-	if !contains(faultSchedulingModes, v) {
-		return "", fmt.Errorf("must be one of %s", strings.Join(faultSchedulingModes, ", "))
+	if !contains(faultSchedulingModes(), v) {
+		return "", fmt.Errorf("must be one of %s", strings.Join(faultSchedulingModes(), ", "))
 	}
 	return v, nil
 }
@@ -84,7 +88,7 @@ func ParseCheckpointPath(v string) (string, error) {
 	case v == "/":
 		return "", fmt.Errorf("must not be the root directory; use e.g. /checkpoint")
 	}
-	for _, root := range forbiddenCheckpointRoots {
+	for _, root := range forbiddenCheckpointRoots() {
 		if v == root || strings.HasPrefix(v, root+"/") {
 			return "", fmt.Errorf("must not be under %s; use e.g. /checkpoint", root)
 		}
@@ -133,21 +137,28 @@ func ParseMaxReschedules(v string) (int, error) {
 	return n, nil
 }
 
-// annotationRules maps each checked annotation to its parser, reduced to an error.
-var annotationRules = map[string]func(string) error{
-	AnnotationInject: func(v string) error {
-		_, err := ParseTaskD(v)
-		return err
-	},
-	AnnotationCheckpointClaim:            func(v string) error { _, err := ParseCheckpointClaim(v); return err },
-	AnnotationCheckpointPath:             func(v string) error { _, err := ParseCheckpointPath(v); return err },
-	AnnotationRecoverStrategy:            func(v string) error { _, err := ParseRecoverStrategy(v); return err },
-	AnnotationMindClusterRecoverStrategy: func(v string) error { _, err := ParseRecoverStrategy(v); return err },
-	AnnotationFaultScheduling:            func(v string) error { _, err := ParseFaultScheduling(v); return err },
-	AnnotationGPULimit:                   func(v string) error { _, err := ParseGPULimit(v); return err },
-	AnnotationTaskD:                      func(v string) error { _, err := ParseTaskD(v); return err },
-	AnnotationPreStopTimeout:             func(v string) error { _, err := ParsePreStopTimeout(v); return err },
-	AnnotationMaxReschedules:             func(v string) error { _, err := ParseMaxReschedules(v); return err },
+// annotationRule returns the check for an annotation trainguard owns, or
+// nil for one it does not.
+func annotationRule(key string) func(string) error {
+	switch key {
+	case AnnotationInject, AnnotationTaskD:
+		return func(v string) error { _, err := ParseTaskD(v); return err }
+	case AnnotationCheckpointClaim:
+		return func(v string) error { _, err := ParseCheckpointClaim(v); return err }
+	case AnnotationCheckpointPath:
+		return func(v string) error { _, err := ParseCheckpointPath(v); return err }
+	case AnnotationRecoverStrategy, AnnotationMindClusterRecoverStrategy:
+		return func(v string) error { _, err := ParseRecoverStrategy(v); return err }
+	case AnnotationFaultScheduling:
+		return func(v string) error { _, err := ParseFaultScheduling(v); return err }
+	case AnnotationGPULimit:
+		return func(v string) error { _, err := ParseGPULimit(v); return err }
+	case AnnotationPreStopTimeout:
+		return func(v string) error { _, err := ParsePreStopTimeout(v); return err }
+	case AnnotationMaxReschedules:
+		return func(v string) error { _, err := ParseMaxReschedules(v); return err }
+	}
+	return nil
 }
 
 // ValidateAnnotations checks every trainguard and MindCluster annotation in
@@ -155,8 +166,8 @@ var annotationRules = map[string]func(string) error{
 func ValidateAnnotations(ann map[string]string, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, key := range sortedKeys(ann) {
-		rule, ok := annotationRules[key]
-		if !ok {
+		rule := annotationRule(key)
+		if rule == nil {
 			continue
 		}
 		if err := rule(ann[key]); err != nil {

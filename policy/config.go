@@ -234,8 +234,8 @@ func (c *Config) validate() field.ErrorList {
 		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
 	}
 	for name := range c.Mutators {
-		if !contains(Injections, name) {
-			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", Injections))
+		if !contains(Injections(), name) {
+			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", Injections()))
 		}
 	}
 	if c.MaxReschedules < 0 {

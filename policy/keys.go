@@ -50,8 +50,11 @@ const (
 	InjectionAvoidNodes      = "avoid-nodes"
 )
 
-// Injections lists every injection name, in the order they are applied.
-var Injections = []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionAvoidNodes}
+// Injections lists every injection name, in the order they are applied
+// (a function, so no caller can change the list for everyone).
+func Injections() []string {
+	return []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionAvoidNodes}
+}
 
 // Names trainguard gives to what it adds to a pod. Fixed so the agent, the
 // SDK and the tests agree.

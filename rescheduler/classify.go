@@ -18,38 +18,54 @@ const (
 	exitRetryable                  // retry elsewhere: the failure came from outside the program
 )
 
-// Kubeflow's ExitCode restart policy, which trainguard follows so a job
-// behaves the same under both.
-var (
-	permanentExitCodes = map[int32]string{
-		1:   "general error",
-		2:   "misuse of shell builtins",
-		126: "command cannot execute",
-		127: "command not found",
-		128: "invalid argument to exit",
-		139: "SIGSEGV (invalid memory reference)",
+// exitCodeClass classifies an exit code by kubeflow's ExitCode restart
+// policy, which trainguard follows so a job behaves the same under both.
+// ok is false for codes the policy does not define.
+func exitCodeClass(code int32) (class exitClass, why string, ok bool) {
+	switch code {
+	case 1:
+		return exitPermanent, "general error", true
+	case 2:
+		return exitPermanent, "misuse of shell builtins", true
+	case 126:
+		return exitPermanent, "command cannot execute", true
+	case 127:
+		return exitPermanent, "command not found", true
+	case 128:
+		return exitPermanent, "invalid argument to exit", true
+	case 139:
+		return exitPermanent, "SIGSEGV (invalid memory reference)", true
+	case 130:
+		return exitRetryable, "SIGINT", true
+	case 137:
+		return exitRetryable, "SIGKILL", true
+	case 138:
+		return exitRetryable, "SIGUSR1 (user-retryable)", true
+	case 143:
+		return exitRetryable, "SIGTERM", true
 	}
-	retryableExitCodes = map[int32]string{
-		130: "SIGINT",
-		137: "SIGKILL",
-		138: "SIGUSR1 (user-retryable)",
-		143: "SIGTERM",
-	}
-)
+	return 0, "", false
+}
 
-// Pod-level reasons (pod.status.reason) set by the kubelet or the control
-// plane. Those caused by the node or the cluster are retryable elsewhere;
-// DeadlineExceeded is the user's own activeDeadlineSeconds and would hit again.
-var podReasons = map[string]exitClass{
-	"Evicted":                  exitRetryable, // node pressure
-	"Preempting":               exitRetryable,
-	"NodeLost":                 exitRetryable,
-	"NodeShutdown":             exitRetryable,
-	"Shutdown":                 exitRetryable,
-	"Terminated":               exitRetryable, // graceful node shutdown
-	"UnexpectedAdmissionError": exitRetryable, // e.g. a GPU vanished from the device plugin
-	"NodeAffinity":             exitRetryable, // node labels changed under the pod
-	"DeadlineExceeded":         exitPermanent,
+// podReasonTable classifies pod-level reasons (pod.status.reason) set by the
+// kubelet or the control plane. Those caused by the node or the cluster are
+// retryable elsewhere; DeadlineExceeded is the user's own
+// activeDeadlineSeconds and would hit again.
+func podReasonTable(reason string) (exitClass, bool) {
+	switch reason {
+	case "Evicted", // node pressure
+		"Preempting",
+		"NodeLost",
+		"NodeShutdown",
+		"Shutdown",
+		"Terminated",               // graceful node shutdown
+		"UnexpectedAdmissionError", // e.g. a GPU vanished from the device plugin
+		"NodeAffinity":             // node labels changed under the pod
+		return exitRetryable, true
+	case "DeadlineExceeded":
+		return exitPermanent, true
+	}
+	return 0, false
 }
 
 // termination is the classified end of a pod's training container.
@@ -84,11 +100,8 @@ func classifyTermination(pod *corev1.Pod, trainingNames []string, defaultRetryab
 	case code == 0:
 		return termination{class: exitSuccess, exitCode: &code, why: "exit code 0"}
 	}
-	if why, ok := permanentExitCodes[code]; ok {
-		return termination{class: exitPermanent, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
-	}
-	if why, ok := retryableExitCodes[code]; ok {
-		return termination{class: exitRetryable, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
+	if class, why, ok := exitCodeClass(code); ok {
+		return termination{class: class, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
 	}
 	return undefined(&code, fmt.Sprintf("exit code %d", code), defaultRetryable)
 }
@@ -101,7 +114,7 @@ func undefined(code *int32, what string, retryable bool) termination {
 }
 
 func podReasonClass(reason string) (exitClass, bool) {
-	if c, ok := podReasons[reason]; ok {
+	if c, ok := podReasonTable(reason); ok {
 		return c, true
 	}
 	// OutOfcpu, OutOfnvidia.com/gpu...: the node could not admit the pod.

@@ -55,7 +55,7 @@ func markJob(meta *metav1.ObjectMeta, p *policy.Policy, applied []string) {
 	applied = append(mutators.Marked(meta.Annotations), applied...)
 	seen := map[string]bool{}
 	var names []string
-	for _, name := range policy.Injections {
+	for _, name := range policy.Injections() {
 		for _, a := range applied {
 			if a == name && !seen[name] {
 				seen[name] = true
