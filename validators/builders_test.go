@@ -12,6 +12,7 @@ import (
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/policy"
 )
 
 // Builder-style fixtures: each starts from a valid object and changes one thing.
@@ -183,6 +184,11 @@ func pod() *podBuilder {
 }
 
 func (b *podBuilder) with(f func(*corev1.Pod)) *podBuilder { f(&b.p); return b }
+
+// injected marks the pod as the mutating webhook leaves it.
+func (b *podBuilder) injected() *podBuilder {
+	return b.withAnnotation(policy.AnnotationInjected, "prestop,taskd")
+}
 
 func (b *podBuilder) withAnnotation(k, v string) *podBuilder {
 	if b.p.Annotations == nil {

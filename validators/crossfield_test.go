@@ -41,12 +41,13 @@ func TestTaskDPortRules(t *testing.T) {
 			rs.Template.Spec.Containers = []corev1.Container{container("exporter"), train}
 		}).object(), errs: []string{"spec.pytorchReplicaSpecs[Worker].template.spec.containers[1].ports[0].containerPort"}},
 
-		{name: "pod with TaskD port", obj: pod().withPorts(taskdPort()).object()},
-		{name: "pod with 9601 taken", obj: pod().withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object(),
+		{name: "pod with TaskD port", obj: pod().injected().withPorts(taskdPort()).object()},
+		{name: "pod with 9601 taken", obj: pod().injected().withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object(),
 			errs: []string{"spec.containers[0].ports[0].containerPort"}},
-		{name: "pod first container when no name matches", obj: pod().with(func(p *corev1.Pod) { p.Spec.Containers[0].Name = "ascend-x" }).
+		{name: "pod trainguard did not inject may use 9601", obj: pod().withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object()},
+		{name: "pod first container when no name matches", obj: pod().injected().with(func(p *corev1.Pod) { p.Spec.Containers[0].Name = "ascend-x" }).
 			withPorts(corev1.ContainerPort{Name: "taskd-port", ContainerPort: 1}).object(), errs: []string{"spec.containers[0].ports[0].name"}},
-		{name: "pod TaskD disabled", obj: pod().withAnnotation(policy.AnnotationTaskD, "disabled").withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object()},
+		{name: "pod TaskD disabled", obj: pod().injected().withAnnotation(policy.AnnotationTaskD, "disabled").withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object()},
 
 		{name: "kubedl job with 9601 taken", obj: kubedlJob().with(func(j *kubedlv1alpha1.PyTorchJob) {
 			j.Spec.PyTorchReplicaSpecs["Master"].Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "x", ContainerPort: 9601}}
@@ -57,7 +58,7 @@ func TestTaskDPortRules(t *testing.T) {
 func TestTaskDPortFromConfig(t *testing.T) {
 	cfg, err := policy.ParseConfig([]byte("taskd:\n  port: 9700\ntrainingContainer:\n  names: [trainer]\n"))
 	assert.NoError(t, err)
-	obj := pod().with(func(p *corev1.Pod) {
+	obj := pod().injected().with(func(p *corev1.Pod) {
 		p.Spec.Containers = []corev1.Container{container("pytorch"), container("trainer")}
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "x", ContainerPort: 9700}} // not the training container
 		p.Spec.Containers[1].Ports = []corev1.ContainerPort{{Name: "taskd-port", ContainerPort: 9601}}

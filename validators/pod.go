@@ -3,7 +3,14 @@ package validators
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainguard/trainguard/policy"
 )
+
+func injected(annotations map[string]string) bool {
+	_, ok := annotations[policy.AnnotationInjected]
+	return ok
+}
 
 // checkPod validates a Pod: its annotations and labels, and, as the pod
 // looks after the mutating webhook ran, that the TaskD port is not taken.
@@ -15,7 +22,11 @@ func (v *Validator) checkPod(raw []byte, nsAnnotations map[string]string) (Resul
 	}
 	metaPath := field.NewPath("metadata")
 	res := Result{Errors: validateMetadata(&pod.ObjectMeta, metaPath)}
-	if optedOut(pod.Annotations) {
+	// Cross-field checks hold only for pods trainguard injected (the mutating
+	// webhook ran first and left its marker). Any other pod in the namespace,
+	// an etcd for the rendezvous or the pods of an opted-out job, owes
+	// TaskD nothing and must not be refused for it.
+	if optedOut(pod.Annotations) || !injected(pod.Annotations) {
 		return res, nil
 	}
 	p, warnings := v.resolve(nsAnnotations, pod.Annotations)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,4 +131,21 @@ func TestServerSideDryRunReturnsMutatedObjectAndPersistsNothing(t *testing.T) {
 	assertInjected(t, p.Annotations, p.Labels, p.Spec)
 	err := env.c.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 	assert.True(t, apierrors.IsNotFound(err), "dry run must not persist the pod: %v", err)
+}
+
+// TestPodsOfOptedOutJobAreLeftAlone: an opted-out job's pods carry no opt-out
+// annotation of their own (the operator builds them from the template), so
+// trainguard recognises them by their owner and neither mutates nor refuses
+// them, even when they use TaskD's port for something else.
+func TestPodsOfOptedOutJobAreLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true, nil)
+	controller := true
+	p := newPod(ns, "hands-off-worker-0").obj()
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "hands-off",
+		UID: "0b6f3c2e-0000-4000-8000-000000000001", Controller: &controller}}
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9601}}
+	require.NoError(t, env.c.Create(ctx, p), "a pod trainguard does not manage is never refused for TaskD")
+	assert.Empty(t, p.Spec.InitContainers)
+	assert.NotContains(t, p.Annotations, policy.AnnotationInjected)
 }
