@@ -223,6 +223,10 @@ const docsNotes = `
   policy, or a PVC volume named ` + "`trainguard-checkpoint`" + ` in the Worker template.
 - **Opted-out objects** (` + "`trainguard.io/inject: disabled`" + `) get no cross-field
   checks: trainguard applies no policy to them. All other rules still apply.
+- **Pods** get the cross-field checks only when trainguard injected them (they
+  carry ` + "`trainguard.io/injected`" + `); other pods in an opted-in namespace, such
+  as a rendezvous etcd or the pods of an opted-out job, are checked for their
+  trainguard annotations only.
 - **UPDATE** validates the new object but refuses only errors the update
   introduces: an error whose type, field path and bad value were already
   present on the old object is dropped, so an object admitted before a rule
