@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -137,8 +138,10 @@ func namespaceMeta() *metav1.PartialObjectMetadata {
 // synced: before that, every namespace would look unknown.
 func cacheSynced(c cache.Cache) healthz.Checker {
 	return func(*http.Request) error {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
+		// A short wait, not a cancelled context: the cache reports "not
+		// started" at random whenever the context is already done.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
 		if !c.WaitForCacheSync(ctx) {
 			return fmt.Errorf("informers have not synced yet")
 		}

@@ -7,6 +7,7 @@ package controlplane
 
 import (
 	"context"
+	"net"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,6 +129,11 @@ type TrainguardOptions struct {
 	// CertSecret names the self-managed certificate Secret in Namespace
 	// (default "<ReleaseName>-tls", as the chart names it).
 	CertSecret string
+	// ProbeAddr serves /healthz and /readyz (e.g. "127.0.0.1:0" is not
+	// allowed by the manager; pick a free port); empty disables them.
+	ProbeAddr string
+	// MetricsAddr serves /metrics; empty disables it.
+	MetricsAddr string
 }
 
 // StartTrainguard runs trainguard's manager in-process on the port and
@@ -153,7 +159,7 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	}
 	so := server.Options{
 		Config: cfg, CertDir: certDir, CertMode: o.CertMode, WebhookHost: wio.LocalServingHost, WebhookPort: port,
-		MetricsAddr: "0", ProbeAddr: "0", Namespace: Namespace, LeaderElect: o.LeaderElect,
+		MetricsAddr: orZero(o.MetricsAddr), ProbeAddr: orZero(o.ProbeAddr), Namespace: Namespace, LeaderElect: o.LeaderElect,
 		NamespaceMirror: true, Rescheduler: resched, Log: cp.log, SeveralInProcess: true,
 	}
 	if o.CertMode == server.CertModeSelfManaged {
@@ -248,4 +254,22 @@ func moduleDir(modVersion string) (string, error) {
 		return "", fmt.Errorf("go mod download %s: %s", modVersion, m.Error)
 	}
 	return m.Dir, nil
+}
+
+// orZero turns "no address" into the manager's "disabled".
+func orZero(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
+}
+
+// FreeAddr returns a loopback address with a port nobody listens on.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

@@ -20,6 +20,8 @@ type suite struct {
 	cp *controlplane.ControlPlane
 	tg *controlplane.Trainguard
 	c  client.Client
+	// probes and metrics are the addresses trainguard serves them on.
+	probes, metrics string
 }
 
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
@@ -42,7 +44,13 @@ func run(m *testing.M) (int, error) {
 	}
 	defer func() { _ = cp.Stop() }()
 	env.cp, env.c = cp, cp.Client
-	tg, err := cp.StartTrainguard(context.Background(), controlplane.TrainguardOptions{})
+	if env.probes, err = controlplane.FreeAddr(); err != nil {
+		return 1, err
+	}
+	if env.metrics, err = controlplane.FreeAddr(); err != nil {
+		return 1, err
+	}
+	tg, err := cp.StartTrainguard(context.Background(), controlplane.TrainguardOptions{ProbeAddr: env.probes, MetricsAddr: env.metrics})
 	if err != nil {
 		return 1, err
 	}

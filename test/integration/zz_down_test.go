@@ -21,7 +21,7 @@ func TestTrainguardDown(t *testing.T) {
 	require.NoError(t, env.tg.Stop())
 	env.tg = nil
 	t.Cleanup(func() {
-		tg, err := env.cp.StartTrainguard(ctx, controlplane.TrainguardOptions{})
+		tg, err := env.cp.StartTrainguard(ctx, controlplane.TrainguardOptions{ProbeAddr: env.probes, MetricsAddr: env.metrics})
 		require.NoError(t, err)
 		env.tg = tg
 	})
