@@ -7,10 +7,10 @@ package controlplane
 
 import (
 	"context"
-	"net"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
