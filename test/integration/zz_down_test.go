@@ -3,11 +3,14 @@ package integration
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainguard/trainguard/policy"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -40,4 +43,41 @@ func TestTrainguardDown(t *testing.T) {
 	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(p), p))
 	assert.Empty(t, p.Spec.InitContainers)
 	require.NoError(t, env.c.Create(ctx, job(t, other, "free", masterWorkerSpec)))
+}
+
+// TestNamespaceOptedInWhileTrainguardDown: the namespace webhook fails open,
+// so an annotation set while trainguard is down lands without the label the
+// selectors need; the mirror reconciler adds it once trainguard is back.
+func TestNamespaceOptedInWhileTrainguardDown(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, false, nil)
+	require.NoError(t, env.tg.Stop())
+	env.tg = nil
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			tg, err := env.cp.StartTrainguard(ctx, controlplane.TrainguardOptions{ProbeAddr: env.probes, MetricsAddr: env.metrics})
+			require.NoError(t, err)
+			env.tg = tg
+		}
+	})
+
+	var obj corev1.Namespace
+	require.NoError(t, env.c.Get(ctx, client.ObjectKey{Name: ns}, &obj))
+	obj.Annotations = map[string]string{policy.AnnotationInject: policy.InjectEnabled}
+	require.NoError(t, env.c.Update(ctx, &obj), "the namespace webhook must never block namespace changes")
+	require.NotContains(t, obj.Labels, policy.LabelInjectEnabled, "nobody mirrored the label while trainguard was down")
+
+	tg, err := env.cp.StartTrainguard(ctx, controlplane.TrainguardOptions{ProbeAddr: env.probes, MetricsAddr: env.metrics})
+	require.NoError(t, err)
+	env.tg, restarted = tg, true
+	require.Eventually(t, func() bool {
+		if err := env.c.Get(ctx, client.ObjectKey{Name: ns}, &obj); err != nil {
+			return false
+		}
+		return obj.Labels[policy.LabelInjectEnabled] == policy.InjectEnabled
+	}, 10*time.Second, 100*time.Millisecond, "the reconciler mirrors the annotation once trainguard is back")
+	p := newPod(ns, "after-restart").obj()
+	require.NoError(t, env.c.Create(ctx, p))
+	assert.NotEmpty(t, p.Annotations[policy.AnnotationInjected])
 }
