@@ -71,8 +71,48 @@ func render(path, marker string) (string, error) {
 		if strings.HasPrefix(text, "# ") {
 			text = text[strings.Index(text, "\n")+1:]
 		}
-		return strings.TrimLeft(text, "\n"), nil
+		return nestHeadings(strings.TrimLeft(text, "\n"), 3), nil
 	default:
 		return "```" + strings.TrimPrefix(filepath.Ext(path), ".") + "\n" + text + "```\n", nil
 	}
+}
+
+// nestHeadings shifts a Markdown document's headings so the shallowest
+// becomes level top: an included file's sections nest under the README's
+// own "##" section. Lines inside code fences are left alone.
+func nestHeadings(text string, top int) string {
+	lines := strings.Split(text, "\n")
+	level := func(line string) int {
+		n := 0
+		for n < len(line) && line[n] == '#' {
+			n++
+		}
+		if n == 0 || n >= len(line) || line[n] != ' ' {
+			return 0
+		}
+		return n
+	}
+	shallowest, fenced := 0, false
+	for _, l := range lines {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+		}
+		if n := level(l); !fenced && n > 0 && (shallowest == 0 || n < shallowest) {
+			shallowest = n
+		}
+	}
+	if shallowest == 0 || shallowest >= top {
+		return text
+	}
+	shift := strings.Repeat("#", top-shallowest)
+	fenced = false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+		}
+		if !fenced && level(l) > 0 {
+			lines[i] = shift + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }
