@@ -1,0 +1,40 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/optin"
+	"github.com/trainguard/trainguard/policy"
+)
+
+// mirrorNamespaceLabel copies the opt-in annotation into the label the
+// webhook namespaceSelectors match, the moment the annotation is set.
+func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return allowed(nil)
+	}
+	var ns corev1.Namespace
+	if err := decodeObject(req.Object.Raw, &ns); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("decoding Namespace: %w", err))
+	}
+	base := ns.DeepCopy()
+	if !optin.MirrorLabel(&ns.ObjectMeta) {
+		return allowed(nil)
+	}
+	ops, err := typedDiff(&s.injector.types, base, &ns)
+	if err != nil {
+		return errored(http.StatusInternalServerError, err)
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return errored(http.StatusInternalServerError, fmt.Errorf("encoding patch: %w", err))
+	}
+	pt := admissionv1.PatchTypeJSONPatch
+	s.log.V(1).Info("mirrored opt-in label", "namespace", ns.Name, "label", policy.LabelInjectEnabled, "value", ns.Labels[policy.LabelInjectEnabled])
+	return &admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}
+}
