@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/trainguard/trainguard/policy"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // step is one switchable injection in the chain.
@@ -37,9 +38,8 @@ func InjectTemplate(t *Target) []string {
 	setManaged(t)
 	// Union with the existing marker: on reinvocation an injection already in
 	// place (e.g. the GPU limit it set) looks like the user's own.
-	applied = append(Marked(t.Meta.Annotations), applied...)
-	mark(t, applied)
-	return applied
+	Mark(t.Meta, applied)
+	return Marked(t.Meta.Annotations)
 }
 
 // InjectPodOfInjectedTemplate handles a pod whose template trainguard
@@ -47,7 +47,7 @@ func InjectTemplate(t *Target) []string {
 func InjectPodOfInjectedTemplate(t *Target, avoid []string) {
 	setManaged(t)
 	if t.Policy.Enabled(policy.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
-		mark(t, append(Marked(t.Meta.Annotations), policy.InjectionAvoidNodes))
+		Mark(t.Meta, []string{policy.InjectionAvoidNodes})
 	}
 }
 
@@ -60,10 +60,12 @@ func Marked(annotations map[string]string) []string {
 	return strings.Split(v, ",")
 }
 
-// mark writes the marker annotation: injections in chain order, no duplicates.
-func mark(t *Target, applied []string) {
+// Mark writes the marker annotation on meta: the injections already
+// listed there plus applied, in chain order, without duplicates. Jobs use it
+// for the union of what their templates received.
+func Mark(meta *metav1.ObjectMeta, applied []string) {
 	seen := map[string]bool{}
-	for _, a := range applied {
+	for _, a := range append(Marked(meta.Annotations), applied...) {
 		seen[a] = true
 	}
 	var ordered []string
@@ -72,10 +74,10 @@ func mark(t *Target, applied []string) {
 			ordered = append(ordered, name)
 		}
 	}
-	if t.Meta.Annotations == nil {
-		t.Meta.Annotations = map[string]string{}
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
 	}
-	t.Meta.Annotations[policy.AnnotationInjected] = strings.Join(ordered, ",")
+	meta.Annotations[policy.AnnotationInjected] = strings.Join(ordered, ",")
 }
 
 func setManaged(t *Target) {
@@ -88,8 +90,8 @@ func setManaged(t *Target) {
 // InjectPod handles a pod nobody injected yet (a bare pod, or one from
 // another controller): the whole chain, then the per-pod node avoidance.
 func InjectPod(t *Target, avoid []string) {
-	applied := InjectTemplate(t)
+	InjectTemplate(t)
 	if t.Policy.Enabled(policy.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
-		mark(t, append(applied, policy.InjectionAvoidNodes))
+		Mark(t.Meta, []string{policy.InjectionAvoidNodes})
 	}
 }

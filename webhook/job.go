@@ -52,21 +52,7 @@ func markJob(meta *metav1.ObjectMeta, p *policy.Policy, applied []string) {
 	if p.Enabled(policy.InjectionRecoverStrategy) {
 		mutators.RecoverStrategy(t)
 	}
-	applied = append(mutators.Marked(meta.Annotations), applied...)
-	seen := map[string]bool{}
-	var names []string
-	for _, name := range policy.Injections() {
-		for _, a := range applied {
-			if a == name && !seen[name] {
-				seen[name] = true
-				names = append(names, name)
-			}
-		}
-	}
-	if meta.Annotations == nil {
-		meta.Annotations = map[string]string{}
-	}
-	meta.Annotations[policy.AnnotationInjected] = joinComma(names)
+	mutators.Mark(meta, applied)
 }
 
 // sortedTemplates returns replica templates in a stable order, so warnings
@@ -84,17 +70,6 @@ func sortedTemplates[R any](specs map[string]*R, template func(*R) *corev1.PodTe
 	out := make([]replicaTemplate, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, replicaTemplate{replicaType: k, template: template(specs[k])})
-	}
-	return out
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += v
 	}
 	return out
 }
