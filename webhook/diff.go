@@ -199,6 +199,12 @@ func (d *differ) sliceElems(a, b reflect.Value) {
 		d.value(a.Index(i), b.Index(i))
 		d.segs = d.segs[:len(d.segs)-1]
 	}
+	// Removals from the end first, so earlier indices stay valid.
+	for i := a.Len() - 1; i >= n; i-- {
+		d.segs = append(d.segs, strconv.Itoa(i))
+		d.emit("remove", nil)
+		d.segs = d.segs[:len(d.segs)-1]
+	}
 	for i := n; i < b.Len(); i++ {
 		d.inSlice = false
 		d.segs = append(d.segs, "-")

@@ -1,0 +1,71 @@
+package webhook
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// roundTrip applies typedDiff(before, after) to raw and decodes the result.
+func roundTrip(t *testing.T, raw string, mutate func(*corev1.Pod)) corev1.Pod {
+	t.Helper()
+	var before corev1.Pod
+	require.NoError(t, decodeObject([]byte(raw), &before))
+	after := before.DeepCopy()
+	mutate(after)
+	ops, err := typedDiff(&typeCache{}, &before, after)
+	require.NoError(t, err)
+	out, err := ApplyPatch([]byte(raw), Result{Patch: ops})
+	require.NoError(t, err, "ops %v", ops)
+	var got corev1.Pod
+	require.NoError(t, json.Unmarshal(out, &got))
+	return got
+}
+
+func TestTypedDiffCases(t *testing.T) {
+	raw := `{"metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"i","args":["x","y","z"],"resources":{"limits":{"cpu":"1000m"}}}]}}`
+	cases := map[string]func(*corev1.Pod){
+		"add labels where metadata has none": func(p *corev1.Pod) { p.Labels = map[string]string{"k": "v"} },
+		"replace an array element":           func(p *corev1.Pod) { p.Spec.Containers[0].Args[1] = "Y" },
+		"shrink an array":                    func(p *corev1.Pod) { p.Spec.Containers[0].Args = p.Spec.Containers[0].Args[:1] },
+		"grow an array":                      func(p *corev1.Pod) { p.Spec.Containers[0].Args = append(p.Spec.Containers[0].Args, "w") },
+		"remove a pointer member":            func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Limits = nil },
+		"add a nested struct":                func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptrTo(true)} },
+		"change a quantity": func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2")
+		},
+		"add to a zero struct": func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"memory": resource.MustParse("1Gi")} },
+		"object meta whole":    func(p *corev1.Pod) { p.ObjectMeta = metav1.ObjectMeta{Name: "p", Annotations: map[string]string{"a": "b"}} },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			var want corev1.Pod
+			require.NoError(t, decodeObject([]byte(raw), &want))
+			mutate(&want)
+			got := roundTrip(t, raw, mutate)
+			assert.Equal(t, mustJSONOf(t, &want), mustJSONOf(t, &got))
+		})
+	}
+}
+
+func TestTypedDiffUnchangedIsEmpty(t *testing.T) {
+	var p corev1.Pod
+	require.NoError(t, decodeObject([]byte(`{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1"}}}]}}`), &p))
+	ops, err := typedDiff(&typeCache{}, p.DeepCopy(), &p)
+	require.NoError(t, err)
+	assert.Empty(t, ops)
+}
+
+func mustJSONOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func ptrTo[T any](v T) *T { return &v }
