@@ -39,8 +39,12 @@ func TestTypedDiffCases(t *testing.T) {
 		"change a quantity": func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2")
 		},
-		"add to a zero struct": func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"memory": resource.MustParse("1Gi")} },
-		"object meta whole":    func(p *corev1.Pod) { p.ObjectMeta = metav1.ObjectMeta{Name: "p", Annotations: map[string]string{"a": "b"}} },
+		"add to a zero struct": func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"memory": resource.MustParse("1Gi")}
+		},
+		"object meta whole": func(p *corev1.Pod) {
+			p.ObjectMeta = metav1.ObjectMeta{Name: "p", Annotations: map[string]string{"a": "b"}}
+		},
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
