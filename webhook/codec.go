@@ -13,3 +13,8 @@ var objectJSON = jsoniter.Config{ //nolint:gochecknoglobals // immutable codec, 
 	CaseSensitive:          true,
 	ValidateJsonRawMessage: true,
 }.Froze()
+
+// decodeObject decodes an admitted object (see objectJSON).
+func decodeObject(raw []byte, into any) error {
+	return objectJSON.Unmarshal(raw, into)
+}

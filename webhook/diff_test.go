@@ -73,3 +73,9 @@ func mustJSONOf(t *testing.T, v any) string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestJoinPointerEscapes(t *testing.T) {
+	assert.Equal(t, "/metadata/annotations/trainguard.io~1injected", joinPointer([]string{"metadata", "annotations", "trainguard.io/injected"}))
+	assert.Equal(t, "/a~0b~1c", joinPointer([]string{"a~b/c"}))
+	assert.Equal(t, "", joinPointer(nil))
+}
