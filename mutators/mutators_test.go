@@ -29,8 +29,8 @@ func TestPreStopChainsUserHooks(t *testing.T) {
 		"none": {nil, []string{agent, "prestop", "--timeout=60s"}},
 		"exec": {&corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "x"}}},
 			[]string{agent, "prestop", "--timeout=60s", "--", "/bin/sh", "-c", "x"}},
-		"httpGet numeric": {&corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "stop", Port: intstr.FromInt32(8080), Scheme: corev1.URISchemeHTTPS}},
-			[]string{agent, "prestop", "--timeout=60s", "--then-http-get=https://127.0.0.1:8080/stop"}},
+		"httpGet numeric": {&corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "stop", Port: intstr.FromInt32(8080), Scheme: corev1.URISchemeHTTP}},
+			[]string{agent, "prestop", "--timeout=60s", "--then-http-get=http://127.0.0.1:8080/stop"}},
 		"httpGet host and headers": {&corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1", Path: "/q", Port: intstr.FromString("9000"),
 			HTTPHeaders: []corev1.HTTPHeader{{Name: "A", Value: "b"}}}},
 			[]string{agent, "prestop", "--timeout=60s", "--then-http-get=http://10.0.0.1:9000/q", "--then-http-header=A: b"}},
@@ -68,6 +68,7 @@ func TestPreStopKeepsHooksItCannotChain(t *testing.T) {
 	for name, hook := range map[string]*corev1.LifecycleHandler{
 		"unknown named port": {HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("nope")}},
 		"tcpSocket":          {TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(1)}},
+		"https":              {HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tg := newTarget("pytorch").preStop(hook).build()

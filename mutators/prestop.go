@@ -94,8 +94,13 @@ func httpGetURL(h *corev1.HTTPGetAction, c *corev1.Container) (string, error) {
 		return "", err
 	}
 	scheme := strings.ToLower(string(h.Scheme))
-	if scheme == "" {
+	switch scheme {
+	case "", "http":
 		scheme = "http"
+	default:
+		// The agent speaks plain HTTP only (TLS would double its size); a
+		// hook it cannot run must stay the user's, not be dropped.
+		return "", fmt.Errorf("scheme %s is not supported by trainguard-agent (plain HTTP only)", h.Scheme)
 	}
 	host := h.Host
 	if host == "" {
