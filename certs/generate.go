@@ -155,17 +155,29 @@ func (b *Bundle) WriteDir(dir string) error {
 	return nil
 }
 
-// NotAfter parses a PEM certificate's expiry.
-func NotAfter(certPEM []byte) (time.Time, error) {
-	block, _ := pem.Decode(certPEM)
-	if block == nil {
-		return time.Time{}, fmt.Errorf("no PEM certificate found")
+// ParseCertificates parses every CERTIFICATE block of a PEM bundle (a CA
+// bundle may hold several during a rotation), in order.
+func ParseCertificates(pemData []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for rest := pemData; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parsing certificate %d: %w", len(out)+1, err)
+		}
+		out = append(out, c)
 	}
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("parsing certificate: %w", err)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no PEM certificate found")
 	}
-	return c.NotAfter, nil
+	return out, nil
 }
 
 // SameCA reports whether two PEM bundles are byte-identical after trimming.

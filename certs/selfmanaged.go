@@ -571,16 +571,13 @@ func (s *SelfManaged) writeFiles(sec *corev1.Secret) error {
 	return nil
 }
 
+// parseLeaf returns the first certificate of tls.crt: the serving one.
 func parseLeaf(certPEM []byte) (*x509.Certificate, error) {
-	block, _ := pem.Decode(certPEM)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, errors.New("tls.crt holds no PEM certificate")
-	}
-	c, err := x509.ParseCertificate(block.Bytes)
+	certs, err := ParseCertificates(certPEM)
 	if err != nil {
-		return nil, fmt.Errorf("parsing tls.crt: %w", err)
+		return nil, fmt.Errorf("tls.crt: %w", err)
 	}
-	return c, nil
+	return certs[0], nil
 }
 
 func generation(sec *corev1.Secret) int64 {

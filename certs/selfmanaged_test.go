@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"sync"
@@ -137,17 +136,8 @@ func readDir(t *testing.T, dir string) map[string][]byte {
 
 func certsOf(t *testing.T, bundle []byte) []*x509.Certificate {
 	t.Helper()
-	var out []*x509.Certificate
-	for rest := bundle; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		require.NoError(t, err)
-		out = append(out, c)
-	}
+	out, err := ParseCertificates(bundle)
+	require.NoError(t, err)
 	return out
 }
 

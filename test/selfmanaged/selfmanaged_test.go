@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -88,11 +87,7 @@ func certPool(t *testing.T, pemData []byte) *x509.CertPool {
 
 func parseCert(t *testing.T, pemData []byte) *x509.Certificate {
 	t.Helper()
-	block, _ := pem.Decode(pemData)
-	require.NotNil(t, block, "no PEM block")
-	c, err := x509.ParseCertificate(block.Bytes)
-	require.NoError(t, err)
-	return c
+	return bundleCerts(t, pemData)[0]
 }
 
 // servedLeaf dials trainguard's webhook port the way the API server does
@@ -464,15 +459,7 @@ func parseGen(t *testing.T, sec *corev1.Secret) int64 {
 
 func bundleCerts(t *testing.T, bundle []byte) []*x509.Certificate {
 	t.Helper()
-	var out []*x509.Certificate
-	for rest := bundle; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return out
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		require.NoError(t, err)
-		out = append(out, c)
-	}
+	out, err := certs.ParseCertificates(bundle)
+	require.NoError(t, err)
+	return out
 }
