@@ -145,9 +145,9 @@ func apply(ctx context.Context, e *env, docs []doc) ([]*result, error) {
 			}
 		}
 
-		e.warnings.take()
+		e.warnings.Take()
 		created, err := ri.Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{})
-		r.warnings = e.warnings.take()
+		r.warnings = e.warnings.Take()
 		if err != nil {
 			if ctx.Err() != nil {
 				return results, ctx.Err()
@@ -209,7 +209,7 @@ func (e *env) waitNamespaceSeen(ctx context.Context, ns string) error {
 		"spec":     map[string]any{"containers": []any{map[string]any{"name": "pytorch", "image": "busybox"}}},
 	}}
 	pods := e.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace(ns)
-	defer e.warnings.take()
+	defer e.warnings.Take()
 	return poll(ctx, 30*time.Second, func() (bool, error) {
 		got, err := pods.Create(ctx, probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -33,7 +32,7 @@ type env struct {
 	kubeconfig string
 	dyn        dynamic.Interface
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
-	warnings   *warningRecorder
+	warnings   *controlplane.Warnings
 }
 
 // startEnv boots the control plane and trainguard. On error the returned
@@ -90,9 +89,8 @@ func startEnv(ctx context.Context, o options, work string) (*env, error) {
 	}
 	fmt.Fprintf(o.out, "    trainguard serve is ready (pid %d, log %s)\n", e.tg.cmd.Process.Pid, e.tg.logPath)
 
-	cfg := rest.CopyConfig(user.Config())
-	e.warnings = &warningRecorder{}
-	cfg.WarningHandler = e.warnings
+	cfg, warnings := controlplane.WithWarnings(user.Config())
+	e.warnings = warnings
 	if e.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return e, err
 	}
@@ -111,26 +109,6 @@ func (e *env) stop() {
 	if e.cp != nil {
 		_ = e.cp.Stop()
 	}
-}
-
-// warningRecorder collects the admission warnings of the requests since the last take.
-type warningRecorder struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warningRecorder) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	l := w.list
-	w.list = nil
-	return l
 }
 
 // trainguardProc is `trainguard serve` running as a child process in its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,10 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/test/chart"
+	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 // valueSet is one combination of values the chart tests render (see
@@ -48,33 +47,10 @@ func valueSets() []valueSet {
 	}
 }
 
-// warnings records the API server's Warning headers, which flag deprecated
-// APIs and fields it accepted but dropped or will stop accepting.
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
-}
-
 // warningClient is a client whose Warning headers end up in the returned recorder.
-func warningClient(t *testing.T) (client.Client, *warnings) {
+func warningClient(t *testing.T) (client.Client, *controlplane.Warnings) {
 	t.Helper()
-	rec := &warnings{}
-	cfg := rest.CopyConfig(apiServer.cfg)
-	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, rec
+	cfg, rec := controlplane.WithWarnings(apiServer.cfg)
 	c, err := client.New(cfg, client.Options{})
 	require.NoError(t, err)
 	return c, rec
@@ -125,14 +101,14 @@ func TestEveryRenderedManifestPassesServerSideDryRun(t *testing.T) {
 				created := obj.DeepCopy()
 				err := c.Create(ctx, created, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))
 				assert.NoError(t, err, "dry-run create of %s", describe(obj))
-				assert.Empty(t, warned.take(), "API server warnings on dry-run create of %s", describe(obj))
+				assert.Empty(t, warned.Take(), "API server warnings on dry-run create of %s", describe(obj))
 
 				// Server-side apply, as `helm upgrade --server-side` and
 				// GitOps tools do: the merge needs a schema for every field.
 				err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
 					client.DryRunAll, client.FieldOwner("trainguard-chart-test"), client.ForceOwnership)
 				assert.NoError(t, err, "dry-run server-side apply of %s", describe(obj))
-				assert.Empty(t, warned.take(), "API server warnings on dry-run apply of %s", describe(obj))
+				assert.Empty(t, warned.Take(), "API server warnings on dry-run apply of %s", describe(obj))
 			}
 
 			// Dry-run means nothing was stored (so each value set starts
@@ -182,5 +158,5 @@ func TestDryRunRejectsInvalidManifests(t *testing.T) {
 	require.NoError(t, unstructured.SetNestedStringMap(deprecated.Object,
 		map[string]string{"beta.kubernetes.io/os": "linux"}, "spec", "template", "spec", "nodeSelector"))
 	require.NoError(t, c.Create(ctx, deprecated, client.DryRunAll))
-	assert.NotEmpty(t, warned.take(), "a deprecated node label must draw a warning")
+	assert.NotEmpty(t, warned.Take(), "a deprecated node label must draw a warning")
 }

@@ -3,17 +3,16 @@ package integration
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 func TestInvalidElasticPolicyIsRefusedWithFieldPath(t *testing.T) {
@@ -28,37 +27,22 @@ func TestInvalidElasticPolicyIsRefusedWithFieldPath(t *testing.T) {
 	assert.Contains(t, msg, "admission webhook \"pytorchjobs.validate.trainguard.io\" denied the request")
 }
 
-// warningRecorder captures the warnings the API server relays to a client.
-type warningRecorder struct {
-	mu       sync.Mutex
-	messages []string
-}
-
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.messages = append(w.messages, text)
-}
-
 func TestWarningsReachTheClient(t *testing.T) {
-	rec := &warningRecorder{}
-	cfg := rest.CopyConfig(env.cp.Config)
-	cfg.WarningHandler = rec
+	cfg, rec := controlplane.WithWarnings(env.cp.Config)
 	c, err := client.New(cfg, client.Options{})
 	require.NoError(t, err)
 	ns := namespace(t, true, nil)
 	// An elastic job with no checkpoint volume is legal but risky.
 	require.NoError(t, c.Create(context.Background(), job(t, ns, "elastic", elasticSpec)))
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
+	messages := rec.Take()
 	assert.Condition(t, func() bool {
-		for _, m := range rec.messages {
+		for _, m := range messages {
 			if strings.Contains(m, "rescheduled workers restart from scratch") {
 				return true
 			}
 		}
 		return false
-	}, "warnings received: %q", rec.messages)
+	}, "warnings received: %q", messages)
 }
 
 func TestNamespaceAnnotationWithBadValueIsRefused(t *testing.T) {
