@@ -18,7 +18,7 @@ COPY . .
 # build paths and symbols out of the image.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
-      -ldflags "-s -w -X github.com/trainguard/trainguard/version.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/trainguard/trainguard/internal/version.Version=${VERSION}" \
       -o /out/trainguard ./cmd/trainguard && \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
       -ldflags "-s -w" \

@@ -7,7 +7,7 @@ BIN        := $(CURDIR)/bin
 K8S_BIN    := $(BIN)/k8s
 GO         ?= go
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS    := -s -w -X github.com/trainguard/trainguard/version.Version=$(VERSION)
+LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/version.Version=$(VERSION)
 HELM_VERSION ?= v3.19.0
 HELM       := $(BIN)/helm
 PYTHON     := /usr/bin/python3

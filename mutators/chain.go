@@ -3,7 +3,7 @@ package mutators
 import (
 	"strings"
 
-	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/internal/policy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 

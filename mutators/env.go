@@ -3,7 +3,7 @@ package mutators
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // checkpointDir is where the trainer finds checkpoints: the mount path of

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 )
 
 // annotationRules lists one valid and one invalid value per annotation (issue 3 §3).

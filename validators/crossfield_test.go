@@ -6,9 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/policy"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 func taskdPort() corev1.ContainerPort {

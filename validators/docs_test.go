@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/policy"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // docs/validation-rules.md is generated from the rules below by running

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 )
 
 // fuzzKinds are the kinds the fuzzer feeds every input to.

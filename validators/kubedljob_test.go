@@ -3,7 +3,7 @@ package validators
 import (
 	"testing"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 )
 
 func TestKubeDLJobRules(t *testing.T) {

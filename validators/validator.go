@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/policy"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // Object is one admission object to check.

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/policy"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 func kubeflowGVK() schema.GroupVersionKind { return kubeflowv1.GroupVersion.WithKind("PyTorchJob") }

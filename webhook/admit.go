@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/trainguard/trainguard/optin"
+	"github.com/trainguard/trainguard/internal/optin"
 	"github.com/trainguard/trainguard/validators"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 
+	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
-	"github.com/trainguard/trainguard/optin"
-	"github.com/trainguard/trainguard/policy"
 )
 
 // NamespaceAnnotations returns a namespace's annotations; found is false for

@@ -7,9 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
-	"github.com/trainguard/trainguard/optin"
-	"github.com/trainguard/trainguard/policy"
 )
 
 // replicaTemplate is one replica type's pod template inside a job.

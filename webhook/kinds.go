@@ -3,8 +3,8 @@ package webhook
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 )
 
 // Kind is an object kind trainguard handles.

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/apis/kubedl/v1alpha1"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 )
 
 func (i *Injector) injectKubeDLJob(raw []byte, nsAnn map[string]string) (Result, error) {

@@ -8,8 +8,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/optin"
-	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // mirrorNamespaceLabel copies the opt-in annotation into the label the

@@ -6,9 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
-	"github.com/trainguard/trainguard/optin"
-	"github.com/trainguard/trainguard/policy"
 )
 
 func (i *Injector) injectPod(ctx context.Context, namespace string, raw []byte, nsAnn map[string]string) (Result, error) {

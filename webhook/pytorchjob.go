@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	kubeflowv1 "github.com/trainguard/trainguard/apis/kubeflow/v1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 )
 
 func (i *Injector) injectKubeflowJob(raw []byte, nsAnn map[string]string) (Result, error) {

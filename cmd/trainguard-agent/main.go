@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/trainguard/trainguard/agent"
+	"github.com/trainguard/trainguard/internal/agent"
 )
 
 func main() {

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/policy"
-	"github.com/trainguard/trainguard/rescheduler"
-	"github.com/trainguard/trainguard/server"
+	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/rescheduler"
+	"github.com/trainguard/trainguard/internal/server"
 )
 
 // serveOptions are the flags of `trainguard serve`.

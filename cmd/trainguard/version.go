@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"github.com/trainguard/trainguard/version"
+	"github.com/trainguard/trainguard/internal/version"
 )
 
 func newVersionCmd() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 var replicaPath = regexp.MustCompile(`^spec\.pytorchReplicaSpecs\.([A-Za-z]+)\.template(?:\.(.*))?$`)

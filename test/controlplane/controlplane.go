@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/trainguard/trainguard/policy"
-	"github.com/trainguard/trainguard/rescheduler"
-	"github.com/trainguard/trainguard/server"
+	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/rescheduler"
+	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/chart"
 )
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // sidecarWebhook is a second mutating webhook that adds a container to

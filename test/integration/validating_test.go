@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 

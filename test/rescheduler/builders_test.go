@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/policy"
-	resched "github.com/trainguard/trainguard/rescheduler"
+	"github.com/trainguard/trainguard/internal/policy"
+	resched "github.com/trainguard/trainguard/internal/rescheduler"
 )
 
 const (

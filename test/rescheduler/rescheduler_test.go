@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/policy"
-	resched "github.com/trainguard/trainguard/rescheduler"
+	"github.com/trainguard/trainguard/internal/policy"
+	resched "github.com/trainguard/trainguard/internal/rescheduler"
 )
 
 // A node NotReady past the grace loses its pods: the pod is deleted with its

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/server"
+	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/chart"
 	"github.com/trainguard/trainguard/test/controlplane"
 )

@@ -24,9 +24,9 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/optin"
-	"github.com/trainguard/trainguard/policy"
-	"github.com/trainguard/trainguard/rescheduler"
+	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/webhook"
 )
 

@@ -1,6 +1,6 @@
 package rescheduler
 
-import "github.com/trainguard/trainguard/policy"
+import "github.com/trainguard/trainguard/internal/policy"
 
 // Keys the rescheduler reads and writes. They belong to the trainguard.io/
 // contract; the lead may move them into policy/keys.go.

@@ -6,7 +6,7 @@ package optin
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/policy"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // NamespaceEnabled reports whether objects in a namespace with these

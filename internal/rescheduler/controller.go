@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
-	"github.com/trainguard/trainguard/policy"
 )
 
 // IndexPodNodeName indexes cached pods by spec.nodeName, so a Node event
