@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -14,7 +15,7 @@ import (
 type targetBuilder struct {
 	meta metav1.ObjectMeta
 	spec corev1.PodSpec
-	pol  *policy.Policy
+	pol  *contract.Policy
 }
 
 func newTarget(containers ...string) *targetBuilder {
@@ -30,7 +31,7 @@ func newTarget(containers ...string) *targetBuilder {
 
 func (b *targetBuilder) with(f func(*corev1.PodSpec)) *targetBuilder { f(&b.spec); return b }
 
-func (b *targetBuilder) policy(f func(*policy.Policy)) *targetBuilder { f(b.pol); return b }
+func (b *targetBuilder) policy(f func(*contract.Policy)) *targetBuilder { f(b.pol); return b }
 
 func (b *targetBuilder) grace(s int64) *targetBuilder {
 	b.spec.TerminationGracePeriodSeconds = &s

@@ -3,26 +3,27 @@ package mutators
 import (
 	"strings"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// step is one switchable injection in the chain.
-type step struct {
-	name   string
-	mutate func(*Target) bool
-}
-
-// chain lists the template injections in their fixed order; the marker
-// annotation lists them in this order too.
-func chain() []step {
-	return []step{
-		{policy.InjectionPreStop, PreStop},
-		{policy.InjectionTaskD, TaskD},
-		{policy.InjectionCheckpoint, Checkpoint},
-		{policy.InjectionRecoverStrategy, RecoverStrategy},
-		{policy.InjectionGPU, GPU},
+// templateMutator returns the injection named name, or nil for one that is
+// not decided per template (avoid-nodes is decided per pod). The order they
+// run in, and are listed in the marker, is contract.Injections().
+func templateMutator(name string) func(*Target) bool {
+	switch name {
+	case contract.InjectionPreStop:
+		return PreStop
+	case contract.InjectionTaskD:
+		return TaskD
+	case contract.InjectionCheckpoint:
+		return Checkpoint
+	case contract.InjectionRecoverStrategy:
+		return RecoverStrategy
+	case contract.InjectionGPU:
+		return GPU
 	}
+	return nil
 }
 
 // InjectTemplate runs every enabled injection on t, labels it as managed and
@@ -30,9 +31,9 @@ func chain() []step {
 // the injections in place.
 func InjectTemplate(t *Target) []string {
 	var applied []string
-	for _, s := range chain() {
-		if t.Policy.Enabled(s.name) && s.mutate(t) {
-			applied = append(applied, s.name)
+	for _, name := range contract.Injections() {
+		if mutate := templateMutator(name); mutate != nil && t.Policy.Enabled(name) && mutate(t) {
+			applied = append(applied, name)
 		}
 	}
 	setManaged(t)
@@ -46,14 +47,14 @@ func InjectTemplate(t *Target) []string {
 // already injected: only what is decided per pod (where it may run) is added.
 func InjectPodOfInjectedTemplate(t *Target, avoid []string) {
 	setManaged(t)
-	if t.Policy.Enabled(policy.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
-		Mark(t.Meta, []string{policy.InjectionAvoidNodes})
+	if t.Policy.Enabled(contract.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
+		Mark(t.Meta, []string{contract.InjectionAvoidNodes})
 	}
 }
 
 // Marked returns the injections listed in an object's marker annotation.
 func Marked(annotations map[string]string) []string {
-	v, ok := annotations[policy.AnnotationInjected]
+	v, ok := annotations[contract.AnnotationInjected]
 	if !ok || v == "" {
 		return nil
 	}
@@ -69,7 +70,7 @@ func Mark(meta *metav1.ObjectMeta, applied []string) {
 		seen[a] = true
 	}
 	var ordered []string
-	for _, name := range policy.Injections() {
+	for _, name := range contract.Injections() {
 		if seen[name] {
 			ordered = append(ordered, name)
 		}
@@ -77,21 +78,21 @@ func Mark(meta *metav1.ObjectMeta, applied []string) {
 	if meta.Annotations == nil {
 		meta.Annotations = map[string]string{}
 	}
-	meta.Annotations[policy.AnnotationInjected] = strings.Join(ordered, ",")
+	meta.Annotations[contract.AnnotationInjected] = strings.Join(ordered, ",")
 }
 
 func setManaged(t *Target) {
 	if t.Meta.Labels == nil {
 		t.Meta.Labels = map[string]string{}
 	}
-	t.Meta.Labels[policy.LabelManaged] = "true"
+	t.Meta.Labels[contract.LabelManaged] = "true"
 }
 
 // InjectPod handles a pod nobody injected yet (a bare pod, or one from
 // another controller): the whole chain, then the per-pod node avoidance.
 func InjectPod(t *Target, avoid []string) {
 	InjectTemplate(t)
-	if t.Policy.Enabled(policy.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
-		Mark(t.Meta, []string{policy.InjectionAvoidNodes})
+	if t.Policy.Enabled(contract.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
+		Mark(t.Meta, []string{contract.InjectionAvoidNodes})
 	}
 }

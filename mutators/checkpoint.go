@@ -3,7 +3,7 @@ package mutators
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Checkpoint mounts the policy's PVC into the training container and sets
@@ -16,12 +16,12 @@ func Checkpoint(t *Target) bool {
 	}
 	vol := claimVolume(t.Spec, claim)
 	if vol == "" {
-		if existing := volumeNamed(t.Spec, policy.CheckpointVolumeName); existing != nil {
+		if existing := volumeNamed(t.Spec, contract.CheckpointVolumeName); existing != nil {
 			t.Warnf("volume %q already exists and is not claim %q; checkpoint volume not injected (rename your volume or set trainguard.io/checkpoint-claim to its claim)",
-				policy.CheckpointVolumeName, claim)
+				contract.CheckpointVolumeName, claim)
 			return false
 		}
-		vol = policy.CheckpointVolumeName
+		vol = contract.CheckpointVolumeName
 		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
 		}})

@@ -3,7 +3,7 @@ package mutators
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // checkpointDir is where the trainer finds checkpoints: the mount path of
@@ -27,15 +27,15 @@ func checkpointDir(t *Target, c *corev1.Container) string {
 // dir can reference it with $(...) expansion.
 func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 	dir := checkpointDir(t, c)
-	signal := dir + "/.trainguard/$(" + policy.EnvPodName + ")"
-	ensureEnv(c, corev1.EnvVar{Name: policy.EnvPodName, ValueFrom: &corev1.EnvVarSource{
+	signal := dir + "/.trainguard/$(" + contract.EnvPodName + ")"
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvPodName, ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
 	}})
-	ensureEnv(c, corev1.EnvVar{Name: policy.EnvCheckpointDir, Value: dir})
-	ensureEnv(c, corev1.EnvVar{Name: policy.EnvSignalDir, Value: signal})
-	ensureEnv(c, corev1.EnvVar{Name: policy.EnvPreStopTimeout, Value: policy.FormatDuration(t.Policy.PreStopTimeout)})
-	ensureEnv(c, corev1.EnvVar{Name: policy.EnvMigrationCkptPath, Value: dir})
-	ensureEnv(c, corev1.EnvVar{Name: policy.EnvMigrationSignalPath, Value: signal})
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointDir, Value: dir})
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvSignalDir, Value: signal})
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvPreStopTimeout, Value: contract.FormatDuration(t.Policy.PreStopTimeout)})
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvMigrationCkptPath, Value: dir})
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvMigrationSignalPath, Value: signal})
 }
 
 func ensureEnv(c *corev1.Container, v corev1.EnvVar) {

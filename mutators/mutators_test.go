@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -94,7 +95,7 @@ func TestPreStopGracePeriodIsRaisedNeverLowered(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			b := newTarget("pytorch").policy(func(p *policy.Policy) { p.PreStopTimeout = minutes(tc.timeout) })
+			b := newTarget("pytorch").policy(func(p *contract.Policy) { p.PreStopTimeout = minutes(tc.timeout) })
 			if tc.grace != nil {
 				b.grace(*tc.grace)
 			}
@@ -107,7 +108,7 @@ func TestPreStopGracePeriodIsRaisedNeverLowered(t *testing.T) {
 
 func TestPreStopVolumeClash(t *testing.T) {
 	tg := newTarget("pytorch").with(func(s *corev1.PodSpec) {
-		s.Volumes = []corev1.Volume{{Name: policy.AgentVolumeName, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/x"}}}}
+		s.Volumes = []corev1.Volume{{Name: contract.AgentVolumeName, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/x"}}}}
 	}).build()
 	assert.False(t, PreStop(tg))
 	assert.Contains(t, tg.Warnings()[0], "not an emptyDir")
@@ -131,7 +132,7 @@ func TestTaskDPort(t *testing.T) {
 			require.Len(t, tg.Warnings(), 1)
 		})
 	}
-	off := newTarget("pytorch").policy(func(p *policy.Policy) { p.TaskD = false }).build()
+	off := newTarget("pytorch").policy(func(p *contract.Policy) { p.TaskD = false }).build()
 	assert.False(t, TaskD(off))
 	assert.Empty(t, off.Spec.Containers[0].Ports)
 }
@@ -140,7 +141,7 @@ func TestCheckpointVolume(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	require.True(t, Checkpoint(tg))
 	assert.Equal(t, "ckpt", tg.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
-	assert.Equal(t, corev1.VolumeMount{Name: policy.CheckpointVolumeName, MountPath: "/checkpoint"}, tg.Spec.Containers[0].VolumeMounts[0])
+	assert.Equal(t, corev1.VolumeMount{Name: contract.CheckpointVolumeName, MountPath: "/checkpoint"}, tg.Spec.Containers[0].VolumeMounts[0])
 	assert.Contains(t, tg.Spec.Containers[0].Env, corev1.EnvVar{Name: "MIGRATION_CKPT_PATH", Value: "/checkpoint"})
 
 	reuse := newTarget("pytorch").with(func(s *corev1.PodSpec) {
@@ -149,7 +150,7 @@ func TestCheckpointVolume(t *testing.T) {
 	}).build()
 	require.True(t, Checkpoint(reuse))
 	assert.Len(t, reuse.Spec.Volumes, 1, "the same claim is not mounted twice")
-	assert.Contains(t, reuse.Spec.Containers[0].Env, corev1.EnvVar{Name: policy.EnvCheckpointDir, Value: "/data/ckpt"}, "its path is reused")
+	assert.Contains(t, reuse.Spec.Containers[0].Env, corev1.EnvVar{Name: contract.EnvCheckpointDir, Value: "/data/ckpt"}, "its path is reused")
 
 	clash := newTarget("pytorch").with(func(s *corev1.PodSpec) {
 		s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/checkpoint"}}
@@ -158,7 +159,7 @@ func TestCheckpointVolume(t *testing.T) {
 	assert.False(t, Checkpoint(clash))
 	assert.Contains(t, clash.Warnings()[0], "already mounts volume \"scratch\"")
 
-	none := newTarget("pytorch").policy(func(p *policy.Policy) { p.CheckpointClaim = "" }).build()
+	none := newTarget("pytorch").policy(func(p *contract.Policy) { p.CheckpointClaim = "" }).build()
 	assert.False(t, Checkpoint(none))
 	assert.Empty(t, none.Spec.Volumes)
 }
@@ -178,7 +179,7 @@ func TestGPUDefaults(t *testing.T) {
 	require.True(t, GPU(reqOnly))
 	assertGPU(t, "2", reqOnly.Spec.Containers[0].Resources.Limits)
 
-	zero := newTarget("pytorch").policy(func(p *policy.Policy) { p.GPUCount = 0 }).build()
+	zero := newTarget("pytorch").policy(func(p *contract.Policy) { p.GPUCount = 0 }).build()
 	assert.False(t, GPU(zero))
 }
 
@@ -217,14 +218,14 @@ func TestInjectTemplateMarkerAndSwitches(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	tg.Policy, _ = policy.Resolve(func() *policy.Config {
 		c := policy.DefaultConfig()
-		c.Mutators = map[string]bool{policy.InjectionGPU: false}
+		c.Mutators = map[string]bool{contract.InjectionGPU: false}
 		return c
 	}(), nil, nil)
 	applied := InjectTemplate(tg)
 	assert.Equal(t, []string{"prestop", "taskd", "recover-strategy"}, applied)
-	assert.Equal(t, "prestop,taskd,recover-strategy", tg.Meta.Annotations[policy.AnnotationInjected])
+	assert.Equal(t, "prestop,taskd,recover-strategy", tg.Meta.Annotations[contract.AnnotationInjected])
 	assert.Nil(t, tg.Spec.Containers[0].Resources.Limits, "a switched-off injection does nothing")
-	assert.Equal(t, "true", tg.Meta.Labels[policy.LabelManaged])
+	assert.Equal(t, "true", tg.Meta.Labels[contract.LabelManaged])
 }
 
 func ptr[T any](v T) *T { return &v }

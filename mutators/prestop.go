@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // kubeletDefaultGracePeriod is what the kubelet uses when the pod sets none.
@@ -25,21 +25,21 @@ func PreStop(t *Target) bool {
 	if c == nil {
 		return false
 	}
-	if v := volumeNamed(t.Spec, policy.AgentVolumeName); v != nil && v.EmptyDir == nil {
-		t.Warnf("volume %q exists and is not an emptyDir; checkpoint preStop hook not injected (rename your volume)", policy.AgentVolumeName)
+	if v := volumeNamed(t.Spec, contract.AgentVolumeName); v != nil && v.EmptyDir == nil {
+		t.Warnf("volume %q exists and is not an emptyDir; checkpoint preStop hook not injected (rename your volume)", contract.AgentVolumeName)
 		return false
 	}
 	command, ok := preStopCommand(t, c)
 	if !ok {
 		return false
 	}
-	if volumeNamed(t.Spec, policy.AgentVolumeName) == nil {
-		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: policy.AgentVolumeName,
+	if volumeNamed(t.Spec, contract.AgentVolumeName) == nil {
+		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: contract.AgentVolumeName,
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	ensureInstaller(t)
-	if !mountsVolume(c, policy.AgentVolumeName) {
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: policy.AgentVolumeName, MountPath: t.Policy.AgentPath, ReadOnly: true})
+	if !mountsVolume(c, contract.AgentVolumeName) {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: contract.AgentVolumeName, MountPath: t.Policy.AgentPath, ReadOnly: true})
 	}
 	if c.Lifecycle == nil {
 		c.Lifecycle = &corev1.Lifecycle{}
@@ -55,7 +55,7 @@ func PreStop(t *Target) bool {
 // hook is then left alone and a warning explains why.
 func preStopCommand(t *Target, c *corev1.Container) ([]string, bool) {
 	agent := t.Policy.AgentBinary()
-	cmd := []string{agent, "prestop", "--timeout=" + policy.FormatDuration(t.Policy.PreStopTimeout)}
+	cmd := []string{agent, "prestop", "--timeout=" + contract.FormatDuration(t.Policy.PreStopTimeout)}
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
 		return cmd, true
 	}
@@ -134,11 +134,11 @@ func resolvePort(p intstr.IntOrString, c *corev1.Container) (int32, error) {
 // ensureInstaller adds (or corrects) the init container that copies the agent.
 func ensureInstaller(t *Target) {
 	want := corev1.Container{
-		Name:            policy.AgentInitContainerName,
+		Name:            contract.AgentInitContainerName,
 		Image:           t.Policy.AgentImage,
 		ImagePullPolicy: t.Policy.AgentPullPolicy,
 		Command:         append(append([]string{}, t.Policy.AgentInstall...), t.Policy.AgentPath),
-		VolumeMounts:    []corev1.VolumeMount{{Name: policy.AgentVolumeName, MountPath: t.Policy.AgentPath}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: contract.AgentVolumeName, MountPath: t.Policy.AgentPath}},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
@@ -146,7 +146,7 @@ func ensureInstaller(t *Target) {
 		SecurityContext: restrictedSecurityContext(),
 	}
 	for i := range t.Spec.InitContainers {
-		if t.Spec.InitContainers[i].Name == policy.AgentInitContainerName {
+		if t.Spec.InitContainers[i].Name == contract.AgentInitContainerName {
 			return
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Target is one pod template or pod being mutated, with the policy that
@@ -18,7 +18,7 @@ import (
 type Target struct {
 	Meta   *metav1.ObjectMeta
 	Spec   *corev1.PodSpec
-	Policy *policy.Policy
+	Policy *contract.Policy
 	// Where names the target in warnings, e.g. "spec.pytorchReplicaSpecs[Worker].template".
 	Where    string
 	warnings []string
@@ -40,31 +40,11 @@ func (t *Target) Warnings() []string { return t.warnings }
 // TrainingContainer returns the container trainguard injects into: the first
 // whose name is in the policy's list, in list order, else the first one.
 func (t *Target) TrainingContainer() *corev1.Container {
-	if len(t.Spec.Containers) == 0 {
+	i := contract.TrainingContainer(t.Spec, t.Policy.TrainingContainers)
+	if i < 0 {
 		return nil
 	}
-	for _, name := range t.Policy.TrainingContainers {
-		for i := range t.Spec.Containers {
-			if t.Spec.Containers[i].Name == name {
-				return &t.Spec.Containers[i]
-			}
-		}
-	}
-	return &t.Spec.Containers[0]
-}
-
-// HasNamedTrainingContainer reports whether a container carries one of the
-// training container names; for pods without a job behind them that is what
-// marks them as training pods.
-func HasNamedTrainingContainer(spec *corev1.PodSpec, names []string) bool {
-	for _, c := range spec.Containers {
-		for _, n := range names {
-			if c.Name == n {
-				return true
-			}
-		}
-	}
-	return false
+	return &t.Spec.Containers[i]
 }
 
 func setIfAbsent(m *map[string]string, key, value string) {

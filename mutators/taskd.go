@@ -3,7 +3,7 @@ package mutators
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // TaskD opens MindCluster's TaskD port on the training container.
@@ -15,9 +15,9 @@ func TaskD(t *Target) bool {
 	port := t.Policy.TaskDPort
 	for _, p := range c.Ports {
 		switch {
-		case p.Name == policy.TaskDPortName && p.ContainerPort == port:
+		case p.Name == contract.TaskDPortName && p.ContainerPort == port:
 			return true
-		case p.Name == policy.TaskDPortName:
+		case p.Name == contract.TaskDPortName:
 			t.Warnf("container %q uses port name %q for port %d; TaskD port %d not injected (rename that port)", c.Name, p.Name, p.ContainerPort, port)
 			return false
 		case p.ContainerPort == port:
@@ -25,6 +25,6 @@ func TaskD(t *Target) bool {
 			return false
 		}
 	}
-	c.Ports = append(c.Ports, corev1.ContainerPort{Name: policy.TaskDPortName, ContainerPort: port, Protocol: corev1.ProtocolTCP})
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: contract.TaskDPortName, ContainerPort: port, Protocol: corev1.ProtocolTCP})
 	return true
 }

@@ -4,7 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // validateMetadata checks the trainguard.io/ and MindCluster annotations and
@@ -16,13 +16,6 @@ func validateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorL
 	if meta == nil {
 		return nil
 	}
-	errs := policy.ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))
-	return append(errs, policy.ValidateFaultSchedulingLabel(meta.Labels, fldPath.Child("labels"))...)
-}
-
-// optedOut reports whether an object opted out of trainguard: its policy
-// (TaskD, checkpoint volume…) is then never applied, so the cross-field
-// checks that compare the object with that policy do not apply either.
-func optedOut(annotations map[string]string) bool {
-	return annotations[policy.AnnotationInject] == policy.InjectDisabled
+	errs := contract.ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))
+	return append(errs, contract.ValidateFaultSchedulingLabel(meta.Labels, fldPath.Child("labels"))...)
 }

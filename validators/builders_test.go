@@ -12,7 +12,7 @@ import (
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Builder-style fixtures: each starts from a valid object and changes one thing.
@@ -187,7 +187,7 @@ func (b *podBuilder) with(f func(*corev1.Pod)) *podBuilder { f(&b.p); return b }
 
 // injected marks the pod as the mutating webhook leaves it.
 func (b *podBuilder) injected() *podBuilder {
-	return b.withAnnotation(policy.AnnotationInjected, "prestop,taskd")
+	return b.withAnnotation(contract.AnnotationInjected, "prestop,taskd")
 }
 
 func (b *podBuilder) withAnnotation(k, v string) *podBuilder {

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -18,7 +19,7 @@ const strategyElasticTraining = "elastic-training"
 // resolve returns the effective policy for an object. Bad object annotations
 // are reported as errors by validateMetadata, so only the warnings about the
 // namespace's annotations (which the object's author cannot see) are kept.
-func (v *Validator) resolve(nsAnnotations, objAnnotations map[string]string) (*policy.Policy, []string) {
+func (v *Validator) resolve(nsAnnotations, objAnnotations map[string]string) (*contract.Policy, []string) {
 	cfg := v.Config
 	if cfg == nil {
 		cfg = policy.DefaultConfig()
@@ -28,39 +29,22 @@ func (v *Validator) resolve(nsAnnotations, objAnnotations map[string]string) (*p
 	return p, nsWarnings
 }
 
-// trainingContainer picks the training container the way the mutators do:
-// the first container whose name is in names, in the order of names, else
-// the first container. It returns -1 for a pod spec without containers.
-func trainingContainer(spec *corev1.PodSpec, names []string) int {
-	if spec == nil || len(spec.Containers) == 0 {
-		return -1
-	}
-	for _, name := range names {
-		for i := range spec.Containers {
-			if spec.Containers[i].Name == name {
-				return i
-			}
-		}
-	}
-	return 0
-}
-
 // checkTaskDPort refuses a training container that uses TaskD's port number
 // or port name for anything but {name: taskd-port, containerPort: 9601}:
 // MindCluster's TaskD could not bind, or would be reached on the wrong port.
 // specPath is the path of the PodSpec.
-func checkTaskDPort(p *policy.Policy, spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
+func checkTaskDPort(p *contract.Policy, spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
 	if !p.TaskD {
 		return nil
 	}
-	i := trainingContainer(spec, p.TrainingContainers)
+	i := contract.TrainingContainer(spec, p.TrainingContainers)
 	if i < 0 {
 		return nil
 	}
 	portsPath := specPath.Child("containers").Index(i).Child("ports")
 	var errs field.ErrorList
 	for j, port := range spec.Containers[i].Ports {
-		byName := port.Name == policy.TaskDPortName
+		byName := port.Name == contract.TaskDPortName
 		byNumber := port.ContainerPort == p.TaskDPort
 		switch {
 		case byName && byNumber:
@@ -68,11 +52,11 @@ func checkTaskDPort(p *policy.Policy, spec *corev1.PodSpec, specPath *field.Path
 		case byName:
 			errs = append(errs, field.Invalid(portsPath.Index(j).Child("name"), port.Name,
 				fmt.Sprintf("the port name %s is reserved for MindCluster TaskD on port %d while TaskD is enabled; rename this port or set containerPort %d",
-					policy.TaskDPortName, p.TaskDPort, p.TaskDPort)))
+					contract.TaskDPortName, p.TaskDPort, p.TaskDPort)))
 		case byNumber:
 			errs = append(errs, field.Invalid(portsPath.Index(j).Child("containerPort"), port.ContainerPort,
 				fmt.Sprintf("port %d is reserved for MindCluster TaskD (name %s) while TaskD is enabled; use another port, or name this one %s",
-					p.TaskDPort, policy.TaskDPortName, policy.TaskDPortName)))
+					p.TaskDPort, contract.TaskDPortName, contract.TaskDPortName)))
 		}
 	}
 	return errs
@@ -82,8 +66,8 @@ func checkTaskDPort(p *policy.Policy, spec *corev1.PodSpec, specPath *field.Path
 // node than the training container has accelerators: ranks would share a
 // GPU or fail to start. Containers without the resource (CPU training, or
 // a gpu-limit of 0) are left alone. nprocPath names where nproc came from.
-func nprocAboveGPUWarning(p *policy.Policy, nproc int64, nprocPath string, spec *corev1.PodSpec, specPath *field.Path) []string {
-	i := trainingContainer(spec, p.TrainingContainers)
+func nprocAboveGPUWarning(p *contract.Policy, nproc int64, nprocPath string, spec *corev1.PodSpec, specPath *field.Path) []string {
+	i := contract.TrainingContainer(spec, p.TrainingContainers)
 	if i < 0 {
 		return nil
 	}
@@ -99,7 +83,7 @@ func nprocAboveGPUWarning(p *policy.Policy, nproc int64, nprocPath string, spec 
 // hasCheckpointVolume reports whether pods of this template get a
 // checkpoint volume: from the policy (the mutator mounts the claim) or
 // already present in the template under trainguard's volume name.
-func hasCheckpointVolume(p *policy.Policy, spec *corev1.PodSpec) bool {
+func hasCheckpointVolume(p *contract.Policy, spec *corev1.PodSpec) bool {
 	if p.CheckpointClaim != "" {
 		return true
 	}
@@ -107,7 +91,7 @@ func hasCheckpointVolume(p *policy.Policy, spec *corev1.PodSpec) bool {
 		return false
 	}
 	for _, vol := range spec.Volumes {
-		if vol.Name == policy.CheckpointVolumeName && vol.PersistentVolumeClaim != nil {
+		if vol.Name == contract.CheckpointVolumeName && vol.PersistentVolumeClaim != nil {
 			return true
 		}
 	}
@@ -117,19 +101,19 @@ func hasCheckpointVolume(p *policy.Policy, spec *corev1.PodSpec) bool {
 // noCheckpointWarning is the warning for an elastic job whose workers have no checkpoint volume.
 func noCheckpointWarning(elasticPath *field.Path) string {
 	return fmt.Sprintf("%s: the job is elastic but has no checkpoint volume: rescheduled workers restart from scratch; set the %s annotation to a PersistentVolumeClaim name",
-		elasticPath, policy.AnnotationCheckpointClaim)
+		elasticPath, contract.AnnotationCheckpointClaim)
 }
 
 // elasticStrategyWarning warns when MindCluster is asked for elastic-training
 // on a job that has no elastic policy: there is nothing it could scale.
 // The MindCluster annotation on the final object is what MindCluster reads;
 // without it, the resolved policy is what the mutator would set.
-func elasticStrategyWarning(p *policy.Policy, annotations map[string]string, metaPath, elasticPath *field.Path) []string {
-	key, list := policy.AnnotationMindClusterRecoverStrategy, annotations[policy.AnnotationMindClusterRecoverStrategy]
+func elasticStrategyWarning(p *contract.Policy, annotations map[string]string, metaPath, elasticPath *field.Path) []string {
+	key, list := contract.AnnotationMindClusterRecoverStrategy, annotations[contract.AnnotationMindClusterRecoverStrategy]
 	if list == "" {
-		key, list = policy.AnnotationRecoverStrategy, p.RecoverStrategy
+		key, list = contract.AnnotationRecoverStrategy, p.RecoverStrategy
 	}
-	if !policy.HasStrategy(list, strategyElasticTraining) {
+	if !contract.HasStrategy(list, strategyElasticTraining) {
 		return nil
 	}
 	return []string{fmt.Sprintf("%s: recover strategy %q includes %s but the job has no %s, so there is nothing to scale; add %s or remove %s",

@@ -8,6 +8,7 @@ import (
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -28,8 +29,8 @@ func TestTaskDPortRules(t *testing.T) {
 			errs: []string{ports + "[1].containerPort"}},
 		{name: "taskd-port on another number", obj: workerPorts(corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9000}).object(),
 			errs: []string{ports + "[0].name"}},
-		{name: "TaskD disabled by annotation", obj: workerPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601}).withAnnotation(policy.AnnotationTaskD, "disabled").object()},
-		{name: "job opted out", obj: workerPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601}).withAnnotation(policy.AnnotationInject, "disabled").object()},
+		{name: "TaskD disabled by annotation", obj: workerPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601}).withAnnotation(contract.AnnotationTaskD, "disabled").object()},
+		{name: "job opted out", obj: workerPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601}).withAnnotation(contract.AnnotationInject, "disabled").object()},
 		{name: "not the training container", obj: job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) {
 			side := container("exporter")
 			side.Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9601}}
@@ -47,7 +48,7 @@ func TestTaskDPortRules(t *testing.T) {
 		{name: "pod trainguard did not inject may use 9601", obj: pod().withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object()},
 		{name: "pod first container when no name matches", obj: pod().injected().with(func(p *corev1.Pod) { p.Spec.Containers[0].Name = "ascend-x" }).
 			withPorts(corev1.ContainerPort{Name: "taskd-port", ContainerPort: 1}).object(), errs: []string{"spec.containers[0].ports[0].name"}},
-		{name: "pod TaskD disabled", obj: pod().injected().withAnnotation(policy.AnnotationTaskD, "disabled").withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object()},
+		{name: "pod TaskD disabled", obj: pod().injected().withAnnotation(contract.AnnotationTaskD, "disabled").withPorts(corev1.ContainerPort{Name: "http", ContainerPort: 9601}).object()},
 
 		{name: "kubedl job with 9601 taken", obj: kubedlJob().with(func(j *kubedlv1alpha1.PyTorchJob) {
 			j.Spec.PyTorchReplicaSpecs["Master"].Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "x", ContainerPort: 9601}}
@@ -91,14 +92,14 @@ func TestCheckpointVolumeWarning(t *testing.T) {
 	const warning = "rescheduled workers restart from scratch"
 	runRuleCases(t, []ruleCase{
 		{name: "elastic job with checkpoint volume", obj: job().withElastic(1, 2).withCheckpointVolume().object(), noWarn: warning},
-		{name: "elastic job with checkpoint-claim", obj: job().withElastic(1, 2).withAnnotation(policy.AnnotationCheckpointClaim, "ckpt").object(), noWarn: warning},
+		{name: "elastic job with checkpoint-claim", obj: job().withElastic(1, 2).withAnnotation(contract.AnnotationCheckpointClaim, "ckpt").object(), noWarn: warning},
 		{name: "elastic job without checkpoint", obj: job().withElastic(1, 2).object(), warn: "spec.elasticPolicy: the job is elastic but has no checkpoint volume: " + warning},
 		{name: "non-elastic job", obj: job().object(), noWarn: warning},
 		{name: "kubedl elastic job without checkpoint", obj: kubedlJob().object(), warn: warning},
 	})
 	// The namespace's claim counts too.
 	res, err := New(nil).Validate(Object{GVK: job().j.GroupVersionKind(), Raw: job().withElastic(1, 2).object().Raw,
-		NamespaceAnnotations: map[string]string{policy.AnnotationCheckpointClaim: "team-ckpt"}})
+		NamespaceAnnotations: map[string]string{contract.AnnotationCheckpointClaim: "team-ckpt"}})
 	assert.NoError(t, err)
 	assert.Empty(t, res.Warnings)
 }
@@ -106,8 +107,8 @@ func TestCheckpointVolumeWarning(t *testing.T) {
 func TestElasticStrategyWarning(t *testing.T) {
 	const warning = "includes elastic-training but the job has no spec.elasticPolicy"
 	runRuleCases(t, []ruleCase{
-		{name: "elastic-training on elastic job", obj: job().withElastic(1, 2).withCheckpointVolume().withAnnotation(policy.AnnotationRecoverStrategy, "recover,elastic-training").object(), noWarn: warning},
-		{name: "elastic-training without policy", obj: job().withAnnotation(policy.AnnotationRecoverStrategy, "recover,elastic-training").object(),
+		{name: "elastic-training on elastic job", obj: job().withElastic(1, 2).withCheckpointVolume().withAnnotation(contract.AnnotationRecoverStrategy, "recover,elastic-training").object(), noWarn: warning},
+		{name: "elastic-training without policy", obj: job().withAnnotation(contract.AnnotationRecoverStrategy, "recover,elastic-training").object(),
 			warn: "metadata.annotations[trainguard.io/recover-strategy]: recover strategy \"recover,elastic-training\" " + warning},
 		{name: "MindCluster annotation", obj: job().withAnnotation("recover-strategy", "elastic-training").object(),
 			warn: "metadata.annotations[recover-strategy]"},
@@ -120,7 +121,7 @@ func TestElasticStrategyWarning(t *testing.T) {
 
 func TestNamespaceWarningsSurface(t *testing.T) {
 	res, err := New(nil).Validate(Object{GVK: job().j.GroupVersionKind(), Raw: job().object().Raw,
-		NamespaceAnnotations: map[string]string{policy.AnnotationGPULimit: "lots"}})
+		NamespaceAnnotations: map[string]string{contract.AnnotationGPULimit: "lots"}})
 	assert.NoError(t, err)
 	assert.Empty(t, res.Errors)
 	if assert.Len(t, res.Warnings, 1) {

@@ -13,7 +13,7 @@ import (
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // docs/validation-rules.md is generated from the rules below by running
@@ -39,7 +39,7 @@ func docRules() []docRule {
 	const kf, el, dl, an, cf = "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 PyTorchJob: elastic policy", "training.kubedl.io/v1alpha1 PyTorchJob", "Annotations and labels", "Cross-field checks (effective policy)"
 	ep := func(f func(*kubeflowv1.ElasticPolicy)) Object { return job().withElastic(1, 1).withPolicy(f).object() }
 	// The KubeDL examples have a checkpoint claim, so the no-checkpoint warning stays out of their rows.
-	dlJob := func() *dlJob { return kubedlJob().withAnnotation(policy.AnnotationCheckpointClaim, "ckpt") }
+	dlJob := func() *dlJob { return kubedlJob().withAnnotation(contract.AnnotationCheckpointClaim, "ckpt") }
 	dlp := func(f func(*kubedlv1alpha1.ElasticPolicy)) Object { return dlJob().withPolicy(f).object() }
 	ann := func(k, v string) Object { return job().withAnnotation(k, v).object() }
 	ports := func(p corev1.ContainerPort) Object {
@@ -101,23 +101,23 @@ func docRules() []docRule {
 		{dl, "maxRestarts ≥ 0", "spec.elasticPolicy.maxRestarts", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MaxRestarts = ptr[int32](-1) })},
 		{dl, "nProcPerNode ≥ 1", "spec.elasticPolicy.nProcPerNode", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.NProcPerNode = ptr[int32](0) })},
 
-		{an, "recover-strategy: no empty entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(policy.AnnotationRecoverStrategy, "recover,")},
-		{an, "recover-strategy: subset of retry, recover, recover-in-place, elastic-training, dump, exit", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(policy.AnnotationRecoverStrategy, "migrate")},
-		{an, "recover-strategy: no duplicate entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(policy.AnnotationRecoverStrategy, "dump,dump")},
-		{an, "MindCluster recover-strategy: same rules", "metadata.annotations[recover-strategy]", false, ann(policy.AnnotationMindClusterRecoverStrategy, "restart")},
-		{an, "fault-scheduling annotation: grace, force or off", "metadata.annotations[trainguard.io/fault-scheduling]", false, ann(policy.AnnotationFaultScheduling, "soon")},
-		{an, "MindCluster fault-scheduling label: grace, force or off", "metadata.labels[fault-scheduling]", false, job().withLabel(policy.LabelMindClusterFaultScheduling, "soon").object()},
-		{an, "checkpoint-claim is a DNS-1123 subdomain", "metadata.annotations[trainguard.io/checkpoint-claim]", false, ann(policy.AnnotationCheckpointClaim, "Ckpt_PVC")},
-		{an, "checkpoint-path is absolute", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "ckpt")},
-		{an, "checkpoint-path is clean", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "/mnt/../ckpt")},
-		{an, "checkpoint-path is not /", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "/")},
-		{an, "checkpoint-path is not under /proc, /sys, /dev, /var/run/secrets", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(policy.AnnotationCheckpointPath, "/var/run/secrets/ckpt")},
-		{an, "prestop-timeout is a Go duration", "metadata.annotations[trainguard.io/prestop-timeout]", false, ann(policy.AnnotationPreStopTimeout, "90")},
-		{an, "prestop-timeout is positive and ≤ 1h", "metadata.annotations[trainguard.io/prestop-timeout]", false, ann(policy.AnnotationPreStopTimeout, "2h")},
-		{an, "gpu-limit is an integer 0–64", "metadata.annotations[trainguard.io/gpu-limit]", false, ann(policy.AnnotationGPULimit, "65")},
-		{an, "taskd is enabled or disabled", "metadata.annotations[trainguard.io/taskd]", false, ann(policy.AnnotationTaskD, "on")},
-		{an, "inject is enabled or disabled", "metadata.annotations[trainguard.io/inject]", false, ann(policy.AnnotationInject, "yes")},
-		{an, "max-reschedules is an integer 0–1000", "metadata.annotations[trainguard.io/max-reschedules]", false, ann(policy.AnnotationMaxReschedules, "-1")},
+		{an, "recover-strategy: no empty entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "recover,")},
+		{an, "recover-strategy: subset of retry, recover, recover-in-place, elastic-training, dump, exit", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "migrate")},
+		{an, "recover-strategy: no duplicate entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "dump,dump")},
+		{an, "MindCluster recover-strategy: same rules", "metadata.annotations[recover-strategy]", false, ann(contract.AnnotationMindClusterRecoverStrategy, "restart")},
+		{an, "fault-scheduling annotation: grace, force or off", "metadata.annotations[trainguard.io/fault-scheduling]", false, ann(contract.AnnotationFaultScheduling, "soon")},
+		{an, "MindCluster fault-scheduling label: grace, force or off", "metadata.labels[fault-scheduling]", false, job().withLabel(contract.LabelMindClusterFaultScheduling, "soon").object()},
+		{an, "checkpoint-claim is a DNS-1123 subdomain", "metadata.annotations[trainguard.io/checkpoint-claim]", false, ann(contract.AnnotationCheckpointClaim, "Ckpt_PVC")},
+		{an, "checkpoint-path is absolute", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(contract.AnnotationCheckpointPath, "ckpt")},
+		{an, "checkpoint-path is clean", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(contract.AnnotationCheckpointPath, "/mnt/../ckpt")},
+		{an, "checkpoint-path is not /", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(contract.AnnotationCheckpointPath, "/")},
+		{an, "checkpoint-path is not under /proc, /sys, /dev, /var/run/secrets", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(contract.AnnotationCheckpointPath, "/var/run/secrets/ckpt")},
+		{an, "prestop-timeout is a Go duration", "metadata.annotations[trainguard.io/prestop-timeout]", false, ann(contract.AnnotationPreStopTimeout, "90")},
+		{an, "prestop-timeout is positive and ≤ 1h", "metadata.annotations[trainguard.io/prestop-timeout]", false, ann(contract.AnnotationPreStopTimeout, "2h")},
+		{an, "gpu-limit is an integer 0–64", "metadata.annotations[trainguard.io/gpu-limit]", false, ann(contract.AnnotationGPULimit, "65")},
+		{an, "taskd is enabled or disabled", "metadata.annotations[trainguard.io/taskd]", false, ann(contract.AnnotationTaskD, "on")},
+		{an, "inject is enabled or disabled", "metadata.annotations[trainguard.io/inject]", false, ann(contract.AnnotationInject, "yes")},
+		{an, "max-reschedules is an integer 0–1000", "metadata.annotations[trainguard.io/max-reschedules]", false, ann(contract.AnnotationMaxReschedules, "-1")},
 
 		{cf, "TaskD on: the TaskD port number is only used as taskd-port", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].ports[0].containerPort", false,
 			ports(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601})},
@@ -126,8 +126,8 @@ func docRules() []docRule {
 		{cf, "integer nprocPerNode ≤ the training container's GPU limit", "spec.nprocPerNode", true,
 			job().withNproc("4").withWorkerContainer(func(c *corev1.Container) { c.Resources = gpuLimit(2) }).object()},
 		{cf, "an elastic job has a checkpoint volume", "spec.elasticPolicy", true, job().withElastic(1, 2).object()},
-		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(policy.AnnotationRecoverStrategy, "recover,elastic-training")},
-		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(job().object(), map[string]string{policy.AnnotationGPULimit: "lots"})},
+		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(contract.AnnotationRecoverStrategy, "recover,elastic-training")},
+		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(job().object(), map[string]string{contract.AnnotationGPULimit: "lots"})},
 	}
 }
 

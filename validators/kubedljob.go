@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Rules for KubeDL's training.kubedl.io/v1alpha1 PyTorchJob. KubeDL passes
@@ -21,7 +22,7 @@ func (v *Validator) checkKubeDLJob(raw []byte, nsAnnotations map[string]string) 
 		return Result{}, err
 	}
 	res := validateKubeDLJob(job)
-	if optedOut(job.Annotations) {
+	if contract.OptedOut(job.Annotations) {
 		return res, nil
 	}
 	errs, warnings := v.crossCheckKubeDLJob(job, nsAnnotations)

@@ -4,13 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
-
-func injected(annotations map[string]string) bool {
-	_, ok := annotations[policy.AnnotationInjected]
-	return ok
-}
 
 // checkPod validates a Pod: its annotations and labels, and, as the pod
 // looks after the mutating webhook ran, that the TaskD port is not taken.
@@ -26,7 +21,7 @@ func (v *Validator) checkPod(raw []byte, nsAnnotations map[string]string) (Resul
 	// webhook ran first and left its marker). Any other pod in the namespace,
 	// an etcd for the rendezvous or the pods of an opted-out job, owes
 	// TaskD nothing and must not be refused for it.
-	if optedOut(pod.Annotations) || !injected(pod.Annotations) {
+	if contract.OptedOut(pod.Annotations) || !contract.Injected(pod.Annotations) {
 		return res, nil
 	}
 	p, warnings := v.resolve(nsAnnotations, pod.Annotations)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Rules for kubeflow.org/v1 PyTorchJob: everything the training operator's
@@ -38,7 +39,7 @@ func (v *Validator) checkKubeflowJob(raw []byte, nsAnnotations map[string]string
 		return Result{}, err
 	}
 	res := validateKubeflowJob(job)
-	if optedOut(job.Annotations) {
+	if contract.OptedOut(job.Annotations) {
 		return res, nil
 	}
 	errs, warnings := v.crossCheckKubeflowJob(job, nsAnnotations)

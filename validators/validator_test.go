@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -97,7 +98,7 @@ func TestNullReplicaSpecIsRefused(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
-	invalidOld := job().withElastic(2, 4).withWorker(1).withAnnotation(policy.AnnotationGPULimit, "99")
+	invalidOld := job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "99")
 	cases := []struct {
 		name string
 		old  *kfJob
@@ -107,11 +108,11 @@ func TestUpdate(t *testing.T) {
 		{name: "valid to valid", old: job(), new: job().withWorker(2), errs: []string{}},
 		{name: "valid to invalid", old: job(), new: job().withWorker(0), errs: []string{"spec.pytorchReplicaSpecs[Worker].replicas"}},
 		{name: "already invalid, unrelated change", old: invalidOld,
-			new: job().withElastic(2, 4).withWorker(1).withAnnotation(policy.AnnotationGPULimit, "99").withLabel("team", "a"), errs: []string{}},
+			new: job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "99").withLabel("team", "a"), errs: []string{}},
 		{name: "already invalid, new error added", old: invalidOld,
-			new: job().withElastic(2, 4).withWorker(1).withAnnotation(policy.AnnotationGPULimit, "99").withNproc("x"), errs: []string{"spec.nprocPerNode"}},
+			new: job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "99").withNproc("x"), errs: []string{"spec.nprocPerNode"}},
 		{name: "already invalid value changed to another invalid value", old: invalidOld,
-			new: job().withElastic(2, 4).withWorker(1).withAnnotation(policy.AnnotationGPULimit, "100"), errs: []string{"metadata.annotations[trainguard.io/gpu-limit]"}},
+			new: job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "100"), errs: []string{"metadata.annotations[trainguard.io/gpu-limit]"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

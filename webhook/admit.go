@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/validators"
 )
 
@@ -72,7 +72,7 @@ func (s *Server) validate(kind Kind) admitFunc {
 				log.Error(err, "refused: cannot read namespace")
 				return errored(http.StatusInternalServerError, fmt.Errorf("trainguard could not read namespace %q: %w", req.Namespace, err))
 			}
-			if !found || !optin.NamespaceEnabled(s.injector.Config, ann) {
+			if !found || !contract.NamespaceEnabled(s.injector.Config.ClusterWide, ann) {
 				log.V(1).Info("admitted unvalidated", "reason", "namespace has not opted in")
 				return allowed(nil)
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -27,9 +28,9 @@ func namespaces(m map[string]map[string]string) NamespaceAnnotations {
 
 func optedIn() map[string]map[string]string {
 	return map[string]map[string]string{
-		"team-a":   {policy.AnnotationInject: policy.InjectEnabled},
+		"team-a":   {contract.AnnotationInject: contract.InjectEnabled},
 		"other":    {},
-		"team-ckp": {policy.AnnotationInject: policy.InjectEnabled, policy.AnnotationCheckpointClaim: "ckpt"},
+		"team-ckp": {contract.AnnotationInject: contract.InjectEnabled, contract.AnnotationCheckpointClaim: "ckpt"},
 	}
 }
 

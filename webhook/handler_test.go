@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // post sends body to the pod mutating endpoint and returns the HTTP status and decoded review.
@@ -62,8 +62,8 @@ func TestHandlerPatchesOptedInPod(t *testing.T) {
 	assert.True(t, out.Response.Allowed)
 	got := applyResponsePatch(t, raw, out.Response)
 	c := got.Spec.Containers[0]
-	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", got.Annotations[policy.AnnotationInjected])
-	assert.Equal(t, "true", got.Labels[policy.LabelManaged])
+	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", got.Annotations[contract.AnnotationInjected])
+	assert.Equal(t, "true", got.Labels[contract.LabelManaged])
 	require.NotNil(t, c.Lifecycle)
 	assert.Equal(t, []string{"/opt/trainguard/bin/trainguard-agent", "prestop", "--timeout=60s"}, c.Lifecycle.PreStop.Exec.Command)
 	assert.Equal(t, corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9601, Protocol: corev1.ProtocolTCP}, c.Ports[0])
@@ -86,7 +86,7 @@ func TestHandlerLeavesNamespaceThatDidNotOptIn(t *testing.T) {
 
 func TestHandlerOptOutAnnotation(t *testing.T) {
 	s := testServer(t, logr.Discard())
-	raw := pod("team-a", "w0").annotate(policy.AnnotationInject, policy.InjectDisabled).raw(t)
+	raw := pod("team-a", "w0").annotate(contract.AnnotationInject, contract.InjectDisabled).raw(t)
 	_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	assert.True(t, out.Response.Allowed)
 	assert.Empty(t, out.Response.Patch)
@@ -191,7 +191,7 @@ func TestHandlerPassesDeleteAndConnect(t *testing.T) {
 
 func TestHandlerWarnsOnBadAnnotation(t *testing.T) {
 	s := testServer(t, logr.Discard())
-	raw := pod("team-a", "w0").annotate(policy.AnnotationGPULimit, "lots").raw(t)
+	raw := pod("team-a", "w0").annotate(contract.AnnotationGPULimit, "lots").raw(t)
 	_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	require.True(t, out.Response.Allowed)
 	require.Len(t, out.Response.Warnings, 1)

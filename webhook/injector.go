@@ -9,7 +9,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 
-	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
 )
@@ -63,7 +63,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 		if !found {
 			return Result{Skipped: "namespace " + req.Namespace + " not found"}, nil
 		}
-		if !optin.NamespaceEnabled(i.Config, ann) {
+		if !contract.NamespaceEnabled(i.Config.ClusterWide, ann) {
 			return Result{Skipped: "namespace " + req.Namespace + " has not opted in"}, nil
 		}
 		nsAnn = ann

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
 )
@@ -22,8 +22,8 @@ type replicaTemplate struct {
 // decoded job (obj) and returns the patch; base is an untouched copy of obj
 // to diff against.
 func (i *Injector) mutateJob(base, obj any, meta *metav1.ObjectMeta, templates []replicaTemplate, nsAnn map[string]string) (Result, error) {
-	if optin.ObjectDisabled(meta.Annotations) {
-		return Result{Skipped: "job opted out with " + policy.AnnotationInject + "=" + policy.InjectDisabled}, nil
+	if contract.OptedOut(meta.Annotations) {
+		return Result{Skipped: "job opted out with " + contract.AnnotationInject + "=" + contract.InjectDisabled}, nil
 	}
 	p, warnings := policy.Resolve(i.Config, nsAnn, meta.Annotations)
 	var applied []string
@@ -47,9 +47,9 @@ func (i *Injector) mutateJob(base, obj any, meta *metav1.ObjectMeta, templates [
 
 // markJob puts MindCluster's job-level vocabulary on the job itself (where
 // MindCluster reads it) and the marker listing what any template received.
-func markJob(meta *metav1.ObjectMeta, p *policy.Policy, applied []string) {
+func markJob(meta *metav1.ObjectMeta, p *contract.Policy, applied []string) {
 	t := &mutators.Target{Meta: meta, Policy: p}
-	if p.Enabled(policy.InjectionRecoverStrategy) {
+	if p.Enabled(contract.InjectionRecoverStrategy) {
 		mutators.RecoverStrategy(t)
 	}
 	mutators.Mark(meta, applied)

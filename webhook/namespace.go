@@ -8,8 +8,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/optin"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // mirrorNamespaceLabel copies the opt-in annotation into the label the
@@ -35,6 +35,6 @@ func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.Admissio
 		return errored(http.StatusInternalServerError, fmt.Errorf("encoding patch: %w", err))
 	}
 	pt := admissionv1.PatchTypeJSONPatch
-	s.log.V(1).Info("mirrored opt-in label", "namespace", ns.Name, "label", policy.LabelInjectEnabled, "value", ns.Labels[policy.LabelInjectEnabled])
+	s.log.V(1).Info("mirrored opt-in label", "namespace", ns.Name, "label", contract.LabelInjectEnabled, "value", ns.Labels[contract.LabelInjectEnabled])
 	return &admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}
 }

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
 )
@@ -16,8 +16,8 @@ func (i *Injector) injectPod(ctx context.Context, namespace string, raw []byte, 
 	if err := decodeObject(raw, &pod); err != nil {
 		return Result{}, fmt.Errorf("decoding Pod: %w", err)
 	}
-	if optin.ObjectDisabled(pod.Annotations) {
-		return Result{Skipped: "pod opted out with " + policy.AnnotationInject + "=" + policy.InjectDisabled}, nil
+	if contract.OptedOut(pod.Annotations) {
+		return Result{Skipped: "pod opted out with " + contract.AnnotationInject + "=" + contract.InjectDisabled}, nil
 	}
 	base := pod.DeepCopy()
 	p, warnings := policy.Resolve(i.Config, nsAnn, pod.Annotations)
@@ -25,14 +25,14 @@ func (i *Injector) injectPod(ctx context.Context, namespace string, raw []byte, 
 	if len(pod.Spec.Containers) == 0 {
 		return Result{Skipped: "pod has no containers"}, nil
 	}
-	injected := hasMarker(pod.Annotations)
+	injected := contract.Injected(pod.Annotations)
 	if !injected {
 		if ownedByJob(&pod) {
 			return Result{Skipped: "pod of a PyTorchJob that trainguard did not inject (the job opted out or predates the opt-in)"}, nil
 		}
-		if !optin.ObjectEnabled(pod.Annotations) && !mutators.HasNamedTrainingContainer(&pod.Spec, p.TrainingContainers) {
+		if !contract.OptedIn(pod.Annotations) && !contract.HasNamedTrainingContainer(&pod.Spec, p.TrainingContainers) {
 			return Result{Skipped: "not a training pod: no container named one of " + fmt.Sprint(p.TrainingContainers) +
-				" and no " + policy.AnnotationInject + "=" + policy.InjectEnabled + " annotation"}, nil
+				" and no " + contract.AnnotationInject + "=" + contract.InjectEnabled + " annotation"}, nil
 		}
 	}
 	avoid, err := i.avoidNodes(ctx, &pod, namespace)
@@ -68,11 +68,6 @@ func (i *Injector) avoidNodes(ctx context.Context, pod *corev1.Pod, namespace st
 		return nil, fmt.Errorf("reading bad nodes for pod: %w", err)
 	}
 	return nodes, nil
-}
-
-func hasMarker(ann map[string]string) bool {
-	_, ok := ann[policy.AnnotationInjected]
-	return ok
 }
 
 // ownedByJob reports whether a PyTorchJob controls the pod.

@@ -20,7 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -137,10 +137,10 @@ func apply(ctx context.Context, e *env, docs []doc) ([]*result, error) {
 			if ann == nil {
 				ann = map[string]string{}
 			}
-			ann[policy.AnnotationInject] = policy.InjectDisabled
+			ann[contract.AnnotationInject] = contract.InjectDisabled
 			optOut.SetAnnotations(ann)
 			baseline, err = ri.Create(ctx, optOut, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			if err != nil || baseline.GetAnnotations()[policy.AnnotationInjected] != "" {
+			if err != nil || baseline.GetAnnotations()[contract.AnnotationInjected] != "" {
 				baseline = d.obj.DeepCopy() // fall back to the file's content
 			}
 		}
@@ -158,13 +158,13 @@ func apply(ctx context.Context, e *env, docs []doc) ([]*result, error) {
 		r.created = created
 		switch {
 		case r.workload:
-			r.injected = created.GetAnnotations()[policy.AnnotationInjected]
+			r.injected = created.GetAnnotations()[contract.AnnotationInjected]
 			r.changes = diffObjects(baseline, created)
-		case d.obj.GetKind() == "Namespace" && d.obj.GetAnnotations()[policy.AnnotationInject] == policy.InjectEnabled:
+		case d.obj.GetKind() == "Namespace" && d.obj.GetAnnotations()[contract.AnnotationInject] == contract.InjectEnabled:
 			if err := e.waitNamespaceLabel(ctx, d.obj.GetName()); err != nil {
 				r.note = err.Error()
 			} else {
-				r.note = fmt.Sprintf("opted in: label %s=%s mirrored from the annotation", policy.LabelInjectEnabled, policy.InjectEnabled)
+				r.note = fmt.Sprintf("opted in: label %s=%s mirrored from the annotation", contract.LabelInjectEnabled, contract.InjectEnabled)
 			}
 		default:
 			r.note = "created"
@@ -195,8 +195,8 @@ func (e *env) waitNamespaceLabel(ctx context.Context, name string) error {
 		if err != nil {
 			return false, err
 		}
-		return ns.GetLabels()[policy.LabelInjectEnabled] == policy.InjectEnabled, nil
-	}, "namespace "+name+" did not get the "+policy.LabelInjectEnabled+" label")
+		return ns.GetLabels()[contract.LabelInjectEnabled] == contract.InjectEnabled, nil
+	}, "namespace "+name+" did not get the "+contract.LabelInjectEnabled+" label")
 }
 
 // waitNamespaceSeen waits until trainguard's informer cache knows the
@@ -215,7 +215,7 @@ func (e *env) waitNamespaceSeen(ctx context.Context, ns string) error {
 		if err != nil {
 			return false, err
 		}
-		return got.GetAnnotations()[policy.AnnotationInjected] != "", nil
+		return got.GetAnnotations()[contract.AnnotationInjected] != "", nil
 	}, "trainguard did not start injecting namespace "+ns)
 }
 

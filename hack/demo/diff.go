@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // change is one difference between the object as the API server alone
@@ -40,7 +40,7 @@ func clean(u *unstructured.Unstructured, baseline bool) map[string]any {
 			delete(md, k)
 		}
 		if ann, ok := md["annotations"].(map[string]any); ok && baseline {
-			delete(ann, policy.AnnotationInject)
+			delete(ann, contract.AnnotationInject)
 			if len(ann) == 0 {
 				delete(md, "annotations")
 			}

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 var replicaPath = regexp.MustCompile(`^spec\.pytorchReplicaSpecs\.([A-Za-z]+)\.template(?:\.(.*))?$`)
@@ -39,7 +39,7 @@ func printSummary(w io.Writer, results []*result) []string {
 				problems = append(problems, r.ref()+": "+r.note)
 			}
 		default:
-			fmt.Fprintf(w, "  admitted; %s: %s\n", policy.AnnotationInjected, orNone(r.injected))
+			fmt.Fprintf(w, "  admitted; %s: %s\n", contract.AnnotationInjected, orNone(r.injected))
 			if r.injected == "" || len(r.changes) == 0 {
 				problems = append(problems, r.ref()+" was not injected")
 			}

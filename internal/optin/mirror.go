@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Mirror reconciles the trainguard.io/inject label from the namespace
@@ -44,9 +44,9 @@ func (m *Mirror) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("mirroring %s label on namespace %s: %w", policy.LabelInjectEnabled, ns.Name, err)
+		return ctrl.Result{}, fmt.Errorf("mirroring %s label on namespace %s: %w", contract.LabelInjectEnabled, ns.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("mirrored opt-in annotation into label", "namespace", ns.Name, "label", ns.Labels[policy.LabelInjectEnabled])
+	ctrl.LoggerFrom(ctx).Info("mirrored opt-in annotation into label", "namespace", ns.Name, "label", ns.Labels[contract.LabelInjectEnabled])
 	return ctrl.Result{}, nil
 }
 
@@ -61,6 +61,6 @@ func ctrlBuilderPredicates() ctrlForOption {
 
 func outOfStep(obj client.Object) bool {
 	want, ok := DesiredLabel(obj.GetAnnotations())
-	have, has := obj.GetLabels()[policy.LabelInjectEnabled]
+	have, has := obj.GetLabels()[contract.LabelInjectEnabled]
 	return ok != has || want != have
 }

@@ -1,43 +1,21 @@
-// Package optin decides which namespaces and objects trainguard touches, and
-// mirrors a namespace's opt-in annotation into a label, because webhook
-// namespaceSelectors can only see labels.
+// Package optin mirrors a namespace's opt-in annotation into a label,
+// because webhook namespaceSelectors can only see labels. Whether a
+// namespace or object is injected is contract.NamespaceEnabled / OptedOut.
 package optin
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
-
-// NamespaceEnabled reports whether objects in a namespace with these
-// annotations are injected: opted in, or cluster-wide mode and not opted out.
-func NamespaceEnabled(cfg *policy.Config, nsAnnotations map[string]string) bool {
-	switch nsAnnotations[policy.AnnotationInject] {
-	case policy.InjectEnabled:
-		return true
-	case policy.InjectDisabled:
-		return false
-	}
-	return cfg.ClusterWide
-}
-
-// ObjectDisabled reports whether an object opted out.
-func ObjectDisabled(annotations map[string]string) bool {
-	return annotations[policy.AnnotationInject] == policy.InjectDisabled
-}
-
-// ObjectEnabled reports whether an object explicitly asked for injection.
-func ObjectEnabled(annotations map[string]string) bool {
-	return annotations[policy.AnnotationInject] == policy.InjectEnabled
-}
 
 // DesiredLabel returns the value the trainguard.io/inject label must have on
 // a namespace with these annotations; ok is false when the label must be absent.
 // Only the two valid values are mirrored: a bad value is the validating
 // webhook's to refuse, not ours to spread.
 func DesiredLabel(annotations map[string]string) (value string, ok bool) {
-	switch v := annotations[policy.AnnotationInject]; v {
-	case policy.InjectEnabled, policy.InjectDisabled:
+	switch v := annotations[contract.AnnotationInject]; v {
+	case contract.InjectEnabled, contract.InjectDisabled:
 		return v, true
 	}
 	return "", false
@@ -47,16 +25,16 @@ func DesiredLabel(annotations map[string]string) (value string, ok bool) {
 // and reports whether it changed anything.
 func MirrorLabel(meta *metav1.ObjectMeta) bool {
 	want, ok := DesiredLabel(meta.Annotations)
-	have, has := meta.Labels[policy.LabelInjectEnabled]
+	have, has := meta.Labels[contract.LabelInjectEnabled]
 	switch {
 	case ok && (!has || have != want):
 		if meta.Labels == nil {
 			meta.Labels = map[string]string{}
 		}
-		meta.Labels[policy.LabelInjectEnabled] = want
+		meta.Labels[contract.LabelInjectEnabled] = want
 		return true
 	case !ok && has:
-		delete(meta.Labels, policy.LabelInjectEnabled)
+		delete(meta.Labels, contract.LabelInjectEnabled)
 		return true
 	}
 	return false

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Config is the cluster-wide policy file read by `trainguard serve --config`
@@ -169,7 +172,7 @@ func (c *Config) applyDefaults() {
 		c.Agent.Path = DefaultAgentPath
 	}
 	if len(c.Agent.InstallCommand) == 0 {
-		c.Agent.InstallCommand = []string{"/" + AgentBinaryName, "install"}
+		c.Agent.InstallCommand = []string{"/" + contract.AgentBinaryName, "install"}
 	}
 	if len(c.TrainingContainer.Names) == 0 {
 		c.TrainingContainer.Names = []string{"pytorch", "ascend"}
@@ -192,14 +195,7 @@ func (c *Config) Excluded(namespace string) bool {
 	return contains(c.ExcludedNamespaces, namespace)
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // validate applies the annotation rules to the file's values too, so the
 // config file can never set what an annotation could not.
@@ -211,12 +207,12 @@ func (c *Config) validate() field.ErrorList {
 		}
 	}
 	if c.Checkpoint.Claim != "" {
-		_, err := ParseCheckpointClaim(c.Checkpoint.Claim)
+		_, err := contract.ParseCheckpointClaim(c.Checkpoint.Claim)
 		check(field.NewPath("checkpoint", "claim"), c.Checkpoint.Claim, err)
 	}
-	_, err := ParseCheckpointPath(c.Checkpoint.Path)
+	_, err := contract.ParseCheckpointPath(c.Checkpoint.Path)
 	check(field.NewPath("checkpoint", "path"), c.Checkpoint.Path, err)
-	_, err = ParsePreStopTimeout(c.Checkpoint.PreStopTimeout.Duration.String())
+	_, err = contract.ParsePreStopTimeout(c.Checkpoint.PreStopTimeout.Duration.String())
 	check(field.NewPath("checkpoint", "preStopTimeout"), c.Checkpoint.PreStopTimeout.Duration.String(), err)
 	if c.Checkpoint.GracePeriodMargin.Duration < 0 {
 		check(field.NewPath("checkpoint", "gracePeriodMargin"), c.Checkpoint.GracePeriodMargin.Duration.String(), fmt.Errorf("must not be negative"))
@@ -224,18 +220,18 @@ func (c *Config) validate() field.ErrorList {
 	if c.TaskD.Port < 1 || c.TaskD.Port > 65535 {
 		check(field.NewPath("taskd", "port"), fmt.Sprint(c.TaskD.Port), fmt.Errorf("must be between 1 and 65535"))
 	}
-	_, err = ParseRecoverStrategy(c.RecoverStrategy)
+	_, err = contract.ParseRecoverStrategy(c.RecoverStrategy)
 	check(field.NewPath("recoverStrategy"), c.RecoverStrategy, err)
-	_, err = ParseFaultScheduling(c.FaultScheduling)
+	_, err = contract.ParseFaultScheduling(c.FaultScheduling)
 	check(field.NewPath("faultScheduling"), c.FaultScheduling, err)
-	_, err = ParseGPULimit(fmt.Sprint(*c.GPU.DefaultCount))
+	_, err = contract.ParseGPULimit(fmt.Sprint(*c.GPU.DefaultCount))
 	check(field.NewPath("gpu", "defaultCount"), fmt.Sprint(*c.GPU.DefaultCount), err)
 	if !path.IsAbs(c.Agent.Path) || path.Clean(c.Agent.Path) != c.Agent.Path {
 		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
 	}
 	for name := range c.Mutators {
-		if !contains(Injections(), name) {
-			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", Injections()))
+		if !contains(contract.Injections(), name) {
+			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", contract.Injections()))
 		}
 	}
 	if c.MaxReschedules < 0 {

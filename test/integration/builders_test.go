@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.
@@ -23,7 +23,7 @@ func namespace(t *testing.T, optIn bool, extra map[string]string) string {
 	name := fmt.Sprintf("it-%d", nsCounter.Add(1))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
 	if optIn {
-		ns.Annotations[policy.AnnotationInject] = policy.InjectEnabled
+		ns.Annotations[contract.AnnotationInject] = contract.InjectEnabled
 	}
 	for k, v := range extra {
 		ns.Annotations[k] = v

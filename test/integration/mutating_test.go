@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 func templateOf(t *testing.T, u *unstructured.Unstructured, replica string) corev1.PodTemplateSpec {
@@ -30,10 +30,10 @@ func templateOf(t *testing.T, u *unstructured.Unstructured, replica string) core
 // assertInjected checks every injection on a pod template or pod.
 func assertInjected(t *testing.T, meta map[string]string, labels map[string]string, spec corev1.PodSpec) {
 	t.Helper()
-	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", meta[policy.AnnotationInjected])
+	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", meta[contract.AnnotationInjected])
 	assert.Equal(t, "recover", meta["recover-strategy"])
 	assert.Equal(t, "grace", labels["fault-scheduling"])
-	assert.Equal(t, "true", labels[policy.LabelManaged])
+	assert.Equal(t, "true", labels[contract.LabelManaged])
 	c := spec.Containers[0]
 	require.NotNil(t, c.Lifecycle, "preStop hook")
 	assert.Equal(t, []string{"/opt/trainguard/bin/trainguard-agent", "prestop", "--timeout=60s"}, c.Lifecycle.PreStop.Exec.Command)
@@ -80,12 +80,12 @@ func TestOptOutAnnotationIsUnchanged(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, true, nil)
 	j := job(t, ns, "hands-off", masterWorkerSpec)
-	j.SetAnnotations(map[string]string{policy.AnnotationInject: policy.InjectDisabled})
+	j.SetAnnotations(map[string]string{contract.AnnotationInject: contract.InjectDisabled})
 	require.NoError(t, env.c.Create(ctx, j))
 	tmpl := templateOf(t, j, "Master")
 	assert.Nil(t, tmpl.Spec.Containers[0].Lifecycle)
-	assert.NotContains(t, j.GetAnnotations(), policy.AnnotationInjected)
-	p := newPod(ns, "p").annotate(policy.AnnotationInject, policy.InjectDisabled).obj()
+	assert.NotContains(t, j.GetAnnotations(), contract.AnnotationInjected)
+	p := newPod(ns, "p").annotate(contract.AnnotationInject, contract.InjectDisabled).obj()
 	require.NoError(t, env.c.Create(ctx, p))
 	assert.Empty(t, p.Spec.InitContainers)
 }
@@ -95,7 +95,7 @@ func TestNamespaceAnnotatedAfterCreation(t *testing.T) {
 	ns := namespace(t, false, nil)
 	var nsObj corev1.Namespace
 	require.NoError(t, env.c.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
-	nsObj.Annotations = map[string]string{policy.AnnotationInject: policy.InjectEnabled}
+	nsObj.Annotations = map[string]string{contract.AnnotationInject: contract.InjectEnabled}
 	require.NoError(t, env.c.Update(ctx, &nsObj))
 	annotated := time.Now()
 	var injectedAfter time.Duration
@@ -106,11 +106,11 @@ func TestNamespaceAnnotatedAfterCreation(t *testing.T) {
 			return false
 		}
 		injectedAfter = time.Since(annotated)
-		return p.Annotations[policy.AnnotationInjected] != ""
+		return p.Annotations[contract.AnnotationInjected] != ""
 	}, 5*time.Second, 100*time.Millisecond, "objects created after the opt-in must be injected within 5s")
 	t.Logf("injected %s after the namespace was annotated", injectedAfter.Round(time.Millisecond))
 	require.NoError(t, env.c.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
-	assert.Equal(t, policy.InjectEnabled, nsObj.Labels[policy.LabelInjectEnabled], "the opt-in label is mirrored")
+	assert.Equal(t, contract.InjectEnabled, nsObj.Labels[contract.LabelInjectEnabled], "the opt-in label is mirrored")
 }
 
 func TestBarePodIsInjected(t *testing.T) {
@@ -147,5 +147,5 @@ func TestPodsOfOptedOutJobAreLeftAlone(t *testing.T) {
 	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9601}}
 	require.NoError(t, env.c.Create(ctx, p), "a pod trainguard does not manage is never refused for TaskD")
 	assert.Empty(t, p.Spec.InitContainers)
-	assert.NotContains(t, p.Annotations, policy.AnnotationInjected)
+	assert.NotContains(t, p.Annotations, contract.AnnotationInjected)
 }

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -49,7 +49,7 @@ func TestNamespaceAnnotationWithBadValueIsRefused(t *testing.T) {
 	ctx := context.Background()
 	bad := &corev1.Namespace{}
 	bad.Name = "it-bad-annotation"
-	bad.Annotations = map[string]string{policy.AnnotationGPULimit: "lots"}
+	bad.Annotations = map[string]string{contract.AnnotationGPULimit: "lots"}
 	err := env.c.Create(ctx, bad)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "metadata.annotations[trainguard.io/gpu-limit]")
@@ -57,7 +57,7 @@ func TestNamespaceAnnotationWithBadValueIsRefused(t *testing.T) {
 	ns := namespace(t, true, nil)
 	var obj corev1.Namespace
 	require.NoError(t, env.c.Get(ctx, client.ObjectKey{Name: ns}, &obj))
-	obj.Annotations[policy.AnnotationPreStopTimeout] = "forever"
+	obj.Annotations[contract.AnnotationPreStopTimeout] = "forever"
 	err = env.c.Update(ctx, &obj)
 	require.Error(t, err, "the moment a bad annotation is set, it is refused")
 	assert.Contains(t, err.Error(), "trainguard.io/prestop-timeout")

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -64,9 +64,9 @@ func TestNamespaceOptedInWhileTrainguardDown(t *testing.T) {
 
 	var obj corev1.Namespace
 	require.NoError(t, env.c.Get(ctx, client.ObjectKey{Name: ns}, &obj))
-	obj.Annotations = map[string]string{policy.AnnotationInject: policy.InjectEnabled}
+	obj.Annotations = map[string]string{contract.AnnotationInject: contract.InjectEnabled}
 	require.NoError(t, env.c.Update(ctx, &obj), "the namespace webhook must never block namespace changes")
-	require.NotContains(t, obj.Labels, policy.LabelInjectEnabled, "nobody mirrored the label while trainguard was down")
+	require.NotContains(t, obj.Labels, contract.LabelInjectEnabled, "nobody mirrored the label while trainguard was down")
 
 	tg, err := env.cp.StartTrainguard(ctx, controlplane.TrainguardOptions{ProbeAddr: env.probes, MetricsAddr: env.metrics})
 	require.NoError(t, err)
@@ -75,9 +75,9 @@ func TestNamespaceOptedInWhileTrainguardDown(t *testing.T) {
 		if err := env.c.Get(ctx, client.ObjectKey{Name: ns}, &obj); err != nil {
 			return false
 		}
-		return obj.Labels[policy.LabelInjectEnabled] == policy.InjectEnabled
+		return obj.Labels[contract.LabelInjectEnabled] == contract.InjectEnabled
 	}, 10*time.Second, 100*time.Millisecond, "the reconciler mirrors the annotation once trainguard is back")
 	p := newPod(ns, "after-restart").obj()
 	require.NoError(t, env.c.Create(ctx, p))
-	assert.NotEmpty(t, p.Annotations[policy.AnnotationInjected])
+	assert.NotEmpty(t, p.Annotations[contract.AnnotationInjected])
 }

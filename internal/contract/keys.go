@@ -1,11 +1,14 @@
-// Package policy holds trainguard's configuration file format, the
-// trainguard.io/ annotation contract, and the resolution of the effective
-// policy for one object: config file < namespace annotations < object
-// annotations.
-package policy
+// Package contract owns trainguard's vocabulary: every trainguard.io/ and
+// MindCluster key, the one table that says how each annotation is parsed,
+// applied to the effective Policy and validated, the injection names in the
+// order they are applied, and the predicates every component asks (is the
+// namespace enabled, did the object opt out, was it injected, which
+// container is the training container). The webhook, `trainguard inject`,
+// the validators and the rescheduler all call it, so they cannot disagree.
+package contract
 
-// Annotation and label keys. These are fixed contracts (DESIGN.md): tests and
-// users outside the project depend on them.
+// Annotation and label keys. These are fixed contracts (the design card):
+// tests and users outside the project depend on them.
 const (
 	// Prefix is shared by every trainguard annotation.
 	Prefix = "trainguard.io/"
@@ -37,6 +40,25 @@ const (
 
 	InjectEnabled  = "enabled"
 	InjectDisabled = "disabled"
+)
+
+// Keys the rescheduler reads and writes.
+const (
+	// LabelBadNodes marks the ConfigMaps holding bad-node records. The manager's
+	// cache watches only ConfigMaps with this label set to "true".
+	LabelBadNodes = Prefix + "bad-nodes"
+	// AnnotationDecision on a pod remembers the last no-action decision
+	// (PermanentFailure, RestartInPlace, ...), so the same Event is not emitted
+	// again each time the pod is reconciled.
+	AnnotationDecision = Prefix + "rescheduler-decision"
+	// AnnotationReschedulesExhausted is set on the job (or the bare pod) when
+	// its reschedule cap is reached; the value is the number of reschedules.
+	AnnotationReschedulesExhausted = Prefix + "reschedules-exhausted"
+
+	// Labels the training operators put on their pods.
+	LabelKubeflowJobName = "training.kubeflow.org/job-name"
+	LabelKubeDLJobName   = "job-name"
+	LabelKubeDLGroupName = "group-name"
 )
 
 // Names of the individual injections, as listed in AnnotationInjected and in

@@ -1,8 +1,9 @@
-package policy
+package contract
 
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// The parsers below are the only definition of a valid value: the
+// annotation table (rules.go), the config file and the rescheduler use them.
 
 // Recover strategies in MindCluster's vocabulary.
 func recoverStrategies() []string {
@@ -42,7 +46,7 @@ func ParseRecoverStrategy(v string) (string, error) {
 			return "", fmt.Errorf("entry %q has spaces; write the list without them, e.g. recover,dump", s)
 		case s == "":
 			return "", fmt.Errorf("empty entry in comma-separated list; use a subset of %s", strings.Join(recoverStrategies(), ", "))
-		case !contains(recoverStrategies(), s):
+		case !slices.Contains(recoverStrategies(), s):
 			return "", fmt.Errorf("unknown strategy %q; use a comma-separated subset of %s", s, strings.Join(recoverStrategies(), ", "))
 		case seen[s]:
 			return "", fmt.Errorf("strategy %q is listed twice", s)
@@ -64,7 +68,7 @@ func HasStrategy(list, s string) bool {
 
 // ParseFaultScheduling checks one of grace, force, off.
 func ParseFaultScheduling(v string) (string, error) {
-	if !contains(faultSchedulingModes(), v) {
+	if !slices.Contains(faultSchedulingModes(), v) {
 		return "", fmt.Errorf("must be one of %s", strings.Join(faultSchedulingModes(), ", "))
 	}
 	return v, nil
@@ -135,46 +139,6 @@ func ParseMaxReschedules(v string) (int, error) {
 		return 0, fmt.Errorf("must be an integer between 0 and %d", MaxMaxReschedules)
 	}
 	return n, nil
-}
-
-// annotationRule returns the check for an annotation trainguard owns, or
-// nil for one it does not.
-func annotationRule(key string) func(string) error {
-	switch key {
-	case AnnotationInject, AnnotationTaskD:
-		return func(v string) error { _, err := ParseTaskD(v); return err }
-	case AnnotationCheckpointClaim:
-		return func(v string) error { _, err := ParseCheckpointClaim(v); return err }
-	case AnnotationCheckpointPath:
-		return func(v string) error { _, err := ParseCheckpointPath(v); return err }
-	case AnnotationRecoverStrategy, AnnotationMindClusterRecoverStrategy:
-		return func(v string) error { _, err := ParseRecoverStrategy(v); return err }
-	case AnnotationFaultScheduling:
-		return func(v string) error { _, err := ParseFaultScheduling(v); return err }
-	case AnnotationGPULimit:
-		return func(v string) error { _, err := ParseGPULimit(v); return err }
-	case AnnotationPreStopTimeout:
-		return func(v string) error { _, err := ParsePreStopTimeout(v); return err }
-	case AnnotationMaxReschedules:
-		return func(v string) error { _, err := ParseMaxReschedules(v); return err }
-	}
-	return nil
-}
-
-// ValidateAnnotations checks every trainguard and MindCluster annotation in
-// ann. fldPath is the path of the annotations map (e.g. metadata.annotations).
-func ValidateAnnotations(ann map[string]string, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, key := range sortedKeys(ann) {
-		rule := annotationRule(key)
-		if rule == nil {
-			continue
-		}
-		if err := rule(ann[key]); err != nil {
-			errs = append(errs, field.Invalid(fldPath.Key(key), ann[key], err.Error()))
-		}
-	}
-	return errs
 }
 
 // ValidateFaultSchedulingLabel checks MindCluster's fault-scheduling label.

@@ -1,0 +1,54 @@
+package contract
+
+import (
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Policy is the effective policy for one object, after layering the config
+// file, the namespace's annotations and the object's own annotations
+// (policy.Resolve builds the first layer, Overlay adds the others).
+type Policy struct {
+	CheckpointClaim    string
+	CheckpointPath     string
+	PreStopTimeout     time.Duration
+	GracePeriodMargin  time.Duration
+	TaskD              bool
+	TaskDPort          int32
+	RecoverStrategy    string
+	FaultScheduling    string
+	GPUResource        corev1.ResourceName
+	GPUCount           int64
+	AgentImage         string
+	AgentPullPolicy    corev1.PullPolicy
+	AgentPath          string
+	AgentInstall       []string
+	TrainingContainers []string
+	MaxReschedules     int
+	disabled           map[string]bool
+}
+
+// Enabled reports whether the injection named by one of the Injection* constants is switched on.
+func (p *Policy) Enabled(injection string) bool { return !p.disabled[injection] }
+
+// Disable switches one injection off (the config file's `mutators` map).
+func (p *Policy) Disable(injection string) {
+	if p.disabled == nil {
+		p.disabled = map[string]bool{}
+	}
+	p.disabled[injection] = true
+}
+
+// AgentBinary is the agent's path inside the training container.
+func (p *Policy) AgentBinary() string { return p.AgentPath + "/" + AgentBinaryName }
+
+// FormatDuration renders d the way a user would write it in an annotation:
+// whole seconds as "90s", anything finer in Go's own notation.
+func FormatDuration(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}

@@ -1,0 +1,133 @@
+package contract
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// rule is one row of the annotation table: the key, and how a value is
+// parsed into a change of the effective Policy. apply is nil for keys that
+// are only validated (the opt-in switch, MindCluster's own annotation).
+// One row serves both callers: Policy.Overlay applies it, ValidateAnnotations
+// refuses what it rejects, so "valid" and "applied" cannot drift apart.
+type rule struct {
+	key   string
+	parse func(v string) (apply func(*Policy), err error)
+	// checkOnly rows are validated but never layered into a Policy.
+	checkOnly bool
+}
+
+// annotationTable lists every annotation trainguard owns. Adding a key is
+// one row here (plus its parser in parse.go when it needs a new one).
+func annotationTable() []rule {
+	return []rule{
+		{key: AnnotationInject, parse: onlyCheck(ParseTaskD), checkOnly: true},
+		{key: AnnotationCheckpointClaim, parse: set(ParseCheckpointClaim, func(p *Policy, v string) { p.CheckpointClaim = v })},
+		{key: AnnotationCheckpointPath, parse: set(ParseCheckpointPath, func(p *Policy, v string) { p.CheckpointPath = v })},
+		{key: AnnotationRecoverStrategy, parse: set(ParseRecoverStrategy, func(p *Policy, v string) { p.RecoverStrategy = v })},
+		{key: AnnotationFaultScheduling, parse: set(ParseFaultScheduling, func(p *Policy, v string) { p.FaultScheduling = v })},
+		{key: AnnotationGPULimit, parse: set(ParseGPULimit, func(p *Policy, n int64) { p.GPUCount = n })},
+		{key: AnnotationTaskD, parse: set(ParseTaskD, func(p *Policy, on bool) { p.TaskD = on })},
+		{key: AnnotationPreStopTimeout, parse: set(ParsePreStopTimeout, func(p *Policy, d time.Duration) { p.PreStopTimeout = d })},
+		{key: AnnotationMaxReschedules, parse: set(ParseMaxReschedules, func(p *Policy, n int) { p.MaxReschedules = n })},
+		{key: AnnotationMindClusterRecoverStrategy, parse: onlyCheck(ParseRecoverStrategy), checkOnly: true},
+	}
+}
+
+// set builds a table row's parse from a typed parser and a setter.
+func set[T any](parse func(string) (T, error), assign func(*Policy, T)) func(string) (func(*Policy), error) {
+	return func(v string) (func(*Policy), error) {
+		x, err := parse(v)
+		if err != nil {
+			return nil, err
+		}
+		return func(p *Policy) { assign(p, x) }, nil
+	}
+}
+
+// onlyCheck builds a row that validates but changes no policy.
+func onlyCheck[T any](parse func(string) (T, error)) func(string) (func(*Policy), error) {
+	return func(v string) (func(*Policy), error) {
+		_, err := parse(v)
+		return nil, err
+	}
+}
+
+// lookup returns the row for key, or false for a key trainguard does not own.
+func lookup(key string) (rule, bool) {
+	for _, r := range annotationTable() {
+		if r.key == key {
+			return r, true
+		}
+	}
+	return rule{}, false
+}
+
+// Overlay applies one layer of annotations (what names it in warnings:
+// "namespace" or "object") in a fixed key order, so warnings are
+// deterministic. A bad value never silently disappears: it is skipped, the
+// lower layer applies, and a warning names the annotation, the value and
+// the reason.
+func (p *Policy) Overlay(what string, ann map[string]string) []string {
+	var warnings []string
+	for _, key := range sortedKeys(ann) {
+		if !strings.HasPrefix(key, Prefix) {
+			continue
+		}
+		r, ok := lookup(key)
+		if !ok || r.checkOnly {
+			continue
+		}
+		apply, err := r.parse(ann[key])
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s annotation %s=%q ignored: %v; the default applies", what, key, ann[key], err))
+			continue
+		}
+		apply(p)
+	}
+	return warnings
+}
+
+// ValidateAnnotations checks every trainguard and MindCluster annotation in
+// ann. fldPath is the path of the annotations map (e.g. metadata.annotations).
+func ValidateAnnotations(ann map[string]string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, key := range sortedKeys(ann) {
+		r, ok := lookup(key)
+		if !ok {
+			continue
+		}
+		if _, err := r.parse(ann[key]); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Key(key), ann[key], err.Error()))
+		}
+	}
+	return errs
+}
+
+// PolicyAnnotations returns, sorted, the trainguard.io/ keys in ann that
+// change the injected policy (checkpoint-claim, gpu-limit, …). Such a key is
+// a clear request for trainguard, so a pod carrying one is treated as opted
+// in even without a training-named container.
+func PolicyAnnotations(ann map[string]string) []string {
+	var keys []string
+	for _, r := range annotationTable() {
+		if _, ok := ann[r.key]; ok && !r.checkOnly {
+			keys = append(keys, r.key)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
