@@ -55,7 +55,7 @@ func docRules() []docRule {
 			job().withWorkerContainer(func(c *corev1.Container) { c.Image = "" }).object()},
 		{kf, "a container named pytorch exists", "spec.pytorchReplicaSpecs[Worker].template.spec.containers", false,
 			job().withWorkerContainer(func(c *corev1.Container) { c.Name = "main" }).object()},
-		{kf, "Master replicas is 1 (unset means 1)", "spec.pytorchReplicaSpecs[Master].replicas", false, job().withMaster(ptr[int32](2)).object()},
+		{kf, "Master replicas is set and is 1 (kubeflow refuses it unset too)", "spec.pytorchReplicaSpecs[Master].replicas", false, job().withMaster(nil).object()},
 		{kf, "non-Master replicas ≥ 1 (unset means 1)", "spec.pytorchReplicaSpecs[Worker].replicas", false, job().withWorker(0).object()},
 		{kf, "restartPolicy is Always, OnFailure, Never or ExitCode", "spec.pytorchReplicaSpecs[Worker].restartPolicy", false,
 			job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.RestartPolicy = "Sometimes" }).object()},
@@ -63,7 +63,7 @@ func docRules() []docRule {
 		{kf, "runPolicy.managedBy is immutable (UPDATE)", "spec.runPolicy.managedBy", false, updatedFrom(job().withManagedBy("kueue.x-k8s.io/multikueue").object(), job())},
 		{kf, "nprocPerNode is auto, cpu, gpu or a positive integer", "spec.nprocPerNode", false, job().withNproc("0").object()},
 
-		{el, "elasticPolicy requires a Worker", "spec.pytorchReplicaSpecs[Worker]", false, job().withElastic(1, 1).withoutReplica("Worker").withMaster(nil).object()},
+		{el, "elasticPolicy requires a Worker", "spec.pytorchReplicaSpecs[Worker]", false, job().withElastic(1, 1).withoutReplica("Worker").withMaster(ptr[int32](1)).object()},
 		{el, "nProcPerNode is deprecated", "spec.elasticPolicy.nProcPerNode", true, ep(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](2) })},
 		{el, "nProcPerNode is forbidden with spec.nprocPerNode", "spec.elasticPolicy.nProcPerNode", false,
 			job().withElastic(1, 1).withNproc("2").withPolicy(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](2) }).object()},

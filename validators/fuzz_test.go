@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // fuzzKinds are the kinds the fuzzer feeds every input to.
@@ -133,7 +135,7 @@ func FuzzKubeflowElastic(f *testing.F) {
 		if setMin {
 			lo = minR
 		}
-		_, nprocOK := nprocInt(nproc)
+		_, nprocOK := jobs.ParseNproc(nproc)
 		switch {
 		case lo < 1 || maxR < lo:
 			t.Fatalf("accepted range [%d, %d]", lo, maxR)

@@ -8,28 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
-	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Rules for KubeDL's training.kubedl.io/v1alpha1 PyTorchJob. KubeDL passes
 // its elastic policy to torchrun unchecked (see seeds/kubedl-torch-elastic.md).
 
 const kubedlWorker = "Worker"
-
-func (v *Validator) checkKubeDLJob(raw []byte, nsAnnotations map[string]string) (Result, error) {
-	job := &kubedlv1alpha1.PyTorchJob{}
-	if err := decode(raw, job, "training.kubedl.io/v1alpha1 PyTorchJob"); err != nil {
-		return Result{}, err
-	}
-	res := validateKubeDLJob(job)
-	if contract.OptedOut(job.Annotations) {
-		return res, nil
-	}
-	errs, warnings := v.crossCheckKubeDLJob(job, nsAnnotations)
-	res.Errors = append(res.Errors, errs...)
-	res.Warnings = append(res.Warnings, warnings...)
-	return res, nil
-}
 
 // validateKubeDLJob applies the rules that need no policy.
 func validateKubeDLJob(job *kubedlv1alpha1.PyTorchJob) Result {
@@ -115,36 +99,4 @@ func isHostPort(s string) bool {
 	}
 	n, err := strconv.Atoi(port)
 	return err == nil && n >= 1 && n <= 65535
-}
-
-// crossCheckKubeDLJob compares the job with its effective policy.
-func (v *Validator) crossCheckKubeDLJob(job *kubedlv1alpha1.PyTorchJob, nsAnnotations map[string]string) (field.ErrorList, []string) {
-	p, warnings := v.resolve(nsAnnotations, job.Annotations)
-	specPath := field.NewPath("spec")
-	specsPath := specPath.Child("pytorchReplicaSpecs")
-	ep := job.Spec.ElasticPolicy
-	var nproc int64
-	if ep != nil && ep.NProcPerNode != nil {
-		nproc = int64(*ep.NProcPerNode)
-	}
-	var errs field.ErrorList
-	for _, rt := range sortedReplicaTypes(job.Spec.PyTorchReplicaSpecs) {
-		rs := job.Spec.PyTorchReplicaSpecs[rt]
-		if rs == nil {
-			continue
-		}
-		podPath := specsPath.Key(rt).Child("template", "spec")
-		errs = append(errs, checkTaskDPort(p, &rs.Template.Spec, podPath)...)
-		if nproc > 0 {
-			warnings = append(warnings, nprocAboveGPUWarning(p, nproc, specPath.Child("elasticPolicy", "nProcPerNode").String(), &rs.Template.Spec, podPath)...)
-		}
-	}
-	epPath := specPath.Child("elasticPolicy")
-	elastic := job.Spec.EnableElastic && ep != nil
-	if !elastic {
-		warnings = append(warnings, elasticStrategyWarning(p, job.Annotations, field.NewPath("metadata"), epPath)...)
-	} else if worker := job.Spec.PyTorchReplicaSpecs[kubedlWorker]; worker != nil && !hasCheckpointVolume(p, &worker.Template.Spec) {
-		warnings = append(warnings, noCheckpointWarning(epPath))
-	}
-	return errs, warnings
 }

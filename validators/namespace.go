@@ -1,8 +1,12 @@
 package validators
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // ValidateNamespace checks a Namespace's trainguard.io/ and MindCluster
@@ -16,10 +20,13 @@ func ValidateNamespace(ns *corev1.Namespace) field.ErrorList {
 	return validateMetadata(&ns.ObjectMeta, field.NewPath("metadata"))
 }
 
-func (v *Validator) checkNamespace(raw []byte, _ map[string]string) (Result, error) {
+func checkNamespace(raw []byte, _ map[string]string) (Result, error) {
 	ns := &corev1.Namespace{}
-	if err := decode(raw, ns, "v1 Namespace"); err != nil {
-		return Result{}, err
+	if len(raw) == 0 {
+		return Result{}, fmt.Errorf("decoding v1 Namespace: empty object")
+	}
+	if err := jobs.Decode(raw, ns); err != nil {
+		return Result{}, fmt.Errorf("decoding v1 Namespace: %w", err)
 	}
 	return Result{Errors: ValidateNamespace(ns)}, nil
 }

@@ -1,31 +1,69 @@
 package validators
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
-// checkPod validates a Pod: its annotations and labels, and, as the pod
-// looks after the mutating webhook ran, that the TaskD port is not taken.
-// Pods cover bare torchelastic pods and pods of any other controller.
-func (v *Validator) checkPod(raw []byte, nsAnnotations map[string]string) (Result, error) {
-	pod := &corev1.Pod{}
-	if err := decode(raw, pod, "v1 Pod"); err != nil {
-		return Result{}, err
+// checkJob validates any handled kind through its adapter: the kind's own
+// rules, then the cross-field checks of the object against its effective
+// policy. Pods cover bare torchelastic pods and pods of any other
+// controller; they are cross-checked only when trainguard injected them
+// (the mutating webhook ran first and left its marker): any other pod in
+// the namespace, an etcd for the rendezvous or the pods of an opted-out
+// job, owes TaskD nothing and must not be refused for it.
+func (v *Validator) checkJob(job jobs.Job, nsAnnotations map[string]string) Result {
+	res := kindRules(job)
+	ann := job.Meta().Annotations
+	if _, isPod := job.(jobs.PodJob); contract.OptedOut(ann) || (isPod && !contract.Injected(ann)) {
+		return res
 	}
-	metaPath := field.NewPath("metadata")
-	res := Result{Errors: validateMetadata(&pod.ObjectMeta, metaPath)}
-	// Cross-field checks hold only for pods trainguard injected (the mutating
-	// webhook ran first and left its marker). Any other pod in the namespace,
-	// an etcd for the rendezvous or the pods of an opted-out job, owes
-	// TaskD nothing and must not be refused for it.
-	if contract.OptedOut(pod.Annotations) || !contract.Injected(pod.Annotations) {
-		return res, nil
-	}
-	p, warnings := v.resolve(nsAnnotations, pod.Annotations)
+	errs, warnings := v.crossCheck(job, nsAnnotations)
+	res.Errors = append(res.Errors, errs...)
 	res.Warnings = append(res.Warnings, warnings...)
-	res.Errors = append(res.Errors, checkTaskDPort(p, &pod.Spec, field.NewPath("spec"))...)
-	return res, nil
+	return res
+}
+
+// kindRules are the checks particular to one kind, which need no policy.
+// A kind without any gets the generic ones: the trainguard annotations and
+// labels of the object and of each pod template.
+func kindRules(job jobs.Job) Result {
+	if j, ok := jobs.KubeflowJob(job); ok {
+		return validateKubeflowJob(j)
+	}
+	if j, ok := jobs.KubeDLJob(job); ok {
+		return validateKubeDLJob(j)
+	}
+	errs := validateMetadata(job.Meta(), field.NewPath("metadata"))
+	for _, tpl := range job.Templates() {
+		if tpl.Path != nil { // a Pod's single template is the Pod itself
+			errs = append(errs, validateMetadata(tpl.Meta, tpl.MetaPath())...)
+		}
+	}
+	return Result{Errors: errs}
+}
+
+// crossCheck compares the object with its effective policy.
+func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (field.ErrorList, []string) {
+	meta := job.Meta()
+	p, warnings := v.resolve(nsAnnotations, meta.Annotations)
+	e := job.Elastic()
+	var errs field.ErrorList
+	for _, tpl := range job.Templates() {
+		errs = append(errs, checkTaskDPort(p, tpl.Spec, tpl.SpecPath())...)
+		if e.NprocPerNode > 0 {
+			warnings = append(warnings, nprocAboveGPUWarning(p, e.NprocPerNode, e.NprocPath, tpl.Spec, tpl.SpecPath())...)
+		}
+	}
+	switch {
+	case e.Path == nil:
+		// The kind does not train elastically (a Pod).
+	case !e.Enabled:
+		warnings = append(warnings, elasticStrategyWarning(p, meta.Annotations, field.NewPath("metadata"), e.Path)...)
+	case e.Workers != nil && !hasCheckpointVolume(p, e.Workers):
+		warnings = append(warnings, noCheckpointWarning(e.Path))
+	}
+	return errs, warnings
 }

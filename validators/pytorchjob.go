@@ -3,7 +3,6 @@ package validators
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -11,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // Rules for kubeflow.org/v1 PyTorchJob: everything the training operator's
@@ -31,21 +30,6 @@ func rdzvBackends() []string  { return []string{"c10d", "etcd", "etcd-v2"} }
 func nprocKeywords() []string { return []string{"auto", "cpu", "gpu"} }
 func jobControllers() []string {
 	return []string{kubeflowv1.KubeflowJobsController, kubeflowv1.MultiKueueController}
-}
-
-func (v *Validator) checkKubeflowJob(raw []byte, nsAnnotations map[string]string) (Result, error) {
-	job := &kubeflowv1.PyTorchJob{}
-	if err := decode(raw, job, "kubeflow.org/v1 PyTorchJob"); err != nil {
-		return Result{}, err
-	}
-	res := validateKubeflowJob(job)
-	if contract.OptedOut(job.Annotations) {
-		return res, nil
-	}
-	errs, warnings := v.crossCheckKubeflowJob(job, nsAnnotations)
-	res.Errors = append(res.Errors, errs...)
-	res.Warnings = append(res.Warnings, warnings...)
-	return res, nil
 }
 
 // validateKubeflowJob applies the rules that need no policy.
@@ -94,10 +78,13 @@ func validateManagedBy(rp *kubeflowv1.RunPolicy, fldPath *field.Path) field.Erro
 // job: managedBy is immutable, since two controllers would otherwise both
 // believe they own the job's pods.
 func validateKubeflowUpdate(raw, oldRaw []byte) field.ErrorList {
-	job, old := &kubeflowv1.PyTorchJob{}, &kubeflowv1.PyTorchJob{}
-	if decode(raw, job, "") != nil || decode(oldRaw, old, "") != nil {
+	newJob, errNew := jobs.KubeflowPyTorchJob{}.Decode(raw)
+	oldJob, errOld := jobs.KubeflowPyTorchJob{}.Decode(oldRaw)
+	if errNew != nil || errOld != nil {
 		return nil
 	}
+	job, _ := jobs.KubeflowJob(newJob)
+	old, _ := jobs.KubeflowJob(oldJob)
 	return apimachineryvalidation.ValidateImmutableField(managedBy(job.Spec.RunPolicy), managedBy(old.Spec.RunPolicy),
 		field.NewPath("spec", "runPolicy", "managedBy"))
 }
@@ -115,16 +102,10 @@ func validateNprocPerNode(nproc *string, fldPath *field.Path) field.ErrorList {
 	if nproc == nil {
 		return nil
 	}
-	if _, ok := nprocInt(*nproc); ok || contains(nprocKeywords(), *nproc) {
+	if _, ok := jobs.ParseNproc(*nproc); ok || contains(nprocKeywords(), *nproc) {
 		return nil
 	}
 	return field.ErrorList{field.Invalid(fldPath, *nproc, `must be auto, cpu, gpu or a positive integer such as "4"`)}
-}
-
-// nprocInt parses an integer nprocPerNode the way the training operator does.
-func nprocInt(s string) (int64, bool) {
-	n, err := strconv.ParseInt(s, 10, 32)
-	return n, err == nil && n > 0
 }
 
 // validateReplicaSpecs applies kubeflow's per-replica rules.
@@ -158,6 +139,11 @@ func validateReplicaSpec(rt string, rs *kubeflowv1.ReplicaSpec, rolePath *field.
 	if !hasDefault {
 		errs = append(errs, field.Required(containersPath,
 			"must have a container named pytorch: the training operator configures only that container; rename the training container to pytorch"))
+	}
+	if rs.Replicas == nil && rt == kubeflowv1.ReplicaMaster {
+		// kubeflow's own webhook refuses this too ("must be 1"), although the
+		// operator would default it: trainguard answers as kubeflow does.
+		errs = append(errs, field.Required(rolePath.Child("replicas"), "must be 1: a job has exactly one Master and kubeflow refuses it unset; set replicas: 1"))
 	}
 	if rs.Replicas != nil {
 		switch {
@@ -272,46 +258,6 @@ func effectiveRange(ep *kubeflowv1.ElasticPolicy, workers int32) (int32, int32) 
 		return *ep.MaxReplicas, *ep.MaxReplicas
 	}
 	return workers, workers
-}
-
-// crossCheckKubeflowJob compares the job with its effective policy.
-func (v *Validator) crossCheckKubeflowJob(job *kubeflowv1.PyTorchJob, nsAnnotations map[string]string) (field.ErrorList, []string) {
-	p, warnings := v.resolve(nsAnnotations, job.Annotations)
-	specPath := field.NewPath("spec")
-	specsPath := specPath.Child("pytorchReplicaSpecs")
-	nproc, nprocPath, hasNproc := kubeflowNproc(&job.Spec, specPath)
-	var errs field.ErrorList
-	for _, rt := range sortedReplicaTypes(job.Spec.PyTorchReplicaSpecs) {
-		rs := job.Spec.PyTorchReplicaSpecs[rt]
-		if rs == nil {
-			continue
-		}
-		podPath := specsPath.Key(rt).Child("template", "spec")
-		errs = append(errs, checkTaskDPort(p, &rs.Template.Spec, podPath)...)
-		if hasNproc {
-			warnings = append(warnings, nprocAboveGPUWarning(p, nproc, nprocPath, &rs.Template.Spec, podPath)...)
-		}
-	}
-	epPath := specPath.Child("elasticPolicy")
-	if job.Spec.ElasticPolicy == nil {
-		warnings = append(warnings, elasticStrategyWarning(p, job.Annotations, field.NewPath("metadata"), epPath)...)
-	} else if worker := job.Spec.PyTorchReplicaSpecs[kubeflowv1.ReplicaWorker]; worker != nil && !hasCheckpointVolume(p, &worker.Template.Spec) {
-		warnings = append(warnings, noCheckpointWarning(epPath))
-	}
-	return errs, warnings
-}
-
-// kubeflowNproc returns the integer processes-per-node, if the job sets one.
-func kubeflowNproc(spec *kubeflowv1.PyTorchJobSpec, specPath *field.Path) (int64, string, bool) {
-	if spec.NprocPerNode != nil {
-		n, ok := nprocInt(*spec.NprocPerNode)
-		return n, specPath.Child("nprocPerNode").String(), ok
-	}
-	if spec.ElasticPolicy != nil && spec.ElasticPolicy.NProcPerNode != nil {
-		n := int64(*spec.ElasticPolicy.NProcPerNode)
-		return n, specPath.Child("elasticPolicy", "nProcPerNode").String(), n > 0
-	}
-	return 0, "", false
 }
 
 // replicasOf is a replica spec's count, defaulted to 1 as the operator does.

@@ -64,7 +64,9 @@ func TestKubeflowJobRules(t *testing.T) {
 			rs.Template.Spec.Containers = []corev1.Container{container("sidecar"), container("pytorch")}
 		}).object()},
 
-		{name: "Master replicas unset means 1", obj: job().withMaster(nil).object()},
+		// kubeflow's webhook refuses it ("[Master].replicas must be 1"); so does trainguard.
+		{name: "Master replicas unset", obj: job().withMaster(nil).object(), errs: []string{"spec.pytorchReplicaSpecs[Master].replicas"}},
+		{name: "Master replicas 1", obj: job().withMaster(ptr[int32](1)).object()},
 		{name: "Master replicas 2", obj: job().withMaster(ptr[int32](2)).object(), errs: []string{"spec.pytorchReplicaSpecs[Master].replicas"}},
 		{name: "Worker replicas 3", obj: job().withWorker(3).object()},
 		{name: "Worker replicas 0", obj: job().withWorker(0).object(), errs: []string{"spec.pytorchReplicaSpecs[Worker].replicas"}},

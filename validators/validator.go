@@ -12,10 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	sigsjson "sigs.k8s.io/json"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -38,46 +37,61 @@ type Result struct {
 // Validator checks objects against the rules and the policy file.
 type Validator struct {
 	Config *policy.Config
+	kinds  jobs.Kinds
 }
 
-// New returns a Validator for cfg; a nil cfg means policy.DefaultConfig().
+// New returns a Validator for cfg and the built-in kinds; a nil cfg means
+// policy.DefaultConfig().
 func New(cfg *policy.Config) *Validator {
 	if cfg == nil {
 		cfg = policy.DefaultConfig()
 	}
-	return &Validator{Config: cfg}
+	return &Validator{Config: cfg, kinds: jobs.Builtin()}
+}
+
+// WithKinds makes v validate kinds instead of the built-in ones; nil keeps them.
+func (v *Validator) WithKinds(kinds *jobs.Kinds) *Validator {
+	if kinds != nil {
+		v.kinds = *kinds
+	}
+	return v
 }
 
 // Handles reports whether Validate has rules for gvk.
-func Handles(gvk schema.GroupVersionKind) bool { return checkerFor(gvk) != nil }
+func (v *Validator) Handles(gvk schema.GroupVersionKind) bool { return v.checkerFor(gvk) != nil }
 
-// checkFunc validates one decoded raw object of a kind.
-type checkFunc func(v *Validator, raw []byte, nsAnnotations map[string]string) (Result, error)
+// checkFunc validates one raw object of a kind.
+type checkFunc func(raw []byte, nsAnnotations map[string]string) (Result, error)
 
-func checkerFor(gvk schema.GroupVersionKind) checkFunc {
-	switch gvk {
-	case kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind):
-		return (*Validator).checkKubeflowJob
-	case kubedlv1alpha1.GroupVersion.WithKind(kubedlv1alpha1.Kind):
-		return (*Validator).checkKubeDLJob
-	case corev1.SchemeGroupVersion.WithKind("Pod"):
-		return (*Validator).checkPod
-	case corev1.SchemeGroupVersion.WithKind("Namespace"):
-		return (*Validator).checkNamespace
+// checkerFor returns the check for gvk: every job kind goes through its
+// adapter, Namespaces have their own; nil for kinds without rules.
+func (v *Validator) checkerFor(gvk schema.GroupVersionKind) checkFunc {
+	if gvk == corev1.SchemeGroupVersion.WithKind("Namespace") {
+		return checkNamespace
 	}
-	return nil
+	a, ok := v.kinds.For(gvk)
+	if !ok {
+		return nil
+	}
+	return func(raw []byte, nsAnnotations map[string]string) (Result, error) {
+		job, err := a.Decode(raw)
+		if err != nil {
+			return Result{}, err
+		}
+		return v.checkJob(job, nsAnnotations), nil
+	}
 }
 
 // Validate checks obj. It returns an error only when Raw cannot be decoded
 // as its kind; kinds it does not handle give an empty Result.
 func (v *Validator) Validate(obj Object) (Result, error) {
-	check := checkerFor(obj.GVK)
+	check := v.checkerFor(obj.GVK)
 	// The status subresource carries no spec or metadata changes a user
 	// could make invalid, and refusing it would wedge the operator.
 	if check == nil || obj.SubResource == "status" {
 		return Result{}, nil
 	}
-	res, err := check(v, obj.Raw, obj.NamespaceAnnotations)
+	res, err := check(obj.Raw, obj.NamespaceAnnotations)
 	if err != nil {
 		return Result{}, err
 	}
@@ -87,7 +101,7 @@ func (v *Validator) Validate(obj Object) (Result, error) {
 	// An UPDATE is refused only for problems the update introduces: an
 	// object that was admitted before these rules existed (or before a
 	// rule was tightened) must still be editable, e.g. to fix it.
-	old, err := check(v, obj.OldRaw, obj.NamespaceAnnotations)
+	old, err := check(obj.OldRaw, obj.NamespaceAnnotations)
 	if err != nil {
 		// An undecodable old object cannot excuse anything; judge the new one alone.
 		return res, nil
@@ -125,16 +139,4 @@ func newErrors(errs, old field.ErrorList) field.ErrorList {
 
 func errorKey(e *field.Error) string {
 	return fmt.Sprintf("%s\x00%s\x00%#v", e.Type, e.Field, e.BadValue)
-}
-
-// decode unmarshals raw into out the way the API server reads JSON:
-// field names are case-sensitive, so `Replicas` is not `replicas`.
-func decode(raw []byte, out interface{}, kind string) error {
-	if len(raw) == 0 {
-		return fmt.Errorf("decoding %s: empty object", kind)
-	}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, out); err != nil {
-		return fmt.Errorf("decoding %s: %w", kind, err)
-	}
-	return nil
 }

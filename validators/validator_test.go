@@ -15,12 +15,12 @@ import (
 func kubeflowGVK() schema.GroupVersionKind { return kubeflowv1.GroupVersion.WithKind("PyTorchJob") }
 
 func TestHandles(t *testing.T) {
-	assert.True(t, Handles(kubeflowGVK()))
-	assert.True(t, Handles(schema.GroupVersionKind{Group: "training.kubedl.io", Version: "v1alpha1", Kind: "PyTorchJob"}))
-	assert.True(t, Handles(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}))
-	assert.True(t, Handles(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}))
-	assert.False(t, Handles(schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "TFJob"}))
-	assert.False(t, Handles(schema.GroupVersionKind{Group: "kubeflow.org", Version: "v2", Kind: "PyTorchJob"}))
+	assert.True(t, New(nil).Handles(kubeflowGVK()))
+	assert.True(t, New(nil).Handles(schema.GroupVersionKind{Group: "training.kubedl.io", Version: "v1alpha1", Kind: "PyTorchJob"}))
+	assert.True(t, New(nil).Handles(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}))
+	assert.True(t, New(nil).Handles(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}))
+	assert.False(t, New(nil).Handles(schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "TFJob"}))
+	assert.False(t, New(nil).Handles(schema.GroupVersionKind{Group: "kubeflow.org", Version: "v2", Kind: "PyTorchJob"}))
 }
 
 func TestUnhandledKindPasses(t *testing.T) {

@@ -9,24 +9,24 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/validators"
 )
 
 // mutate answers the mutating endpoint for kind. Only CREATE is mutated:
 // the pod template is what matters and it is fixed at creation.
-func (s *Server) mutate(kind Kind) admitFunc {
+func (s *Server) mutate(want schema.GroupVersionKind) admitFunc {
 	return func(r *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		log := s.log.WithValues("uid", req.UID, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "dryRun", req.DryRun != nil && *req.DryRun)
 		if req.Operation != admissionv1.Create {
 			log.V(1).Info("admitted unchanged", "reason", "operation "+string(req.Operation)+" is not mutated")
 			return allowed(nil)
 		}
-		if got := KindOf(schema.GroupVersionKind(req.Kind)); got != kind {
-			log.Info("admitted unchanged: unexpected kind sent to this endpoint; check the webhook configuration's rules", "expected", kind.String())
+		if gvk := schema.GroupVersionKind(req.Kind); gvk != want {
+			log.Info("admitted unchanged: unexpected kind sent to this endpoint; check the webhook configuration's rules", "expected", jobs.String(want))
 			return allowed(nil)
 		}
-		res, err := s.injector.Inject(r.Context(), Request{Kind: kind, Namespace: req.Namespace, Raw: req.Object.Raw})
+		res, err := s.injector.Inject(r.Context(), Request{GVK: want, Namespace: req.Namespace, Raw: req.Object.Raw})
 		if err != nil {
 			log.Error(err, "refused: cannot mutate")
 			return errored(http.StatusBadRequest, fmt.Errorf("trainguard could not process this %s: %w", req.Kind.Kind, err))
@@ -50,30 +50,28 @@ func (s *Server) mutate(kind Kind) admitFunc {
 	}
 }
 
-// validate answers the validating endpoint for kind.
-func (s *Server) validate(kind Kind) admitFunc {
+// validate answers the validating endpoint for want. Objects are
+// validated exactly where they would be mutated: the same Scope decides.
+func (s *Server) validate(want schema.GroupVersionKind) admitFunc {
 	return func(r *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		log := s.log.WithValues("uid", req.UID, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
 		if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 			return allowed(nil)
 		}
 		gvk := schema.GroupVersionKind(req.Kind)
-		if got := KindOf(gvk); got != kind {
-			log.Info("admitted unvalidated: unexpected kind sent to this endpoint; check the webhook configuration's rules", "expected", kind.String())
+		if gvk != want {
+			log.Info("admitted unvalidated: unexpected kind sent to this endpoint; check the webhook configuration's rules", "expected", jobs.String(want))
 			return allowed(nil)
 		}
 		var nsAnn map[string]string
-		if kind != KindNamespace {
-			if reason := s.injector.namespaceSkip(req.Namespace); reason != "" {
-				return allowed(nil)
-			}
-			ann, found, err := s.injector.Namespaces(r.Context(), req.Namespace)
+		if gvk != namespaceGVK() {
+			ann, skip, err := s.scope.Namespace(r.Context(), req.Namespace)
 			if err != nil {
 				log.Error(err, "refused: cannot read namespace")
 				return errored(http.StatusInternalServerError, fmt.Errorf("trainguard could not read namespace %q: %w", req.Namespace, err))
 			}
-			if !found || !contract.NamespaceEnabled(s.injector.Config.ClusterWide, ann) {
-				log.V(1).Info("admitted unvalidated", "reason", "namespace has not opted in")
+			if skip != "" {
+				log.V(1).Info("admitted unvalidated", "reason", skip)
 				return allowed(nil)
 			}
 			nsAnn = ann

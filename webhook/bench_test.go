@@ -11,6 +11,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // benchHandler drives the full HTTP handler (decode, mutate, patch, encode).
@@ -56,7 +58,7 @@ func BenchmarkInjectorPod(b *testing.B) {
 	s := testServer(b, logr.Discard())
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.injector.Inject(context.Background(), Request{Kind: KindPod, Namespace: "team-a", Raw: raw}); err != nil {
+		if _, err := s.injector.Inject(context.Background(), Request{GVK: jobs.Pod{}.GVK(), Namespace: "team-a", Raw: raw}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,20 +1,7 @@
 package webhook
 
-import jsoniter "github.com/json-iterator/go"
+import "github.com/trainguard/trainguard/internal/jobs"
 
-// objectJSON decodes AdmissionReviews and admitted objects the way the API
-// server reads them: field names match case-sensitively (encoding/json
-// would take "Labels" for "labels", and a patch would then point at a
-// member raw lacks). It is also several times faster than encoding/json on
-// the webhook's hot path, which reads every pod of an opted-in namespace.
-// A frozen config is immutable; its decoder cache is safe for concurrent use.
-var objectJSON = jsoniter.Config{ //nolint:gochecknoglobals // immutable codec, like encoding/json's own type cache.
-	EscapeHTML:             true,
-	CaseSensitive:          true,
-	ValidateJsonRawMessage: true,
-}.Froze()
-
-// decodeObject decodes an admitted object (see objectJSON).
-func decodeObject(raw []byte, into any) error {
-	return objectJSON.Unmarshal(raw, into)
-}
+// objectJSON reads AdmissionReviews with the one codec admitted objects are
+// decoded with (jobs.Decode): case-sensitive, as the API server reads them.
+var objectJSON = jobs.JSON() //nolint:gochecknoglobals // immutable codec shared with package jobs, like encoding/json's own type cache.

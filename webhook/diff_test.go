@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"github.com/trainguard/trainguard/internal/jobs"
+
 	"encoding/json"
 	"testing"
 
@@ -15,7 +17,7 @@ import (
 func roundTrip(t *testing.T, raw string, mutate func(*corev1.Pod)) corev1.Pod {
 	t.Helper()
 	var before corev1.Pod
-	require.NoError(t, decodeObject([]byte(raw), &before))
+	require.NoError(t, jobs.Decode([]byte(raw), &before))
 	after := before.DeepCopy()
 	mutate(after)
 	ops, err := typedDiff(&typeCache{}, &before, after)
@@ -49,7 +51,7 @@ func TestTypedDiffCases(t *testing.T) {
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
 			var want corev1.Pod
-			require.NoError(t, decodeObject([]byte(raw), &want))
+			require.NoError(t, jobs.Decode([]byte(raw), &want))
 			mutate(&want)
 			got := roundTrip(t, raw, mutate)
 			assert.Equal(t, mustJSONOf(t, &want), mustJSONOf(t, &got))
@@ -59,7 +61,7 @@ func TestTypedDiffCases(t *testing.T) {
 
 func TestTypedDiffUnchangedIsEmpty(t *testing.T) {
 	var p corev1.Pod
-	require.NoError(t, decodeObject([]byte(`{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1"}}}]}}`), &p))
+	require.NoError(t, jobs.Decode([]byte(`{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1"}}}]}}`), &p))
 	ops, err := typedDiff(&typeCache{}, p.DeepCopy(), &p)
 	require.NoError(t, err)
 	assert.Empty(t, ops)

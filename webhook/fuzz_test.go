@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -55,15 +56,15 @@ func FuzzInjectObject(f *testing.F) {
 			}
 		}
 	}
-	inj := &Injector{Config: policy.DefaultConfig()}
+	inj := &Injector{Scope: Scope{Config: policy.DefaultConfig()}}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		for _, k := range []Kind{KindPod, KindKubeflowPyTorchJob, KindKubeDLPyTorchJob} {
-			res, err := inj.Inject(context.Background(), Request{Kind: k, Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+		for _, a := range jobs.Builtin().All() {
+			res, err := inj.Inject(context.Background(), Request{GVK: a.GVK(), Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 			if err != nil {
 				continue
 			}
 			if _, err := ApplyPatch(raw, res); err != nil {
-				t.Fatalf("kind %v: the patch does not apply to its own object: %v", k, err)
+				t.Fatalf("kind %v: the patch does not apply to its own object: %v", a.GVK(), err)
 			}
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -120,17 +121,16 @@ func TestGoldenOutputsAreIdempotent(t *testing.T) {
 			for _, doc := range splitDocs(t, out) {
 				raw, err := yaml.YAMLToJSON(doc)
 				require.NoError(t, err)
-				var h typeHeader
+				var h jobs.Header
 				require.NoError(t, yaml.Unmarshal(doc, &h))
 				// Feed namespaces through the same offline path so overrides apply.
 				if _, _, err := off.InjectDocument(context.Background(), doc); err != nil {
 					t.Fatal(err)
 				}
-				kind := KindOf(gvkOf(h))
-				if kind == KindUnknown || kind == KindNamespace {
+				if _, ok := jobs.Builtin().For(h.GVK()); !ok {
 					continue
 				}
-				res, err := off.Injector.Inject(context.Background(), Request{Kind: kind, Namespace: h.Metadata.Namespace, Raw: raw,
+				res, err := off.Injector.Inject(context.Background(), Request{GVK: h.GVK(), Namespace: h.Metadata.Namespace, Raw: raw,
 					OptedIn: true, NamespaceAnnotations: nonNil(off.namespaces[h.Metadata.Namespace])})
 				require.NoError(t, err)
 				assert.Empty(t, res.Patch, "second pass over %s must change nothing", h.Metadata.Name)

@@ -8,31 +8,28 @@ import (
 	"fmt"
 
 	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
 )
 
-// NamespaceAnnotations returns a namespace's annotations; found is false for
-// an unknown namespace. The webhook backs it with the manager's informer.
-type NamespaceAnnotations func(ctx context.Context, name string) (annotations map[string]string, found bool, err error)
-
 // Injector decides whether an object is mutated and computes the patch.
 type Injector struct {
-	Config *policy.Config
-	// OwnNamespace is trainguard's namespace, never mutated.
-	OwnNamespace string
-	// Namespaces looks up namespace annotations (opt-in and overrides).
-	Namespaces NamespaceAnnotations
+	Scope
 	// Avoider gives the nodes a new pod must avoid; nil means none.
 	Avoider mutators.NodeAvoider
-	types   typeCache
+	// Kinds are the kinds handled; the zero value means jobs.Builtin().
+	Kinds *jobs.Kinds
+	types typeCache
 }
 
 // Request is one object to mutate.
 type Request struct {
-	Kind      Kind
+	GVK       schema.GroupVersionKind
 	Namespace string
 	Raw       []byte
 	// OptedIn skips the namespace opt-in check (trainguard inject).
@@ -49,39 +46,90 @@ type Result struct {
 	Skipped  string
 }
 
+func (i *Injector) kinds() jobs.Kinds {
+	if i.Kinds == nil {
+		return jobs.Builtin()
+	}
+	return *i.Kinds
+}
+
 // Inject mutates req's object as the webhook would.
 func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
+	adapter, ok := i.kinds().For(req.GVK)
+	if !ok {
+		return Result{Skipped: "kind not handled"}, nil
+	}
 	nsAnn := req.NamespaceAnnotations
 	if nsAnn == nil && !req.OptedIn {
-		if reason := i.namespaceSkip(req.Namespace); reason != "" {
-			return Result{Skipped: reason}, nil
-		}
-		ann, found, err := i.Namespaces(ctx, req.Namespace)
-		if err != nil {
-			return Result{}, fmt.Errorf("looking up namespace %q: %w", req.Namespace, err)
-		}
-		if !found {
-			return Result{Skipped: "namespace " + req.Namespace + " not found"}, nil
-		}
-		if !contract.NamespaceEnabled(i.Config.ClusterWide, ann) {
-			return Result{Skipped: "namespace " + req.Namespace + " has not opted in"}, nil
+		ann, skip, err := i.Scope.Namespace(ctx, req.Namespace)
+		if err != nil || skip != "" {
+			return Result{Skipped: skip}, err
 		}
 		nsAnn = ann
 	}
-	switch req.Kind {
-	case KindKubeflowPyTorchJob:
-		return i.injectKubeflowJob(req.Raw, nsAnn)
-	case KindKubeDLPyTorchJob:
-		return i.injectKubeDLJob(req.Raw, nsAnn)
-	case KindPod:
-		return i.injectPod(ctx, req.Namespace, req.Raw, nsAnn)
+	job, err := adapter.Decode(req.Raw)
+	if err != nil {
+		return Result{}, err
 	}
-	return Result{Skipped: "kind not handled"}, nil
+	if contract.OptedOut(job.Meta().Annotations) {
+		return Result{Skipped: adapter.GVK().Kind + " opted out with " + contract.AnnotationInject + "=" + contract.InjectDisabled}, nil
+	}
+	base, err := baseline(adapter, job, req.Raw)
+	if err != nil {
+		return Result{}, err
+	}
+	p, warnings := policy.Resolve(i.Config, nsAnn, job.Meta().Annotations)
+	var more []string
+	var skip string
+	if pod, isPod := job.(jobs.PodJob); isPod {
+		more, skip, err = i.mutatePod(ctx, pod, p, req.Namespace)
+	} else {
+		more = mutateTemplates(job, p)
+	}
+	if err != nil || skip != "" {
+		return Result{Skipped: skip}, err
+	}
+	ops, err := typedDiff(&i.types, base.Object(), job.Object())
+	if err != nil {
+		return Result{}, fmt.Errorf("diffing mutated %s: %w", adapter.GVK().Kind, err)
+	}
+	return Result{Patch: ops, Warnings: append(warnings, more...)}, nil
 }
 
-func (i *Injector) namespaceSkip(ns string) string {
-	if i.Config.Excluded(ns) || (i.OwnNamespace != "" && ns == i.OwnNamespace) {
-		return "namespace " + ns + " is excluded"
+// baseline is an untouched copy of job to diff against: a deep copy for a
+// Pod (cheaper than decoding), else a second decode (the local job types
+// have no generated DeepCopy).
+func baseline(adapter jobs.Adapter, job jobs.Job, raw []byte) (jobs.Job, error) {
+	if pod, isPod := job.(jobs.PodJob); isPod {
+		return jobs.PodJob{Pod: pod.DeepCopy()}, nil
 	}
-	return ""
+	return adapter.Decode(raw)
+}
+
+// mutateTemplates runs the template chain on every pod template of a job
+// and puts the job-level vocabulary on the job itself.
+func mutateTemplates(job jobs.Job, p *contract.Policy) []string {
+	var applied, warnings []string
+	for _, tpl := range job.Templates() {
+		// A template without containers is invalid and the validating
+		// webhook says so; there is nothing to inject into.
+		if len(tpl.Spec.Containers) == 0 {
+			continue
+		}
+		t := &mutators.Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where()}
+		applied = append(applied, mutators.InjectTemplate(t)...)
+		warnings = append(warnings, t.Warnings()...)
+	}
+	markJob(job.Meta(), p, applied)
+	return warnings
+}
+
+// markJob puts MindCluster's job-level vocabulary on the job itself (where
+// MindCluster reads it) and the marker listing what any template received.
+func markJob(meta *metav1.ObjectMeta, p *contract.Policy, applied []string) {
+	t := &mutators.Target{Meta: meta, Policy: p}
+	if p.Enabled(contract.InjectionRecoverStrategy) {
+		mutators.RecoverStrategy(t)
+	}
+	mutators.Mark(meta, applied)
 }

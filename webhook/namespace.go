@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/optin"
 )
 
@@ -19,7 +20,7 @@ func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.Admissio
 		return allowed(nil)
 	}
 	var ns corev1.Namespace
-	if err := decodeObject(req.Object.Raw, &ns); err != nil {
+	if err := jobs.Decode(req.Object.Raw, &ns); err != nil {
 		return errored(http.StatusBadRequest, fmt.Errorf("decoding Namespace: %w", err))
 	}
 	base := ns.DeepCopy()

@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -23,61 +23,81 @@ type Offline struct {
 
 // NewOffline returns an offline injector using cfg.
 func NewOffline(cfg *policy.Config) *Offline {
-	return &Offline{Injector: &Injector{Config: cfg}, namespaces: map[string]map[string]string{}}
-}
-
-// typeHeader is what every document declares about itself.
-type typeHeader struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name        string            `json:"name"`
-		Namespace   string            `json:"namespace"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
+	return &Offline{Injector: &Injector{Scope: Scope{Config: cfg}}, namespaces: map[string]map[string]string{}}
 }
 
 // InjectDocument returns doc mutated, or doc unchanged (byte for byte) when
-// trainguard does not handle it or nothing applies.
+// trainguard does not handle it or nothing applies. A v1 List has each of
+// its items mutated, as `trainguard validate` checks each.
 func (o *Offline) InjectDocument(ctx context.Context, doc []byte) ([]byte, []string, error) {
 	raw, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parsing YAML: %w", err)
 	}
-	var h typeHeader
-	if err := json.Unmarshal(raw, &h); err != nil {
-		// Not an object (a list or a scalar): nothing for trainguard.
-		return doc, nil, nil
-	}
-	kind := KindOf(schema.FromAPIVersionAndKind(h.APIVersion, h.Kind))
-	if kind == KindNamespace {
-		o.namespaces[h.Metadata.Name] = h.Metadata.Annotations
-		return doc, nil, nil
-	}
-	if kind == KindUnknown {
-		return doc, nil, nil
-	}
-	nsAnn := o.namespaces[h.Metadata.Namespace]
-	if nsAnn == nil {
-		nsAnn = map[string]string{}
-	}
-	res, err := o.Injector.Inject(ctx, Request{Kind: kind, Namespace: h.Metadata.Namespace, Raw: raw, OptedIn: true, NamespaceAnnotations: nsAnn})
-	if err != nil {
-		return nil, nil, err
-	}
-	warnings := prefixWarnings(h.Kind+"/"+h.Metadata.Name, res.Warnings)
-	if len(res.Patch) == 0 {
-		return doc, warnings, nil
-	}
-	out, err := ApplyPatch(raw, res)
-	if err != nil {
-		return nil, warnings, err
+	out, warnings, err := o.injectObject(ctx, raw)
+	if err != nil || out == nil {
+		return doc, warnings, err
 	}
 	y, err := yaml.JSONToYAML(out)
 	if err != nil {
 		return nil, warnings, fmt.Errorf("encoding YAML: %w", err)
 	}
 	return y, warnings, nil
+}
+
+// injectObject mutates one JSON object; nil out means unchanged.
+func (o *Offline) injectObject(ctx context.Context, raw []byte) ([]byte, []string, error) {
+	var h jobs.Header
+	if err := json.Unmarshal(raw, &h); err != nil {
+		// Not an object (a scalar): nothing for trainguard.
+		return nil, nil, nil
+	}
+	switch {
+	case h.GVK() == namespaceGVK():
+		o.namespaces[h.Metadata.Name] = h.Metadata.Annotations
+		return nil, nil, nil
+	case h.IsList():
+		return o.injectList(ctx, raw)
+	}
+	nsAnn := o.namespaces[h.Metadata.Namespace]
+	if nsAnn == nil {
+		nsAnn = map[string]string{}
+	}
+	res, err := o.Injector.Inject(ctx, Request{GVK: h.GVK(), Namespace: h.Metadata.Namespace, Raw: raw, OptedIn: true, NamespaceAnnotations: nsAnn})
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings := prefixWarnings(h.Kind+"/"+h.Metadata.Name, res.Warnings)
+	if len(res.Patch) == 0 {
+		return nil, warnings, nil
+	}
+	out, err := ApplyPatch(raw, res)
+	return out, warnings, err
+}
+
+// injectList mutates each item of a v1 List; nil out when none changed.
+func (o *Offline) injectList(ctx context.Context, raw []byte) ([]byte, []string, error) {
+	items, err := jobs.ListItems(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	var warnings []string
+	changed := false
+	for n, item := range items {
+		out, ws, err := o.injectObject(ctx, item)
+		warnings = append(warnings, ws...)
+		if err != nil {
+			return nil, warnings, fmt.Errorf("List item %d: %w", n, err)
+		}
+		if out != nil {
+			items[n], changed = out, true
+		}
+	}
+	if !changed {
+		return nil, warnings, nil
+	}
+	out, err := jobs.ReplaceListItems(raw, items)
+	return out, warnings, err
 }
 
 // ApplyPatch applies a Result's patch to raw JSON, as the API server would.

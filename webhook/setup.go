@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -17,12 +19,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
 	"github.com/trainguard/trainguard/validators"
 )
 
-// Endpoint paths, documented in the README and used by the chart.
+// Endpoint paths, documented in the README and used by the chart. The
+// job kinds' paths are MutatePath/ValidatePath of their GVK; these
+// constants name them for readers and tests.
 const (
 	PathMutateKubeflowJob   = "/mutate-kubeflow-org-v1-pytorchjob"
 	PathMutateKubeDLJob     = "/mutate-training-kubedl-io-v1alpha1-pytorchjob"
@@ -40,10 +45,13 @@ type Options struct {
 	OwnNamespace string
 	// Avoider feeds node anti-affinity from the rescheduler's record; may be nil.
 	Avoider mutators.NodeAvoider
+	// Kinds are the kinds served; nil means jobs.Builtin().
+	Kinds *jobs.Kinds
 }
 
 // Server holds what every trainguard admission endpoint shares.
 type Server struct {
+	scope     *Scope
 	injector  *Injector
 	validator *validators.Validator
 	metrics   *admissionMetrics
@@ -52,9 +60,11 @@ type Server struct {
 
 // NewServer builds the endpoints' shared state; lookup reads namespaces.
 func NewServer(opts Options, lookup NamespaceAnnotations, m *admissionMetrics, log logr.Logger) *Server {
+	scope := Scope{Config: opts.Config, OwnNamespace: opts.OwnNamespace, Namespaces: lookup}
 	return &Server{
-		injector:  &Injector{Config: opts.Config, OwnNamespace: opts.OwnNamespace, Namespaces: lookup, Avoider: opts.Avoider},
-		validator: validators.New(opts.Config),
+		scope:     &scope,
+		injector:  &Injector{Scope: scope, Avoider: opts.Avoider, Kinds: opts.Kinds},
+		validator: validators.New(opts.Config).WithKinds(opts.Kinds),
 		metrics:   m,
 		log:       log,
 	}
@@ -82,19 +92,37 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	return nil
 }
 
-// Handlers maps every endpoint path to its handler.
+// Handlers maps every endpoint path to its handler: a mutating and a
+// validating endpoint per kind (named after its GVK, as kubebuilder names
+// them), plus the Namespace endpoints.
 func (s *Server) Handlers() map[string]http.Handler {
-	return map[string]http.Handler{
-		PathMutateKubeflowJob:   s.handler("mutate-pytorchjob", s.mutate(KindKubeflowPyTorchJob)),
-		PathMutateKubeDLJob:     s.handler("mutate-kubedl-pytorchjob", s.mutate(KindKubeDLPyTorchJob)),
-		PathMutatePod:           s.handler("mutate-pod", s.mutate(KindPod)),
-		PathMutateNamespace:     s.handler("mutate-namespace", s.mirrorNamespaceLabel),
-		PathValidateKubeflowJob: s.handler("validate-pytorchjob", s.validate(KindKubeflowPyTorchJob)),
-		PathValidateKubeDLJob:   s.handler("validate-kubedl-pytorchjob", s.validate(KindKubeDLPyTorchJob)),
-		PathValidatePod:         s.handler("validate-pod", s.validate(KindPod)),
-		PathValidateNamespace:   s.handler("validate-namespace", s.validate(KindNamespace)),
+	h := map[string]http.Handler{
+		PathMutateNamespace:   s.handler("mutate-namespace", s.mirrorNamespaceLabel),
+		PathValidateNamespace: s.handler("validate-namespace", s.validate(namespaceGVK())),
 	}
+	for _, a := range s.injector.kinds().All() {
+		h[MutatePath(a.GVK())] = s.handler("mutate-"+a.Name(), s.mutate(a.GVK()))
+		h[ValidatePath(a.GVK())] = s.handler("validate-"+a.Name(), s.validate(a.GVK()))
+	}
+	return h
 }
+
+// MutatePath is the mutating endpoint of a kind: /mutate-<group>-<version>-<kind>,
+// dots in the group as dashes, the core group left out.
+func MutatePath(gvk schema.GroupVersionKind) string { return "/mutate-" + pathSuffix(gvk) }
+
+// ValidatePath is the validating endpoint of a kind (see MutatePath).
+func ValidatePath(gvk schema.GroupVersionKind) string { return "/validate-" + pathSuffix(gvk) }
+
+func pathSuffix(gvk schema.GroupVersionKind) string {
+	s := strings.ToLower(gvk.Version + "-" + gvk.Kind)
+	if gvk.Group != "" {
+		s = strings.ReplaceAll(gvk.Group, ".", "-") + "-" + s
+	}
+	return s
+}
+
+func namespaceGVK() schema.GroupVersionKind { return corev1.SchemeGroupVersion.WithKind("Namespace") }
 
 func (s *Server) handler(name string, admit admitFunc) http.Handler {
 	return &reviewHandler{name: name, admit: s.metrics.instrument(name, admit), log: s.log.WithValues("webhook", name)}

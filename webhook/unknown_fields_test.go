@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -21,8 +22,8 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 "pytorchReplicaSpecs":{"Worker":{"replicas":1,"futureReplicaField":"keep-me",
 "template":{"spec":{"futurePodField":true,"containers":[{"name":"pytorch","image":"i","futureContainerField":{"a":"b"}}]}}}}},
 "status":{"conditions":[{"type":"Created","status":"True"}],"replicaStatuses":{"Worker":{"active":1}}}}`)
-	inj := &Injector{Config: policy.DefaultConfig()}
-	res, err := inj.Inject(context.Background(), Request{Kind: KindKubeflowPyTorchJob, Namespace: "team-a", Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+	inj := &Injector{Scope: Scope{Config: policy.DefaultConfig()}}
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob{}.GVK(), Namespace: "team-a", Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Patch)
 	out, err := ApplyPatch(raw, res)
@@ -72,8 +73,8 @@ spec:
         spec:
           containers: [{name: pytorch, image: i}]`))
 	require.NoError(t, err)
-	inj := &Injector{Config: policy.DefaultConfig()}
-	res, err := inj.Inject(context.Background(), Request{Kind: KindKubeflowPyTorchJob, Raw: in, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+	inj := &Injector{Scope: Scope{Config: policy.DefaultConfig()}}
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob{}.GVK(), Raw: in, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	for _, op := range res.Patch {
 		assert.NotEqual(t, "/spec", op.Path)

@@ -6,9 +6,9 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/validators"
 )
@@ -17,7 +17,8 @@ const validateLong = `Validate reads one or more YAML documents and checks them 
 same rules the validating webhook applies:
 
   - kubeflow.org/v1 PyTorchJob: everything the training operator's webhook
-    checks, plus the elastic policy (min/max replicas, Worker count within
+    checks (a Master must set replicas: 1, as kubeflow requires), plus the
+    elastic policy (min/max replicas, Worker count within
     them, rendezvous backend, host, port and config, maxRestarts, standalone,
     nprocPerNode);
   - training.kubedl.io/v1alpha1 PyTorchJob: enableElastic, elasticPolicy,
@@ -115,17 +116,6 @@ type documentReport struct {
 	warnings []string
 }
 
-// header is the part of any object needed to route and name it.
-type header struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name         string `json:"name"`
-		GenerateName string `json:"generateName"`
-		Namespace    string `json:"namespace"`
-	} `json:"metadata"`
-}
-
 // validateDocument checks one YAML document. A document that is not a
 // Kubernetes object, or not a decodable one of its kind, is invalid. A v1
 // List (what kubectl get -o yaml prints) gives one report per item.
@@ -141,7 +131,7 @@ func validateDocument(v *validators.Validator, index int, doc []byte) []document
 // validateObject checks one JSON object; fallback names it when it has no name.
 func validateObject(v *validators.Validator, fallback string, raw []byte) []documentReport {
 	report := documentReport{name: fallback}
-	var h header
+	var h jobs.Header
 	if err := json.Unmarshal(raw, &h); err != nil {
 		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: %v", err))
 		return []documentReport{report}
@@ -151,11 +141,10 @@ func validateObject(v *validators.Validator, fallback string, raw []byte) []docu
 		return []documentReport{report}
 	}
 	report.name = documentName(h, fallback)
-	gvk := schema.FromAPIVersionAndKind(h.APIVersion, h.Kind)
-	if gvk == schema.FromAPIVersionAndKind("v1", "List") {
+	if h.IsList() {
 		return validateList(v, report.name, raw)
 	}
-	res, err := v.Validate(validators.Object{GVK: gvk, Raw: raw})
+	res, err := v.Validate(validators.Object{GVK: h.GVK(), Raw: raw})
 	if err != nil {
 		report.errors = append(report.errors, err.Error())
 		return []documentReport{report}
@@ -169,14 +158,12 @@ func validateObject(v *validators.Validator, fallback string, raw []byte) []docu
 
 // validateList checks each item of a v1 List as its own document.
 func validateList(v *validators.Validator, listName string, raw []byte) []documentReport {
-	var list struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return []documentReport{{name: listName, errors: []string{fmt.Sprintf("decoding List: %v", err)}}}
+	items, err := jobs.ListItems(raw)
+	if err != nil {
+		return []documentReport{{name: listName, errors: []string{err.Error()}}}
 	}
 	var reports []documentReport
-	for i, item := range list.Items {
+	for i, item := range items {
 		reports = append(reports, validateObject(v, fmt.Sprintf("%s item %d", listName, i), item)...)
 	}
 	return reports
@@ -184,7 +171,7 @@ func validateList(v *validators.Validator, listName string, raw []byte) []docume
 
 // documentName is Kind/namespace/name, Kind/name without a namespace, and
 // names the position for objects with neither name nor generateName.
-func documentName(h header, fallback string) string {
+func documentName(h jobs.Header, fallback string) string {
 	name := h.Metadata.Name
 	if name == "" {
 		name = h.Metadata.GenerateName

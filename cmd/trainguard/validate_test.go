@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/trainguard/trainguard/internal/jobs"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -324,7 +326,7 @@ func hasPyTorchJob(t *testing.T, path string) bool {
 	docs, err := readDocuments(path, nil)
 	require.NoError(t, err)
 	for _, doc := range docs {
-		var h header
+		var h jobs.Header
 		if yaml.Unmarshal(doc, &h) == nil && h.Kind == "PyTorchJob" && h.APIVersion == "kubeflow.org/v1" {
 			return true
 		}
