@@ -48,8 +48,10 @@ test-python:
 	cd sdk/python && $(PYTHON) -m unittest discover -s tests -v
 
 .PHONY: golden
-golden: ## Regenerate golden files (testdata/*.out.yaml).
-	$(GO) test ./webhook/... ./mutators/... -run Golden -update
+golden: ## Regenerate every golden file: webhook/testdata/*.out.yaml (checked offline and over HTTP) and docs/validation-rules.md.
+	$(GO) test ./webhook/ -run '^TestGolden$$' -count=1 -update
+	$(GO) test ./validators/ -run Golden -count=1 -update
+	$(GO) test ./webhook/ ./validators/ -run Golden -count=1
 
 .PHONY: bench
 bench: ## Handler benchmarks (figures in README).

@@ -75,38 +75,69 @@ func splitDocs(t testing.TB, in []byte) [][]byte {
 }
 
 // TestGolden checks testdata/<case>.in.yaml → <case>.out.yaml (plus the
-// warnings, in <case>.warnings.txt). Run with -update to regenerate.
+// warnings, in <case>.warnings.txt) through both paths that mutate, like
+// Istio's injector tests: offline (`trainguard inject`) and the HTTP
+// admission endpoint, one AdmissionReview per object, its JSON patch
+// applied as the API server would. `make golden` (-update) rewrites the
+// files from the offline path; the HTTP path must then agree with them.
 func TestGolden(t *testing.T) {
 	cfg := goldenConfig(t)
 	for _, name := range goldenCases(t) {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join("testdata", name+".in.yaml"))
-			require.NoError(t, err)
+		in, err := os.ReadFile(filepath.Join("testdata", name+".in.yaml"))
+		require.NoError(t, err)
+		outPath := filepath.Join("testdata", name+".out.yaml")
+		warnPath := filepath.Join("testdata", name+".warnings.txt")
+		t.Run(name+"/offline", func(t *testing.T) {
 			got, warnings := runOffline(t, cfg, in)
-			gotWarnings := []byte(strings.Join(warnings, "\n"))
-			outPath := filepath.Join("testdata", name+".out.yaml")
-			warnPath := filepath.Join("testdata", name+".warnings.txt")
 			if *update {
-				require.NoError(t, os.WriteFile(outPath, got, 0o644))
-				if len(warnings) > 0 {
-					require.NoError(t, os.WriteFile(warnPath, append(gotWarnings, '\n'), 0o644))
-				} else {
-					_ = os.Remove(warnPath)
-				}
+				writeGolden(t, outPath, warnPath, got, warnings)
 				return
 			}
-			want, err := os.ReadFile(outPath)
-			require.NoError(t, err, "missing golden file; run: go test ./webhook -run Golden -update")
-			assert.Equal(t, string(want), string(got), "stale golden file %s; run: go test ./webhook -run Golden -update", outPath)
-			wantWarnings, err := os.ReadFile(warnPath)
-			if os.IsNotExist(err) {
-				wantWarnings = nil
-			} else {
-				require.NoError(t, err)
-			}
-			assert.Equal(t, strings.TrimSpace(string(wantWarnings)), string(gotWarnings), "stale warnings file %s", warnPath)
+			assertGolden(t, outPath, warnPath, got, warnings)
+		})
+		t.Run(name+"/http", func(t *testing.T) {
+			got, warnings := runHTTP(t, cfg, in)
+			assertGolden(t, outPath, warnPath, got, warnings)
 		})
 	}
+}
+
+// TestNoOrphanGoldenFiles fails on an output whose input was removed: a
+// stale golden file must not linger looking like a tested case.
+func TestNoOrphanGoldenFiles(t *testing.T) {
+	outs, err := filepath.Glob("testdata/*.out.yaml")
+	require.NoError(t, err)
+	warns, err := filepath.Glob("testdata/*.warnings.txt")
+	require.NoError(t, err)
+	for _, f := range append(outs, warns...) {
+		base := strings.TrimSuffix(strings.TrimSuffix(f, ".out.yaml"), ".warnings.txt")
+		_, err := os.Stat(base + ".in.yaml")
+		assert.NoError(t, err, "%s has no input; delete it or restore %s.in.yaml", f, base)
+	}
+}
+
+func writeGolden(t *testing.T, outPath, warnPath string, got []byte, warnings []string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(outPath, got, 0o644))
+	if len(warnings) > 0 {
+		require.NoError(t, os.WriteFile(warnPath, []byte(strings.Join(warnings, "\n")+"\n"), 0o644))
+	} else if err := os.Remove(warnPath); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+}
+
+func assertGolden(t *testing.T, outPath, warnPath string, got []byte, warnings []string) {
+	t.Helper()
+	want, err := os.ReadFile(outPath)
+	require.NoError(t, err, "missing golden file; run: make golden")
+	assert.Equal(t, string(want), string(got), "stale golden file %s; run: make golden", outPath)
+	wantWarnings, err := os.ReadFile(warnPath)
+	if os.IsNotExist(err) {
+		wantWarnings = nil
+	} else {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, strings.TrimSpace(string(wantWarnings)), strings.Join(warnings, "\n"), "stale warnings file %s; run: make golden", warnPath)
 }
 
 // TestGoldenOutputsAreIdempotent re-runs the injector on every golden output
