@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 
+	jsoniter "github.com/json-iterator/go"
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -19,18 +21,28 @@ import (
 // mentioned, so they survive on the API server untouched.
 //
 // Whether a parent exists in the raw object is read off before: a nil
-// pointer, map or slice, or a zero struct, may be absent from raw, so the
-// change is written as one "add" of the whole parent. Object members are
-// always written with "add", which JSON Patch defines as set-or-replace.
-func typedDiff(types *typeCache, before, after any) ([]jsonpatch.Operation, error) {
-	d := &differ{segs: make([]string, 0, 16), types: types}
+// pointer, map or slice is absent from raw (typed nil-ness mirrors raw
+// presence), so the change is written as one "add" of the whole parent. A
+// zero struct is ambiguous: it is absent from raw, or present holding only
+// fields the Go types do not declare (resources: {futureField: …}). Only
+// then is raw itself consulted, so the unknown fields are kept. Object
+// members are always written with "add", which JSON Patch defines as
+// set-or-replace.
+func typedDiff(types *typeCache, raw []byte, before, after any) ([]jsonpatch.Operation, error) {
+	d := &differ{segs: make([]string, 0, 16), index: make([]bool, 0, 16), types: types, raw: raw}
 	d.value(reflect.ValueOf(before), reflect.ValueOf(after))
-	return d.ops, d.err
+	if d.err != nil {
+		return nil, d.err
+	}
+	return d.ops, nil
 }
 
 type differ struct {
 	types *typeCache
+	raw   []byte
 	segs  []string
+	// index[i] is set when segs[i] is an array index.
+	index []bool
 	// inSlice is set while the last segment is an array index, where JSON
 	// Patch's "add" would insert: a changed element must be replaced.
 	inSlice bool
@@ -103,7 +115,7 @@ func (d *differ) whole(a, b reflect.Value) {
 	if reflect.DeepEqual(boxed(a), boxed(b)) {
 		return
 	}
-	d.emit(d.setOp(), clean(b))
+	d.emit(d.setOp(), d.clean(b))
 }
 
 func (d *differ) leaf(a, b reflect.Value) {
@@ -154,39 +166,43 @@ func (d *differ) structFields(info *typeInfo, a, b reflect.Value) {
 			d.value(fa, fb)
 			continue
 		}
-		d.segs = append(d.segs, f.name)
-		if f.plainStruct && fa.IsZero() {
-			// A zero struct may be absent from raw: write it whole if it changed.
-			if !fb.IsZero() {
-				d.emit("add", clean(fb))
-			}
+		d.push(f.name, false)
+		if f.plainStruct && fa.IsZero() && !fb.IsZero() && !d.rawHasObject() {
+			// Absent from raw: write it whole.
+			d.emit("add", d.clean(fb))
 		} else {
 			d.value(fa, fb)
 		}
-		d.segs = d.segs[:len(d.segs)-1]
+		d.pop()
 	}
 }
 
 func (d *differ) mapEntries(a, b reflect.Value) {
+	if a.Type().Key().Kind() != reflect.String {
+		// JSON object keys are strings; a Go type with other keys would
+		// need its own encoding, which the differ does not guess.
+		d.fail(fmt.Errorf("%s: map key type %s is not a string", joinPointer(d.segs), a.Type().Key()))
+		return
+	}
 	iter := b.MapRange()
 	for iter.Next() {
 		k := iter.Key()
 		d.inSlice = false
-		d.segs = append(d.segs, k.String())
+		d.push(k.String(), false)
 		av := a.MapIndex(k)
 		if !av.IsValid() {
-			d.emit("add", clean(iter.Value()))
+			d.emit("add", d.clean(iter.Value()))
 		} else {
 			d.value(av, iter.Value())
 		}
-		d.segs = d.segs[:len(d.segs)-1]
+		d.pop()
 	}
 	iter = a.MapRange()
 	for iter.Next() {
 		if !b.MapIndex(iter.Key()).IsValid() {
-			d.segs = append(d.segs, iter.Key().String())
+			d.push(iter.Key().String(), false)
 			d.emit("remove", nil)
-			d.segs = d.segs[:len(d.segs)-1]
+			d.pop()
 		}
 	}
 }
@@ -194,27 +210,62 @@ func (d *differ) mapEntries(a, b reflect.Value) {
 func (d *differ) sliceElems(a, b reflect.Value) {
 	n := min(a.Len(), b.Len())
 	for i := 0; i < n; i++ {
-		d.segs = append(d.segs, strconv.Itoa(i))
+		d.push(strconv.Itoa(i), true)
 		d.inSlice = true
 		d.value(a.Index(i), b.Index(i))
-		d.segs = d.segs[:len(d.segs)-1]
+		d.pop()
 	}
 	// Removals from the end first, so earlier indices stay valid.
 	for i := a.Len() - 1; i >= n; i-- {
-		d.segs = append(d.segs, strconv.Itoa(i))
+		d.push(strconv.Itoa(i), true)
 		d.emit("remove", nil)
-		d.segs = d.segs[:len(d.segs)-1]
+		d.pop()
 	}
 	for i := n; i < b.Len(); i++ {
 		d.inSlice = false
-		d.segs = append(d.segs, "-")
-		d.emit("add", clean(b.Index(i)))
-		d.segs = d.segs[:len(d.segs)-1]
+		d.push("-", false)
+		d.emit("add", d.clean(b.Index(i)))
+		d.pop()
 	}
+}
+
+func (d *differ) push(seg string, index bool) {
+	d.segs = append(d.segs, seg)
+	d.index = append(d.index, index)
+}
+
+func (d *differ) pop() {
+	d.segs = d.segs[:len(d.segs)-1]
+	d.index = d.index[:len(d.index)-1]
 }
 
 func (d *differ) emit(op string, value any) {
 	d.ops = append(d.ops, jsonpatch.Operation{Operation: op, Path: joinPointer(d.segs), Value: value})
+}
+
+// fail records the first error; the walk stops at the next value.
+func (d *differ) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// rawHasObject reports whether raw holds a JSON object at the current
+// path. It scans raw without decoding it, and runs only when a zero struct
+// changed, so the common paths pay nothing for it.
+func (d *differ) rawHasObject() bool {
+	path := make([]any, len(d.segs))
+	for i, s := range d.segs {
+		path[i] = s
+		if d.index[i] {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return false
+			}
+			path[i] = n
+		}
+	}
+	return jsoniter.Get(d.raw, path...).ValueType() == jsoniter.ObjectValue
 }
 
 // jsonName returns a struct field's JSON name and whether it is inlined.
@@ -234,7 +285,7 @@ func jsonName(f reflect.StructField) (string, bool) {
 // whose JSON form carries a null for an empty field (creationTimestamp);
 // it goes through a JSON tree without nulls so a patch adds only what
 // trainguard set. Everything else is marshalled as it is.
-func clean(v reflect.Value) any {
+func (d *differ) clean(v reflect.Value) any {
 	if v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem()
 	}
@@ -243,11 +294,13 @@ func clean(v reflect.Value) any {
 	}
 	b, err := json.Marshal(boxed(v))
 	if err != nil {
-		return boxed(v)
+		d.fail(fmt.Errorf("%s: encoding metadata: %w", joinPointer(d.segs), err))
+		return nil
 	}
 	var tree any
 	if err := json.Unmarshal(b, &tree); err != nil {
-		return boxed(v)
+		d.fail(fmt.Errorf("%s: re-reading metadata: %w", joinPointer(d.segs), err))
+		return nil
 	}
 	return prune(tree)
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/testing/builders"
 
 	"encoding/json"
 	"testing"
@@ -20,7 +21,7 @@ func roundTrip(t *testing.T, raw string, mutate func(*corev1.Pod)) corev1.Pod {
 	require.NoError(t, jobs.Decode([]byte(raw), &before))
 	after := before.DeepCopy()
 	mutate(after)
-	ops, err := typedDiff(&typeCache{}, &before, after)
+	ops, err := typedDiff(&typeCache{}, []byte(raw), &before, after)
 	require.NoError(t, err)
 	out, err := ApplyPatch([]byte(raw), Result{Patch: ops})
 	require.NoError(t, err, "ops %v", ops)
@@ -37,7 +38,9 @@ func TestTypedDiffCases(t *testing.T) {
 		"shrink an array":                    func(p *corev1.Pod) { p.Spec.Containers[0].Args = p.Spec.Containers[0].Args[:1] },
 		"grow an array":                      func(p *corev1.Pod) { p.Spec.Containers[0].Args = append(p.Spec.Containers[0].Args, "w") },
 		"remove a pointer member":            func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Limits = nil },
-		"add a nested struct":                func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptrTo(true)} },
+		"add a nested struct": func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: builders.Ptr(true)}
+		},
 		"change a quantity": func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2")
 		},
@@ -62,7 +65,7 @@ func TestTypedDiffCases(t *testing.T) {
 func TestTypedDiffUnchangedIsEmpty(t *testing.T) {
 	var p corev1.Pod
 	require.NoError(t, jobs.Decode([]byte(`{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1"}}}]}}`), &p))
-	ops, err := typedDiff(&typeCache{}, p.DeepCopy(), &p)
+	ops, err := typedDiff(&typeCache{}, nil, p.DeepCopy(), &p)
 	require.NoError(t, err)
 	assert.Empty(t, ops)
 }
@@ -73,8 +76,6 @@ func mustJSONOf(t *testing.T, v any) string {
 	require.NoError(t, err)
 	return string(b)
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func TestJoinPointerEscapes(t *testing.T) {
 	assert.Equal(t, "/metadata/annotations/trainguard.io~1injected", joinPointer([]string{"metadata", "annotations", "trainguard.io/injected"}))

@@ -89,7 +89,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	if err != nil || skip != "" {
 		return Result{Skipped: skip}, err
 	}
-	ops, err := typedDiff(&i.types, base.Object(), job.Object())
+	ops, err := typedDiff(&i.types, req.Raw, base.Object(), job.Object())
 	if err != nil {
 		return Result{}, fmt.Errorf("diffing mutated %s: %w", adapter.GVK().Kind, err)
 	}

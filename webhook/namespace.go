@@ -27,7 +27,7 @@ func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.Admissio
 	if !optin.MirrorLabel(&ns.ObjectMeta) {
 		return allowed(nil)
 	}
-	ops, err := typedDiff(&s.injector.types, base, &ns)
+	ops, err := typedDiff(&s.injector.types, req.Object.Raw, base, &ns)
 	if err != nil {
 		return errored(http.StatusInternalServerError, err)
 	}
