@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"github.com/trainguard/trainguard/internal/testing/builders"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,7 @@ type targetBuilder struct {
 func newTarget(containers ...string) *targetBuilder {
 	b := &targetBuilder{}
 	for _, c := range containers {
-		b.spec.Containers = append(b.spec.Containers, corev1.Container{Name: c, Image: "img"})
+		b.spec.Containers = append(b.spec.Containers, builders.Container(c))
 	}
 	cfg := policy.DefaultConfig()
 	cfg.Checkpoint.Claim = "ckpt"

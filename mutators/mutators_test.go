@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"github.com/trainguard/trainguard/internal/testing/builders"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,9 +90,9 @@ func TestPreStopGracePeriodIsRaisedNeverLowered(t *testing.T) {
 		want    int64
 	}{
 		"unset uses kubelet default then raises": {nil, 1, 90},
-		"short is raised":                        {ptr(int64(10)), 1, 90},
-		"long is kept":                           {ptr(int64(600)), 1, 600},
-		"longer timeout":                         {ptr(int64(60)), 5, 330},
+		"short is raised":                        {builders.Ptr(int64(10)), 1, 90},
+		"long is kept":                           {builders.Ptr(int64(600)), 1, 600},
+		"longer timeout":                         {builders.Ptr(int64(60)), 5, 330},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

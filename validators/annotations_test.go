@@ -44,12 +44,12 @@ func TestAnnotationRules(t *testing.T) {
 		path string
 		obj  func(k, v string) Object
 	}{
-		{"job", "metadata.annotations", func(k, v string) Object { return job().withAnnotation(k, v).object() }},
+		{"job", "metadata.annotations", func(k, v string) Object { return object(job().WithAnnotation(k, v)) }},
 		{"template", "spec.pytorchReplicaSpecs[Worker].template.metadata.annotations", func(k, v string) Object {
-			return job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.Template.Annotations = map[string]string{k: v} }).object()
+			return object(job().WithReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.Template.Annotations = map[string]string{k: v} }))
 		}},
-		{"kubedl job", "metadata.annotations", func(k, v string) Object { return kubedlJob().withAnnotation(k, v).object() }},
-		{"pod", "metadata.annotations", func(k, v string) Object { return pod().withAnnotation(k, v).object() }},
+		{"kubedl job", "metadata.annotations", func(k, v string) Object { return object(kubedlJob().WithAnnotation(k, v)) }},
+		{"pod", "metadata.annotations", func(k, v string) Object { return object(pod().WithAnnotation(k, v)) }},
 		{"namespace", "metadata.annotations", func(k, v string) Object { return namespaceObject(map[string]string{k: v}, nil) }},
 	}
 	var cases []ruleCase
@@ -66,13 +66,13 @@ func TestAnnotationRules(t *testing.T) {
 
 func TestFaultSchedulingLabel(t *testing.T) {
 	runRuleCases(t, []ruleCase{
-		{name: "job label grace", obj: job().withLabel("fault-scheduling", "grace").object()},
-		{name: "job label bad", obj: job().withLabel("fault-scheduling", "soon").object(), errs: []string{"metadata.labels[fault-scheduling]"}},
-		{name: "template label bad", obj: job().withReplica("Master", func(rs *kubeflowv1.ReplicaSpec) {
+		{name: "job label grace", obj: object(job().WithLabel("fault-scheduling", "grace"))},
+		{name: "job label bad", obj: object(job().WithLabel("fault-scheduling", "soon")), errs: []string{"metadata.labels[fault-scheduling]"}},
+		{name: "template label bad", obj: object(job().WithReplica("Master", func(rs *kubeflowv1.ReplicaSpec) {
 			rs.Template.Labels = map[string]string{"fault-scheduling": "Grace"}
-		}).object(), errs: []string{"spec.pytorchReplicaSpecs[Master].template.metadata.labels[fault-scheduling]"}},
-		{name: "pod label off", obj: pod().with(func(p *corev1.Pod) { p.Labels = map[string]string{"fault-scheduling": "off"} }).object()},
-		{name: "pod label bad", obj: pod().with(func(p *corev1.Pod) { p.Labels = map[string]string{"fault-scheduling": ""} }).object(),
+		})), errs: []string{"spec.pytorchReplicaSpecs[Master].template.metadata.labels[fault-scheduling]"}},
+		{name: "pod label off", obj: object(pod().With(func(p *corev1.Pod) { p.Labels = map[string]string{"fault-scheduling": "off"} }))},
+		{name: "pod label bad", obj: object(pod().With(func(p *corev1.Pod) { p.Labels = map[string]string{"fault-scheduling": ""} })),
 			errs: []string{"metadata.labels[fault-scheduling]"}},
 		{name: "namespace label bad", obj: namespaceObject(nil, map[string]string{"fault-scheduling": "x"}), errs: []string{"metadata.labels[fault-scheduling]"}},
 	})

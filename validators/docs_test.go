@@ -1,6 +1,8 @@
 package validators
 
 import (
+	"github.com/trainguard/trainguard/internal/testing/builders"
+
 	"flag"
 	"fmt"
 	"os"
@@ -37,76 +39,80 @@ func withNs(obj Object, ann map[string]string) Object { obj.NamespaceAnnotations
 
 func docRules() []docRule {
 	const kf, el, dl, an, cf = "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 PyTorchJob: elastic policy", "training.kubedl.io/v1alpha1 PyTorchJob", "Annotations and labels", "Cross-field checks (effective policy)"
-	ep := func(f func(*kubeflowv1.ElasticPolicy)) Object { return job().withElastic(1, 1).withPolicy(f).object() }
+	ep := func(f func(*kubeflowv1.ElasticPolicy)) Object { return object(job().WithElastic(1, 1).WithPolicy(f)) }
 	// The KubeDL examples have a checkpoint claim, so the no-checkpoint warning stays out of their rows.
-	dlJob := func() *dlJob { return kubedlJob().withAnnotation(contract.AnnotationCheckpointClaim, "ckpt") }
-	dlp := func(f func(*kubedlv1alpha1.ElasticPolicy)) Object { return dlJob().withPolicy(f).object() }
-	ann := func(k, v string) Object { return job().withAnnotation(k, v).object() }
+	dlJob := func() *builders.KubeDLJobWrapper {
+		return kubedlJob().WithAnnotation(contract.AnnotationCheckpointClaim, "ckpt")
+	}
+	dlp := func(f func(*kubedlv1alpha1.ElasticPolicy)) Object { return object(dlJob().WithPolicy(f)) }
+	ann := func(k, v string) Object { return object(job().WithAnnotation(k, v)) }
 	ports := func(p corev1.ContainerPort) Object {
-		return job().withWorkerContainer(func(c *corev1.Container) { c.Ports = []corev1.ContainerPort{p} }).object()
+		return object(job().WithWorkerContainer(func(c *corev1.Container) { c.Ports = []corev1.ContainerPort{p} }))
 	}
 	return []docRule{
-		{kf, "name is a DNS-1035 label", "metadata.name", false, job().withName("1-train").object()},
-		{kf, "pytorchReplicaSpecs is required", "spec.pytorchReplicaSpecs", false, job().withoutReplica("Master").withoutReplica("Worker").object()},
-		{kf, "only Master and Worker replica types", "spec.pytorchReplicaSpecs[Chief]", false, job().withReplica("Chief", func(*kubeflowv1.ReplicaSpec) {}).object()},
+		{kf, "name is a DNS-1035 label", "metadata.name", false, object(job().WithName("1-train"))},
+		{kf, "pytorchReplicaSpecs is required", "spec.pytorchReplicaSpecs", false, object(job().WithoutReplica("Master").WithoutReplica("Worker"))},
+		{kf, "only Master and Worker replica types", "spec.pytorchReplicaSpecs[Chief]", false, object(job().WithReplica("Chief", func(*kubeflowv1.ReplicaSpec) {}))},
 		{kf, "every replica has containers", "spec.pytorchReplicaSpecs[Worker].template.spec.containers", false,
-			job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.Template.Spec.Containers = nil }).object()},
+			object(job().WithReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.Template.Spec.Containers = nil }))},
 		{kf, "every container has an image", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image", false,
-			job().withWorkerContainer(func(c *corev1.Container) { c.Image = "" }).object()},
+			object(job().WithWorkerContainer(func(c *corev1.Container) { c.Image = "" }))},
 		{kf, "a container named pytorch exists", "spec.pytorchReplicaSpecs[Worker].template.spec.containers", false,
-			job().withWorkerContainer(func(c *corev1.Container) { c.Name = "main" }).object()},
-		{kf, "Master replicas is set and is 1 (kubeflow refuses it unset too)", "spec.pytorchReplicaSpecs[Master].replicas", false, job().withMaster(nil).object()},
-		{kf, "non-Master replicas ≥ 1 (unset means 1)", "spec.pytorchReplicaSpecs[Worker].replicas", false, job().withWorker(0).object()},
+			object(job().WithWorkerContainer(func(c *corev1.Container) { c.Name = "main" }))},
+		{kf, "Master replicas is set and is 1 (kubeflow refuses it unset too)", "spec.pytorchReplicaSpecs[Master].replicas", false, object(job().WithMaster(nil))},
+		{kf, "non-Master replicas ≥ 1 (unset means 1)", "spec.pytorchReplicaSpecs[Worker].replicas", false, object(job().WithWorker(0))},
 		{kf, "restartPolicy is Always, OnFailure, Never or ExitCode", "spec.pytorchReplicaSpecs[Worker].restartPolicy", false,
-			job().withReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.RestartPolicy = "Sometimes" }).object()},
-		{kf, "runPolicy.managedBy is the training operator or MultiKueue", "spec.runPolicy.managedBy", false, job().withManagedBy("example.com/mine").object()},
-		{kf, "runPolicy.managedBy is immutable (UPDATE)", "spec.runPolicy.managedBy", false, updatedFrom(job().withManagedBy("kueue.x-k8s.io/multikueue").object(), job())},
-		{kf, "nprocPerNode is auto, cpu, gpu or a positive integer", "spec.nprocPerNode", false, job().withNproc("0").object()},
+			object(job().WithReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) { rs.RestartPolicy = "Sometimes" }))},
+		{kf, "runPolicy.managedBy is the training operator or MultiKueue", "spec.runPolicy.managedBy", false, object(job().WithManagedBy("example.com/mine"))},
+		{kf, "runPolicy.managedBy is immutable (UPDATE)", "spec.runPolicy.managedBy", false, updatedFrom(object(job().WithManagedBy("kueue.x-k8s.io/multikueue")), job())},
+		{kf, "nprocPerNode is auto, cpu, gpu or a positive integer", "spec.nprocPerNode", false, object(job().WithNproc("0"))},
 
-		{el, "elasticPolicy requires a Worker", "spec.pytorchReplicaSpecs[Worker]", false, job().withElastic(1, 1).withoutReplica("Worker").withMaster(ptr[int32](1)).object()},
-		{el, "nProcPerNode is deprecated", "spec.elasticPolicy.nProcPerNode", true, ep(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](2) })},
+		{el, "elasticPolicy requires a Worker", "spec.pytorchReplicaSpecs[Worker]", false, object(job().WithElastic(1, 1).WithoutReplica("Worker").WithMaster(builders.Ptr[int32](1)))},
+		{el, "nProcPerNode is deprecated", "spec.elasticPolicy.nProcPerNode", true, ep(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = builders.Ptr[int32](2) })},
 		{el, "nProcPerNode is forbidden with spec.nprocPerNode", "spec.elasticPolicy.nProcPerNode", false,
-			job().withElastic(1, 1).withNproc("2").withPolicy(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](2) }).object()},
-		{el, "nProcPerNode ≥ 1", "spec.elasticPolicy.nProcPerNode", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = ptr[int32](0) })},
-		{el, "minReplicas ≥ 1", "spec.elasticPolicy.minReplicas", false, job().withElastic(0, 1).object()},
-		{el, "maxReplicas ≥ 1", "spec.elasticPolicy.maxReplicas", false, job().withElastic(1, 0).object()},
-		{el, "maxReplicas ≥ minReplicas", "spec.elasticPolicy.maxReplicas", false, job().withElastic(3, 2).withWorker(2).object()},
+			object(job().WithElastic(1, 1).WithNproc("2").WithPolicy(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = builders.Ptr[int32](2) }))},
+		{el, "nProcPerNode ≥ 1", "spec.elasticPolicy.nProcPerNode", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.NProcPerNode = builders.Ptr[int32](0) })},
+		{el, "minReplicas ≥ 1", "spec.elasticPolicy.minReplicas", false, object(job().WithElastic(0, 1))},
+		{el, "maxReplicas ≥ 1", "spec.elasticPolicy.maxReplicas", false, object(job().WithElastic(1, 0))},
+		{el, "maxReplicas ≥ minReplicas", "spec.elasticPolicy.maxReplicas", false, object(job().WithElastic(3, 2).WithWorker(2))},
 		{el, "Worker replicas within [minReplicas, maxReplicas] (an unset bound takes the other; neither means the Worker count)", "spec.pytorchReplicaSpecs[Worker].replicas", false,
-			job().withElastic(2, 4).withWorker(5).object()},
-		{el, "rdzvBackend is c10d, etcd or etcd-v2", "spec.elasticPolicy.rdzvBackend", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVBackend = ptr("zookeeper") })},
-		{el, "etcd and etcd-v2 need rdzvHost", "spec.elasticPolicy.rdzvHost", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVBackend = ptr("etcd") })},
-		{el, "rdzvPort is 1–65535", "spec.elasticPolicy.rdzvPort", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVPort = ptr[int32](0) })},
-		{el, "maxRestarts ≥ 0", "spec.elasticPolicy.maxRestarts", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.MaxRestarts = ptr[int32](-1) })},
+			object(job().WithElastic(2, 4).WithWorker(5))},
+		{el, "rdzvBackend is c10d, etcd or etcd-v2", "spec.elasticPolicy.rdzvBackend", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVBackend = builders.Ptr("zookeeper") })},
+		{el, "etcd and etcd-v2 need rdzvHost", "spec.elasticPolicy.rdzvHost", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVBackend = builders.Ptr("etcd") })},
+		{el, "rdzvPort is 1–65535", "spec.elasticPolicy.rdzvPort", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVPort = builders.Ptr[int32](0) })},
+		{el, "maxRestarts ≥ 0", "spec.elasticPolicy.maxRestarts", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.MaxRestarts = builders.Ptr[int32](-1) })},
 		{el, "rdzvConf keys are non-empty", "spec.elasticPolicy.rdzvConf[0].key", false, ep(func(p *kubeflowv1.ElasticPolicy) { p.RDZVConf = []kubeflowv1.RDZVConf{{Value: "1"}} })},
 		{el, "rdzvConf keys are unique", "spec.elasticPolicy.rdzvConf[1].key", false,
 			ep(func(p *kubeflowv1.ElasticPolicy) {
 				p.RDZVConf = []kubeflowv1.RDZVConf{{Key: "timeout"}, {Key: "timeout"}}
 			})},
 		{el, "standalone only on a single node", "spec.elasticPolicy.standalone", false,
-			job().withElastic(2, 2).withWorker(2).withPolicy(func(p *kubeflowv1.ElasticPolicy) { p.Standalone = ptr(true) }).object()},
+			object(job().WithElastic(2, 2).WithWorker(2).WithPolicy(func(p *kubeflowv1.ElasticPolicy) { p.Standalone = builders.Ptr(true) }))},
 		{el, "metrics need minReplicas < maxReplicas", "spec.elasticPolicy.metrics", true,
-			job().withElastic(2, 2).withWorker(2).withPolicy(func(p *kubeflowv1.ElasticPolicy) { p.Metrics = []kubeflowv1.MetricRaw{{"type": "Resource"}} }).object()},
+			object(job().WithElastic(2, 2).WithWorker(2).WithPolicy(func(p *kubeflowv1.ElasticPolicy) { p.Metrics = []kubeflowv1.MetricRaw{{"type": "Resource"}} }))},
 
 		{dl, "kubedl.io/enable-elastic-training is true or false", "metadata.annotations[kubedl.io/enable-elastic-training]", false,
-			dlJob().withAnnotation(kubedlv1alpha1.AnnotationEnableElastic, "yes").object()},
-		{dl, "enableElastic requires elasticPolicy", "spec.elasticPolicy", false, dlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.ElasticPolicy = nil }).object()},
-		{dl, "elasticPolicy without enableElastic is ignored", "spec.elasticPolicy", true, dlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.EnableElastic = false }).object()},
+			object(dlJob().WithAnnotation(kubedlv1alpha1.AnnotationEnableElastic, "yes"))},
+		{dl, "enableElastic requires elasticPolicy", "spec.elasticPolicy", false, object(dlJob().With(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.ElasticPolicy = nil }))},
+		{dl, "elasticPolicy without enableElastic is ignored", "spec.elasticPolicy", true, object(dlJob().With(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.EnableElastic = false }))},
 		{dl, "elastic scaling needs both bounds", "spec.elasticPolicy", true, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MaxReplicas = nil })},
 		{dl, "rdzvEndpoint is required for etcd", "spec.elasticPolicy.rdzvEndpoint", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.RDZVEndpoint = "" })},
 		{dl, "rdzvEndpoint is host:port", "spec.elasticPolicy.rdzvEndpoint", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.RDZVEndpoint = "etcd-service" })},
-		{dl, "minReplicas ≥ 1", "spec.elasticPolicy.minReplicas", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MinReplicas = ptr[int32](0) })},
-		{dl, "maxReplicas ≥ minReplicas", "spec.elasticPolicy.maxReplicas", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MinReplicas = ptr[int32](4) })},
+		{dl, "minReplicas ≥ 1", "spec.elasticPolicy.minReplicas", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MinReplicas = builders.Ptr[int32](0) })},
+		{dl, "maxReplicas ≥ minReplicas", "spec.elasticPolicy.maxReplicas", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MinReplicas = builders.Ptr[int32](4) })},
 		{dl, "Worker replicas within [minReplicas, maxReplicas] (when both are set)", "spec.pytorchReplicaSpecs[Worker].replicas", false,
-			dlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.PyTorchReplicaSpecs["Worker"].Replicas = ptr[int32](4) }).object()},
-		{dl, "maxRestarts ≥ 0", "spec.elasticPolicy.maxRestarts", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MaxRestarts = ptr[int32](-1) })},
-		{dl, "nProcPerNode ≥ 1", "spec.elasticPolicy.nProcPerNode", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.NProcPerNode = ptr[int32](0) })},
+			object(dlJob().With(func(j *kubedlv1alpha1.PyTorchJob) {
+				j.Spec.PyTorchReplicaSpecs["Worker"].Replicas = builders.Ptr[int32](4)
+			}))},
+		{dl, "maxRestarts ≥ 0", "spec.elasticPolicy.maxRestarts", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.MaxRestarts = builders.Ptr[int32](-1) })},
+		{dl, "nProcPerNode ≥ 1", "spec.elasticPolicy.nProcPerNode", false, dlp(func(p *kubedlv1alpha1.ElasticPolicy) { p.NProcPerNode = builders.Ptr[int32](0) })},
 
 		{an, "recover-strategy: no empty entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "recover,")},
 		{an, "recover-strategy: subset of retry, recover, recover-in-place, elastic-training, dump, exit", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "migrate")},
 		{an, "recover-strategy: no duplicate entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "dump,dump")},
 		{an, "MindCluster recover-strategy: same rules", "metadata.annotations[recover-strategy]", false, ann(contract.AnnotationMindClusterRecoverStrategy, "restart")},
 		{an, "fault-scheduling annotation: grace, force or off", "metadata.annotations[trainguard.io/fault-scheduling]", false, ann(contract.AnnotationFaultScheduling, "soon")},
-		{an, "MindCluster fault-scheduling label: grace, force or off", "metadata.labels[fault-scheduling]", false, job().withLabel(contract.LabelMindClusterFaultScheduling, "soon").object()},
+		{an, "MindCluster fault-scheduling label: grace, force or off", "metadata.labels[fault-scheduling]", false, object(job().WithLabel(contract.LabelMindClusterFaultScheduling, "soon"))},
 		{an, "checkpoint-claim is a DNS-1123 subdomain", "metadata.annotations[trainguard.io/checkpoint-claim]", false, ann(contract.AnnotationCheckpointClaim, "Ckpt_PVC")},
 		{an, "checkpoint-path is absolute", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(contract.AnnotationCheckpointPath, "ckpt")},
 		{an, "checkpoint-path is clean", "metadata.annotations[trainguard.io/checkpoint-path]", false, ann(contract.AnnotationCheckpointPath, "/mnt/../ckpt")},
@@ -124,10 +130,10 @@ func docRules() []docRule {
 		{cf, "TaskD on: the port name taskd-port is only used for the TaskD port", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].ports[0].name", false,
 			ports(corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9000})},
 		{cf, "integer nprocPerNode ≤ the training container's GPU limit", "spec.nprocPerNode", true,
-			job().withNproc("4").withWorkerContainer(func(c *corev1.Container) { c.Resources = gpuLimit(2) }).object()},
-		{cf, "an elastic job has a checkpoint volume", "spec.elasticPolicy", true, job().withElastic(1, 2).object()},
+			object(job().WithNproc("4").WithWorkerContainer(func(c *corev1.Container) { c.Resources = builders.GPULimit(2) }))},
+		{cf, "an elastic job has a checkpoint volume", "spec.elasticPolicy", true, object(job().WithElastic(1, 2))},
 		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(contract.AnnotationRecoverStrategy, "recover,elastic-training")},
-		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(job().object(), map[string]string{contract.AnnotationGPULimit: "lots"})},
+		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(object(job()), map[string]string{contract.AnnotationGPULimit: "lots"})},
 	}
 }
 

@@ -43,10 +43,10 @@ func seedJSON(tb testing.TB) [][]byte {
 		seeds = append(seeds, raw)
 	}
 	return append(seeds,
-		job().object().Raw,
-		job().withElastic(3, 1).withWorker(0).withNproc("x").object().Raw,
-		kubedlJob().object().Raw,
-		pod().withPorts(taskdPort()).object().Raw,
+		object(job()).Raw,
+		object(job().WithElastic(3, 1).WithWorker(0).WithNproc("x")).Raw,
+		object(kubedlJob()).Raw,
+		object(pod().WithPorts(taskdPort())).Raw,
 	)
 }
 
@@ -112,14 +112,14 @@ func FuzzKubeflowElastic(f *testing.F) {
 	f.Add(int32(0), int32(0), int32(5), true, "etcd-v2", int32(70000), int32(3), true, "4")
 	v := New(nil)
 	f.Fuzz(func(t *testing.T, minR, maxR, workers int32, setMin bool, backend string, port, restarts int32, standalone bool, nproc string) {
-		b := job().withoutReplica("Master").withWorker(workers).withNproc(nproc).withCheckpointVolume().
-			withPolicy(func(ep *kubeflowv1.ElasticPolicy) {
+		b := job().WithoutReplica("Master").WithWorker(workers).WithNproc(nproc).WithCheckpointVolume().
+			WithPolicy(func(ep *kubeflowv1.ElasticPolicy) {
 				ep.MaxReplicas, ep.RDZVBackend, ep.RDZVPort, ep.MaxRestarts, ep.Standalone = &maxR, &backend, &port, &restarts, &standalone
 				if setMin {
 					ep.MinReplicas = &minR
 				}
 			})
-		res, err := v.Validate(b.object())
+		res, err := v.Validate(object(b))
 		if err != nil {
 			t.Fatalf("decode of a typed job failed: %v", err)
 		}

@@ -1,24 +1,26 @@
 package validators
 
 import (
+	"github.com/trainguard/trainguard/internal/testing/builders"
+
 	"testing"
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 )
 
 func TestKubeDLJobRules(t *testing.T) {
-	policy := func(f func(*kubedlv1alpha1.ElasticPolicy)) Object { return kubedlJob().withPolicy(f).object() }
+	policy := func(f func(*kubedlv1alpha1.ElasticPolicy)) Object { return object(kubedlJob().WithPolicy(f)) }
 	runRuleCases(t, []ruleCase{
-		{name: "valid tutorial job", obj: kubedlJob().object()},
+		{name: "valid tutorial job", obj: object(kubedlJob())},
 
-		{name: "enable annotation true", obj: kubedlJob().withAnnotation("kubedl.io/enable-elastic-training", "true").object()},
-		{name: "enable annotation yes", obj: kubedlJob().withAnnotation("kubedl.io/enable-elastic-training", "yes").object(),
+		{name: "enable annotation true", obj: object(kubedlJob().WithAnnotation("kubedl.io/enable-elastic-training", "true"))},
+		{name: "enable annotation yes", obj: object(kubedlJob().WithAnnotation("kubedl.io/enable-elastic-training", "yes")),
 			errs: []string{"metadata.annotations[kubedl.io/enable-elastic-training]"}},
 
-		{name: "enableElastic without policy", obj: kubedlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.ElasticPolicy = nil }).object(),
+		{name: "enableElastic without policy", obj: object(kubedlJob().With(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.ElasticPolicy = nil })),
 			errs: []string{"spec.elasticPolicy"}},
-		{name: "not elastic, no policy", obj: kubedlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.EnableElastic, j.Spec.ElasticPolicy = false, nil }).object()},
-		{name: "policy without enableElastic is ignored", obj: kubedlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.EnableElastic = false }).object(),
+		{name: "not elastic, no policy", obj: object(kubedlJob().With(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.EnableElastic, j.Spec.ElasticPolicy = false, nil }))},
+		{name: "policy without enableElastic is ignored", obj: object(kubedlJob().With(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.EnableElastic = false })),
 			warn: "spec.elasticPolicy is ignored because spec.enableElastic is not true"},
 
 		{name: "rdzvEndpoint host:port", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.RDZVEndpoint = "10.0.0.1:2379" })},
@@ -32,22 +34,26 @@ func TestKubeDLJobRules(t *testing.T) {
 		{name: "etcd without endpoint", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.RDZVEndpoint = "" }),
 			errs: []string{"spec.elasticPolicy.rdzvEndpoint"}},
 
-		{name: "minReplicas 0", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.MinReplicas = ptr[int32](0) }),
+		{name: "minReplicas 0", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.MinReplicas = builders.Ptr[int32](0) }),
 			errs: []string{"spec.elasticPolicy.minReplicas"}},
-		{name: "maxReplicas below min", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.MinReplicas, ep.MaxReplicas = ptr[int32](3), ptr[int32](2) }),
+		{name: "maxReplicas below min", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) {
+			ep.MinReplicas, ep.MaxReplicas = builders.Ptr[int32](3), builders.Ptr[int32](2)
+		}),
 			errs: []string{"spec.elasticPolicy.maxReplicas"}},
-		{name: "Workers above max", obj: kubedlJob().with(func(j *kubedlv1alpha1.PyTorchJob) { j.Spec.PyTorchReplicaSpecs["Worker"].Replicas = ptr[int32](4) }).object(),
+		{name: "Workers above max", obj: object(kubedlJob().With(func(j *kubedlv1alpha1.PyTorchJob) {
+			j.Spec.PyTorchReplicaSpecs["Worker"].Replicas = builders.Ptr[int32](4)
+		})),
 			errs: []string{"spec.pytorchReplicaSpecs[Worker].replicas"}},
 		{name: "missing bound warns", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.MaxReplicas = nil }),
 			warn: "KubeDL scales a job only when both minReplicas and maxReplicas are set"},
 
-		{name: "maxRestarts -1", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.MaxRestarts = ptr[int32](-1) }),
+		{name: "maxRestarts -1", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.MaxRestarts = builders.Ptr[int32](-1) }),
 			errs: []string{"spec.elasticPolicy.maxRestarts"}},
-		{name: "nProcPerNode 0", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.NProcPerNode = ptr[int32](0) }),
+		{name: "nProcPerNode 0", obj: policy(func(ep *kubedlv1alpha1.ElasticPolicy) { ep.NProcPerNode = builders.Ptr[int32](0) }),
 			errs: []string{"spec.elasticPolicy.nProcPerNode"}},
 
-		{name: "template annotation", obj: kubedlJob().with(func(j *kubedlv1alpha1.PyTorchJob) {
+		{name: "template annotation", obj: object(kubedlJob().With(func(j *kubedlv1alpha1.PyTorchJob) {
 			j.Spec.PyTorchReplicaSpecs["Worker"].Template.Annotations = map[string]string{"trainguard.io/taskd": "on"}
-		}).object(), errs: []string{"spec.pytorchReplicaSpecs[Worker].template.metadata.annotations[trainguard.io/taskd]"}},
+		})), errs: []string{"spec.pytorchReplicaSpecs[Worker].template.metadata.annotations[trainguard.io/taskd]"}},
 	})
 }

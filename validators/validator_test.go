@@ -1,6 +1,8 @@
 package validators
 
 import (
+	"github.com/trainguard/trainguard/internal/testing/builders"
+
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,7 +33,7 @@ func TestUnhandledKindPasses(t *testing.T) {
 }
 
 func TestStatusSubresourcePasses(t *testing.T) {
-	obj := job().withElastic(3, 1).object()
+	obj := object(job().WithElastic(3, 1))
 	obj.SubResource = "status"
 	res, err := New(nil).Validate(obj)
 	require.NoError(t, err)
@@ -98,26 +100,26 @@ func TestNullReplicaSpecIsRefused(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
-	invalidOld := job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "99")
+	invalidOld := job().WithElastic(2, 4).WithWorker(1).WithAnnotation(contract.AnnotationGPULimit, "99")
 	cases := []struct {
 		name string
-		old  *kfJob
-		new  *kfJob
+		old  *builders.KubeflowJobWrapper
+		new  *builders.KubeflowJobWrapper
 		errs []string
 	}{
-		{name: "valid to valid", old: job(), new: job().withWorker(2), errs: []string{}},
-		{name: "valid to invalid", old: job(), new: job().withWorker(0), errs: []string{"spec.pytorchReplicaSpecs[Worker].replicas"}},
+		{name: "valid to valid", old: job(), new: job().WithWorker(2), errs: []string{}},
+		{name: "valid to invalid", old: job(), new: job().WithWorker(0), errs: []string{"spec.pytorchReplicaSpecs[Worker].replicas"}},
 		{name: "already invalid, unrelated change", old: invalidOld,
-			new: job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "99").withLabel("team", "a"), errs: []string{}},
+			new: job().WithElastic(2, 4).WithWorker(1).WithAnnotation(contract.AnnotationGPULimit, "99").WithLabel("team", "a"), errs: []string{}},
 		{name: "already invalid, new error added", old: invalidOld,
-			new: job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "99").withNproc("x"), errs: []string{"spec.nprocPerNode"}},
+			new: job().WithElastic(2, 4).WithWorker(1).WithAnnotation(contract.AnnotationGPULimit, "99").WithNproc("x"), errs: []string{"spec.nprocPerNode"}},
 		{name: "already invalid value changed to another invalid value", old: invalidOld,
-			new: job().withElastic(2, 4).withWorker(1).withAnnotation(contract.AnnotationGPULimit, "100"), errs: []string{"metadata.annotations[trainguard.io/gpu-limit]"}},
+			new: job().WithElastic(2, 4).WithWorker(1).WithAnnotation(contract.AnnotationGPULimit, "100"), errs: []string{"metadata.annotations[trainguard.io/gpu-limit]"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := tc.new.object()
-			obj.OldRaw = tc.old.object().Raw
+			obj := object(tc.new)
+			obj.OldRaw = object(tc.old).Raw
 			res := validate(t, obj)
 			assert.Equal(t, tc.errs, paths(res.Errors))
 		})
@@ -125,7 +127,7 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestUpdateWithUndecodableOld(t *testing.T) {
-	obj := job().withWorker(0).object()
+	obj := object(job().WithWorker(0))
 	obj.OldRaw = []byte("{")
 	res := validate(t, obj)
 	assert.Equal(t, []string{"spec.pytorchReplicaSpecs[Worker].replicas"}, paths(res.Errors))
@@ -136,6 +138,6 @@ func TestNewNilConfigUsesDefaults(t *testing.T) {
 	require.NotNil(t, v.Config)
 	assert.Equal(t, int32(policy.DefaultTaskDPort), v.Config.TaskD.Port)
 	// A zero Validator must not panic either.
-	_, err := (&Validator{}).Validate(pod().object())
+	_, err := (&Validator{}).Validate(object(pod()))
 	assert.NoError(t, err)
 }

@@ -67,7 +67,7 @@ func BenchmarkInjectorPod(b *testing.B) {
 // realisticPod is the benchmarks' pod: about 8 KB of JSON, like a training
 // pod with its env, mounts and probes.
 func realisticPod(b *testing.B, ns string) []byte {
-	raw := pod(ns, "resnet-worker-0").realistic().raw(b)
+	raw := pod(ns, "resnet-worker-0").Realistic().JSON()
 	if len(raw) < 7800 || len(raw) > 8800 {
 		b.Fatalf("the benchmark pod should be about 8 KB, is %d bytes", len(raw))
 	}

@@ -21,7 +21,7 @@ import (
 // FuzzAdmissionReview throws arbitrary bodies at every endpoint: the
 // handler must answer (an HTTP error or a review) and never panic.
 func FuzzAdmissionReview(f *testing.F) {
-	f.Add(review(f, admissionv1.Create, podGVK(), "team-a", pod("team-a", "p").raw(f), false))
+	f.Add(review(f, admissionv1.Create, podGVK(), "team-a", pod("team-a", "p").JSON(), false))
 	f.Add(review(f, admissionv1.Create, metav1.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}, "team-a",
 		mustJSON(f, "testdata/master-worker.in.yaml"), false))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","kind":{"version":"v1","kind":"Pod"},"namespace":"team-a","object":{"spec":{"containers":null}}}}`))

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -60,7 +61,7 @@ func runOffline(t *testing.T, cfg *policy.Config, in []byte) ([]byte, []string) 
 
 func splitDocs(t testing.TB, in []byte) [][]byte {
 	t.Helper()
-	r := utilyaml.NewYAMLReader(bufioReader(in))
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(in)))
 	var docs [][]byte
 	for {
 		d, err := r.Read()

@@ -54,7 +54,7 @@ func applyResponsePatch(t *testing.T, raw []byte, resp *admissionv1.AdmissionRes
 
 func TestHandlerPatchesOptedInPod(t *testing.T) {
 	s := testServer(t, logr.Discard())
-	raw := pod("team-a", "w0").raw(t)
+	raw := pod("team-a", "w0").JSON()
 	rec, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	require.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, "7b1f4c1e-0000-4000-8000-00000000abcd", string(out.Response.UID))
@@ -76,7 +76,7 @@ func TestHandlerPatchesOptedInPod(t *testing.T) {
 func TestHandlerLeavesNamespaceThatDidNotOptIn(t *testing.T) {
 	s := testServer(t, logr.Discard())
 	for _, ns := range []string{"other", "kube-system", "trainguard-system", "missing"} {
-		rec, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), ns, pod(ns, "w0").raw(t), false)), -1)
+		rec, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), ns, pod(ns, "w0").JSON(), false)), -1)
 		require.Equal(t, http.StatusOK, rec.Code, ns)
 		assert.True(t, out.Response.Allowed, ns)
 		assert.Empty(t, out.Response.Patch, "namespace %s must not be patched", ns)
@@ -86,7 +86,7 @@ func TestHandlerLeavesNamespaceThatDidNotOptIn(t *testing.T) {
 
 func TestHandlerOptOutAnnotation(t *testing.T) {
 	s := testServer(t, logr.Discard())
-	raw := pod("team-a", "w0").annotate(contract.AnnotationInject, contract.InjectDisabled).raw(t)
+	raw := pod("team-a", "w0").WithAnnotation(contract.AnnotationInject, contract.InjectDisabled).JSON()
 	_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	assert.True(t, out.Response.Allowed)
 	assert.Empty(t, out.Response.Patch)
@@ -171,7 +171,7 @@ func TestHandlerUnexpectedKindIsAllowedAndLogged(t *testing.T) {
 
 func TestHandlerDryRunGivesSamePatch(t *testing.T) {
 	s := testServer(t, logr.Discard())
-	raw := pod("team-a", "w0").raw(t)
+	raw := pod("team-a", "w0").JSON()
 	_, wet := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	_, dry := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, true)), -1)
 	assert.Equal(t, applyResponsePatch(t, raw, wet.Response), applyResponsePatch(t, raw, dry.Response))
@@ -183,7 +183,7 @@ func TestHandlerDryRunGivesSamePatch(t *testing.T) {
 func TestHandlerPassesDeleteAndConnect(t *testing.T) {
 	s := testServer(t, logr.Discard())
 	for _, op := range []admissionv1.Operation{admissionv1.Delete, admissionv1.Connect} {
-		_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, op, podGVK(), "team-a", pod("team-a", "w0").raw(t), false)), -1)
+		_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, op, podGVK(), "team-a", pod("team-a", "w0").JSON(), false)), -1)
 		assert.True(t, out.Response.Allowed, op)
 		assert.Empty(t, out.Response.Patch, op)
 	}
@@ -191,7 +191,7 @@ func TestHandlerPassesDeleteAndConnect(t *testing.T) {
 
 func TestHandlerWarnsOnBadAnnotation(t *testing.T) {
 	s := testServer(t, logr.Discard())
-	raw := pod("team-a", "w0").annotate(contract.AnnotationGPULimit, "lots").raw(t)
+	raw := pod("team-a", "w0").WithAnnotation(contract.AnnotationGPULimit, "lots").JSON()
 	_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	require.True(t, out.Response.Allowed)
 	require.Len(t, out.Response.Warnings, 1)

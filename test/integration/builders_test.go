@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/trainguard/trainguard/internal/testing/builders"
 	"sync/atomic"
 	"testing"
 
@@ -32,28 +33,10 @@ func namespace(t *testing.T, optIn bool, extra map[string]string) string {
 	return name
 }
 
-// podBuilder builds test pods.
-type podBuilder struct{ pod *corev1.Pod }
-
-func newPod(ns, name string) *podBuilder {
-	return &podBuilder{pod: &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "pytorch", Image: "example.com/train:1"}},
-		},
-	}}
+// newPod is a bare training pod that is not restarted.
+func newPod(ns, name string) *builders.PodWrapper {
+	return builders.MakePod(ns, name).WithRestartPolicy(corev1.RestartPolicyNever)
 }
-
-func (b *podBuilder) annotate(k, v string) *podBuilder {
-	if b.pod.Annotations == nil {
-		b.pod.Annotations = map[string]string{}
-	}
-	b.pod.Annotations[k] = v
-	return b
-}
-
-func (b *podBuilder) obj() *corev1.Pod { return b.pod }
 
 // job builds a kubeflow.org/v1 PyTorchJob as unstructured, from YAML.
 func job(t *testing.T, ns, name, specYAML string) *unstructured.Unstructured {

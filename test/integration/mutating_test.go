@@ -70,7 +70,7 @@ func TestNamespaceNotOptedInIsUnchanged(t *testing.T) {
 	tmpl := templateOf(t, j, "Worker")
 	assert.Empty(t, tmpl.Annotations)
 	assert.Nil(t, tmpl.Spec.Containers[0].Lifecycle)
-	p := newPod(ns, "p").obj()
+	p := newPod(ns, "p").Obj()
 	require.NoError(t, env.c.Create(ctx, p))
 	assert.Empty(t, p.Annotations)
 	assert.Empty(t, p.Spec.InitContainers)
@@ -85,7 +85,7 @@ func TestOptOutAnnotationIsUnchanged(t *testing.T) {
 	tmpl := templateOf(t, j, "Master")
 	assert.Nil(t, tmpl.Spec.Containers[0].Lifecycle)
 	assert.NotContains(t, j.GetAnnotations(), contract.AnnotationInjected)
-	p := newPod(ns, "p").annotate(contract.AnnotationInject, contract.InjectDisabled).obj()
+	p := newPod(ns, "p").WithAnnotation(contract.AnnotationInject, contract.InjectDisabled).Obj()
 	require.NoError(t, env.c.Create(ctx, p))
 	assert.Empty(t, p.Spec.InitContainers)
 }
@@ -100,7 +100,7 @@ func TestNamespaceAnnotatedAfterCreation(t *testing.T) {
 	annotated := time.Now()
 	var injectedAfter time.Duration
 	require.Eventually(t, func() bool {
-		p := newPod(ns, "probe-"+strings.ToLower(time.Now().Format("150405.000000000"))).obj()
+		p := newPod(ns, "probe-"+strings.ToLower(time.Now().Format("150405.000000000"))).Obj()
 		p.Name = strings.ReplaceAll(p.Name, ".", "-")
 		if err := env.c.Create(ctx, p); err != nil {
 			return false
@@ -116,7 +116,7 @@ func TestNamespaceAnnotatedAfterCreation(t *testing.T) {
 func TestBarePodIsInjected(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, true, nil)
-	p := newPod(ns, "elastic-worker-0").obj()
+	p := newPod(ns, "elastic-worker-0").Obj()
 	require.NoError(t, env.c.Create(ctx, p))
 	var got corev1.Pod
 	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(p), &got))
@@ -126,7 +126,7 @@ func TestBarePodIsInjected(t *testing.T) {
 func TestServerSideDryRunReturnsMutatedObjectAndPersistsNothing(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, true, nil)
-	p := newPod(ns, "dry").obj()
+	p := newPod(ns, "dry").Obj()
 	require.NoError(t, env.c.Create(ctx, p, client.DryRunAll))
 	assertInjected(t, p.Annotations, p.Labels, p.Spec)
 	err := env.c.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
@@ -141,7 +141,7 @@ func TestPodsOfOptedOutJobAreLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, true, nil)
 	controller := true
-	p := newPod(ns, "hands-off-worker-0").obj()
+	p := newPod(ns, "hands-off-worker-0").Obj()
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "hands-off",
 		UID: "0b6f3c2e-0000-4000-8000-000000000001", Controller: &controller}}
 	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9601}}

@@ -43,7 +43,7 @@ func TestProbesAndMetrics(t *testing.T) {
 	code, _ := get(t, "http://"+env.probes+"/healthz")
 	assert.Equal(t, http.StatusOK, code)
 	ns := namespace(t, true, nil)
-	require.NoError(t, env.c.Create(context.Background(), newPod(ns, "counted").obj()))
+	require.NoError(t, env.c.Create(context.Background(), newPod(ns, "counted").Obj()))
 	code, metrics := get(t, "http://"+env.metrics+"/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	assert.True(t, strings.Contains(metrics, `trainguard_admission_decisions_total{decision="patched",webhook="mutate-pod"}`), "admission metrics are exported")

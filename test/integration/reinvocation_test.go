@@ -111,7 +111,7 @@ func TestReinvocationInjectsExactlyOnce(t *testing.T) {
 	require.Equal(t, admissionregistrationv1.IfNeededReinvocationPolicy, *podWebhook(t).ReinvocationPolicy, "the chart ships IfNeeded")
 
 	before := mutatePodCalls(t)
-	p := newPod(ns, "reinvoked").obj()
+	p := newPod(ns, "reinvoked").Obj()
 	require.Eventually(t, func() bool { return env.c.Create(ctx, p) == nil }, 10e9, 2e8, "the sidecar webhook configuration becomes active")
 	calls := mutatePodCalls(t) - before
 	assert.GreaterOrEqual(t, calls, 2.0, "trainguard was reinvoked after the sidecar was added")

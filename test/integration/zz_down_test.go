@@ -29,7 +29,7 @@ func TestTrainguardDown(t *testing.T) {
 		env.tg = tg
 	})
 
-	err := env.c.Create(ctx, newPod(optedIn, "blocked").obj())
+	err := env.c.Create(ctx, newPod(optedIn, "blocked").Obj())
 	require.Error(t, err, "an opted-in namespace fails closed: no pod runs without its checkpoint hook")
 	assert.Contains(t, err.Error(), "pods.mutate.trainguard.io")
 	t.Logf("opted-in namespace while trainguard is down: %v", err)
@@ -38,7 +38,7 @@ func TestTrainguardDown(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pytorchjobs.mutate.trainguard.io")
 
-	p := newPod(other, "free").obj()
+	p := newPod(other, "free").Obj()
 	require.NoError(t, env.c.Create(ctx, p), "a namespace that has not opted in must never be blocked by trainguard")
 	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(p), p))
 	assert.Empty(t, p.Spec.InitContainers)
@@ -77,7 +77,7 @@ func TestNamespaceOptedInWhileTrainguardDown(t *testing.T) {
 		}
 		return obj.Labels[contract.LabelInjectEnabled] == contract.InjectEnabled
 	}, 10*time.Second, 100*time.Millisecond, "the reconciler mirrors the annotation once trainguard is back")
-	p := newPod(ns, "after-restart").obj()
+	p := newPod(ns, "after-restart").Obj()
 	require.NoError(t, env.c.Create(ctx, p))
 	assert.NotEmpty(t, p.Annotations[contract.AnnotationInjected])
 }

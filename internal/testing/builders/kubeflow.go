@@ -101,7 +101,10 @@ func (w *KubeflowJobWrapper) WithPolicy(f func(*kubeflowv1.ElasticPolicy)) *Kube
 }
 
 // WithNproc sets spec.nprocPerNode.
-func (w *KubeflowJobWrapper) WithNproc(s string) *KubeflowJobWrapper { w.Spec.NprocPerNode = &s; return w }
+func (w *KubeflowJobWrapper) WithNproc(s string) *KubeflowJobWrapper {
+	w.Spec.NprocPerNode = &s
+	return w
+}
 
 // WithManagedBy sets spec.runPolicy.managedBy.
 func (w *KubeflowJobWrapper) WithManagedBy(s string) *KubeflowJobWrapper {
