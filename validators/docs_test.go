@@ -210,7 +210,7 @@ Annotation and label rules apply wherever trainguard reads them: on jobs
 (` + "`metadata`" + `), on each replica's pod template
 (` + "`spec.pytorchReplicaSpecs[<type>].template.metadata`" + `), on Pods and on
 Namespaces; the table shows the job's path. The annotation rules are
-package ` + "`policy`" + `'s parsers, the same ones the config file is checked with.
+package ` + "`contract`" + `'s parsers, the same ones the config file is checked with.
 `
 
 const docsNotes = `

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -29,7 +28,7 @@ Warnings go to stderr.`,
 			if file == "" {
 				return exitWith(2, "inject: -f FILE is required (use -f - for stdin)")
 			}
-			cfg, err := policy.LoadConfig(configPath)
+			cfg, err := loadConfig(configPath, cmd.ErrOrStderr())
 			if err != nil {
 				return exitWith(2, "inject: "+err.Error())
 			}

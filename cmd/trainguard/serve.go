@@ -56,11 +56,11 @@ Probes: /healthz and /readyz on --health-probe-bind-address (ready only once
 TLS is serving); Prometheus metrics on --metrics-bind-address.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd.Context(), o)
+			return runServe(cmd.Context(), o, cmd.Flags())
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.configPath, "config", "", "policy file (YAML); built-in defaults apply when empty")
+	fs.StringVar(&o.configPath, "config", "", "configuration file (apiVersion: config.trainguard.io/v1alpha1, kind: Configuration): injection policy and rescheduler settings; built-in defaults apply when empty. The rescheduler flags below override the file's rescheduler section when given")
 	fs.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key (and ca.crt)")
 	fs.StringVar(&o.certMode, "cert-mode", server.CertModeFiles, "where serving certificates come from: files (cert-manager or --dev-certs) or self-managed (trainguard keeps them in a Secret and injects the CA bundle)")
 	fs.BoolVar(&o.devCerts, "dev-certs", false, "generate a self-signed CA and serving certificate into --cert-dir if none exists (local development only)")
@@ -79,14 +79,20 @@ TLS is serving); Prometheus metrics on --metrics-bind-address.`,
 	return cmd
 }
 
-func runServe(ctx context.Context, o *serveOptions) error {
+func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("serve")
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cfg, err := policy.LoadConfig(o.configPath)
+	cfg, warnings, err := policy.Load(o.configPath)
 	if err != nil {
+		return exitWith(2, err.Error())
+	}
+	for _, w := range warnings {
+		log.Info("WARNING: "+w, "config", o.configPath)
+	}
+	if o.resched, err = reschedulerOptions(cfg.Rescheduler, flags); err != nil {
 		return exitWith(2, err.Error())
 	}
 	if o.certMode != server.CertModeFiles && o.certMode != server.CertModeSelfManaged {

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/validators"
 )
 
@@ -65,7 +64,7 @@ func newValidateCmd() *cobra.Command {
 // runValidate validates every document of file. A plain error means
 // unreadable input or bad usage (exit 2); invalid documents exit 1.
 func runValidate(stdin io.Reader, stdout, stderr io.Writer, file, configPath string) error {
-	cfg, err := policy.LoadConfig(configPath)
+	cfg, err := loadConfig(configPath, stderr)
 	if err != nil {
 		return fmt.Errorf("loading --config: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,10 +16,21 @@ import (
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
-// Config is the cluster-wide policy file read by `trainguard serve --config`
-// and `trainguard inject --config`. Every field has a default, so an empty
-// file (or none) is valid.
+// Versioned file format, like kueue's and jobset's Configuration.
+const (
+	ConfigAPIVersion = "config.trainguard.io/v1alpha1"
+	ConfigKind       = "Configuration"
+)
+
+// Config is the configuration file read by `trainguard serve --config`,
+// `trainguard inject --config` and `trainguard validate --config`:
+// apiVersion config.trainguard.io/v1alpha1, kind Configuration. Every
+// field has a default, so an empty file (or none) is valid. The
+// unversioned format of earlier releases (the same fields without
+// apiVersion and kind) still loads, with a deprecation warning.
 type Config struct {
+	metav1.TypeMeta `json:",inline"`
+
 	// ClusterWide injects every namespace except ExcludedNamespaces, without
 	// waiting for the namespace's opt-in annotation.
 	ClusterWide bool `json:"clusterWide,omitempty"`
@@ -38,6 +50,29 @@ type Config struct {
 	Mutators map[string]bool `json:"mutators,omitempty"`
 	// MaxReschedules caps the rescheduler per job; trainguard.io/max-reschedules overrides it.
 	MaxReschedules int `json:"maxReschedules,omitempty"`
+	// Rescheduler configures the rescheduling controller; `trainguard serve`
+	// flags of the same name override it.
+	Rescheduler ReschedulerConfig `json:"rescheduler"`
+}
+
+// ReschedulerConfig holds the rescheduler's settings (docs/rescheduler.md).
+type ReschedulerConfig struct {
+	// Enabled runs the controller (--rescheduler).
+	Enabled *bool `json:"enabled,omitempty"`
+	// NodeLostGrace: how long a node may be NotReady before its pods count as lost (--node-lost-grace).
+	NodeLostGrace *metav1.Duration `json:"nodeLostGrace,omitempty"`
+	// GraceOverTime: how long a graceful delete may hang before a force delete (--grace-over-time).
+	GraceOverTime *metav1.Duration `json:"graceOverTime,omitempty"`
+	// BadNodeTTL: how long a node stays recorded as bad for a job (--bad-node-ttl).
+	BadNodeTTL *metav1.Duration `json:"badNodeTTL,omitempty"`
+	// MaxBadNodes bounds the record per job (--max-bad-nodes).
+	MaxBadNodes int `json:"maxBadNodes,omitempty"`
+	// UnknownExitCodeRetryable treats exit codes outside kubeflow's table as retryable (--unknown-exit-code-retryable).
+	UnknownExitCodeRetryable bool `json:"unknownExitCodeRetryable,omitempty"`
+	// BackoffBase and BackoffMax bound the backoff between reschedule rounds
+	// of one job (--reschedule-backoff-base, --reschedule-backoff-max).
+	BackoffBase *metav1.Duration `json:"backoffBase,omitempty"`
+	BackoffMax  *metav1.Duration `json:"backoffMax,omitempty"`
 }
 
 // CheckpointConfig describes the checkpoint volume and the preStop hook.
@@ -97,6 +132,15 @@ const (
 	DefaultAgentImage        = "ghcr.io/trainguard/trainguard:latest"
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
+
+	// Rescheduler defaults; cmd/trainguard's tests hold them equal to
+	// rescheduler.DefaultOptions().
+	DefaultNodeLostGrace = 60 * time.Second
+	DefaultGraceOverTime = 900 * time.Second
+	DefaultBadNodeTTL    = time.Hour
+	DefaultMaxBadNodes   = 16
+	DefaultBackoffBase   = 10 * time.Second
+	DefaultBackoffMax    = 5 * time.Minute
 )
 
 // DefaultConfig returns the configuration used when no file is given.
@@ -106,33 +150,58 @@ func DefaultConfig() *Config {
 	return c
 }
 
-// LoadConfig reads a policy file strictly: an unknown key is an error, so a
-// typo never silently falls back to a default.
-func LoadConfig(path string) (*Config, error) {
+// Load reads a configuration file strictly: an unknown key is an error, so
+// a typo never silently falls back to a default. warnings say what the
+// caller must pass on to the user (a deprecated format).
+func Load(path string) (cfg *Config, warnings []string, err error) {
 	if path == "" {
-		return DefaultConfig(), nil
+		return DefaultConfig(), nil, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config file: %w", err)
+		return nil, nil, fmt.Errorf("reading config file: %w", err)
 	}
-	return ParseConfig(data)
+	return Parse(data)
 }
 
-// ParseConfig decodes and checks a policy file's content.
-func ParseConfig(data []byte) (*Config, error) {
+// Parse decodes, defaults and checks a configuration file's content.
+func Parse(data []byte) (*Config, []string, error) {
 	c := &Config{}
 	if err := yaml.UnmarshalStrict(data, c); err != nil {
-		return nil, fmt.Errorf("parsing config file: %w", err)
+		return nil, nil, fmt.Errorf("parsing config file: %w", err)
+	}
+	var warnings []string
+	switch {
+	case c.APIVersion == ConfigAPIVersion && c.Kind == ConfigKind:
+	case c.APIVersion == "" && c.Kind == "":
+		warnings = append(warnings, fmt.Sprintf("the config file has no apiVersion and kind: this unversioned format is deprecated; "+
+			"add `apiVersion: %s` and `kind: %s` at the top (nothing else changes)", ConfigAPIVersion, ConfigKind))
+	default:
+		return nil, nil, fmt.Errorf("config file: apiVersion %q kind %q is not supported; use apiVersion: %s, kind: %s",
+			c.APIVersion, c.Kind, ConfigAPIVersion, ConfigKind)
 	}
 	c.applyDefaults()
 	if errs := c.validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid config file: %w", errs.ToAggregate())
+		return nil, nil, fmt.Errorf("invalid config file: %w", errs.ToAggregate())
 	}
-	return c, nil
+	return c, warnings, nil
+}
+
+// LoadConfig is Load for callers with no user to warn (tests, tools).
+func LoadConfig(path string) (*Config, error) {
+	cfg, _, err := Load(path)
+	return cfg, err
+}
+
+// ParseConfig is Parse for callers with no user to warn (tests, tools).
+func ParseConfig(data []byte) (*Config, error) {
+	cfg, _, err := Parse(data)
+	return cfg, err
 }
 
 func (c *Config) applyDefaults() {
+	c.APIVersion, c.Kind = ConfigAPIVersion, ConfigKind
+	c.Rescheduler.applyDefaults()
 	if c.Checkpoint.Path == "" {
 		c.Checkpoint.Path = DefaultCheckpointPath
 	}
@@ -185,9 +254,54 @@ func (c *Config) applyDefaults() {
 	}
 }
 
+func (r *ReschedulerConfig) applyDefaults() {
+	if r.Enabled == nil {
+		on := true
+		r.Enabled = &on
+	}
+	for _, d := range []struct {
+		field **metav1.Duration
+		def   time.Duration
+	}{
+		{&r.NodeLostGrace, DefaultNodeLostGrace}, {&r.GraceOverTime, DefaultGraceOverTime}, {&r.BadNodeTTL, DefaultBadNodeTTL},
+		{&r.BackoffBase, DefaultBackoffBase}, {&r.BackoffMax, DefaultBackoffMax},
+	} {
+		if *d.field == nil {
+			*d.field = &metav1.Duration{Duration: d.def}
+		}
+	}
+	if r.MaxBadNodes == 0 {
+		r.MaxBadNodes = DefaultMaxBadNodes
+	}
+}
+
+// validate refuses settings the rescheduler cannot work with.
+func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, d := range map[string]*metav1.Duration{"nodeLostGrace": r.NodeLostGrace, "graceOverTime": r.GraceOverTime,
+		"badNodeTTL": r.BadNodeTTL, "backoffBase": r.BackoffBase, "backoffMax": r.BackoffMax} {
+		if d.Duration <= 0 {
+			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
+		}
+	}
+	if r.MaxBadNodes < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxBadNodes"), r.MaxBadNodes, "must be at least 1"))
+	}
+	if r.BackoffMax.Duration < r.BackoffBase.Duration {
+		errs = append(errs, field.Invalid(p.Child("backoffMax"), r.BackoffMax.Duration.String(), "must not be below backoffBase"))
+	}
+	sortErrors(errs)
+	return errs
+}
+
+func sortErrors(errs field.ErrorList) {
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
+}
+
 // defaulted reports whether applyDefaults ran (Resolve needs its pointers set).
 func (c *Config) defaulted() bool {
-	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil
+	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
+		c.Rescheduler.Enabled != nil
 }
 
 // Excluded reports whether a namespace is never mutated.
@@ -237,5 +351,5 @@ func (c *Config) validate() field.ErrorList {
 	if c.MaxReschedules < 0 {
 		check(field.NewPath("maxReschedules"), fmt.Sprint(c.MaxReschedules), fmt.Errorf("must not be negative"))
 	}
-	return errs
+	return append(errs, c.Rescheduler.validate(field.NewPath("rescheduler"))...)
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/rescheduler"
+)
+
+// loadConfig reads --config for every command and passes the file's
+// warnings (a deprecated format) on to the user.
+func loadConfig(path string, stderr io.Writer) (*policy.Config, error) {
+	cfg, warnings, err := policy.Load(path)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+	}
+	return cfg, err
+}
+
+// reschedulerOptions are the rescheduler's settings: the config file's,
+// then every rescheduler flag given on the command line on top. A flag
+// wins only when it was set, so a file value is never overwritten by a
+// flag's default.
+func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet) (rescheduler.Options, error) {
+	o := rescheduler.Options{
+		Enabled:          *c.Enabled,
+		NodeLostGrace:    c.NodeLostGrace.Duration,
+		GraceOverTime:    c.GraceOverTime.Duration,
+		BadNodeTTL:       c.BadNodeTTL.Duration,
+		MaxBadNodes:      c.MaxBadNodes,
+		DefaultRetryable: c.UnknownExitCodeRetryable,
+		BackoffBase:      c.BackoffBase.Duration,
+		BackoffMax:       c.BackoffMax.Duration,
+	}
+	// Replay the set flags onto a flag set bound to o: the rescheduler's
+	// own BindFlags stays the one list of its flags.
+	fromFile := pflag.NewFlagSet("rescheduler", pflag.ContinueOnError)
+	o.BindFlags(fromFile)
+	var err error
+	flags.Visit(func(f *pflag.Flag) {
+		if fromFile.Lookup(f.Name) != nil && err == nil {
+			err = fromFile.Set(f.Name, f.Value.String())
+		}
+	})
+	if err != nil {
+		return o, err
+	}
+	return o, o.Validate()
+}
