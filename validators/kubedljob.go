@@ -22,7 +22,7 @@ func validateKubeDLJob(job *kubedlv1alpha1.PyTorchJob) Result {
 	var res Result
 	res.Errors = append(res.Errors, validateMetadata(&job.ObjectMeta, metaPath)...)
 	res.Errors = append(res.Errors, validateEnableElasticAnnotation(job.Annotations, metaPath.Child("annotations"))...)
-	for _, rt := range sortedReplicaTypes(job.Spec.PyTorchReplicaSpecs) {
+	for _, rt := range sortedKeys(job.Spec.PyTorchReplicaSpecs) {
 		if rs := job.Spec.PyTorchReplicaSpecs[rt]; rs != nil {
 			res.Errors = append(res.Errors, validateMetadata(&rs.Template.ObjectMeta, specsPath.Key(rt).Child("template", "metadata"))...)
 		}

@@ -2,7 +2,8 @@ package validators
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -114,7 +115,7 @@ func validateReplicaSpecs(specs map[string]*kubeflowv1.ReplicaSpec, specsPath *f
 		return field.ErrorList{field.Required(specsPath, "must be specified; add a Worker replica spec (and optionally a Master)")}
 	}
 	var errs field.ErrorList
-	for _, rt := range sortedReplicaTypes(specs) {
+	for _, rt := range sortedKeys(specs) {
 		errs = append(errs, validateReplicaSpec(rt, specs[rt], specsPath.Key(rt))...)
 	}
 	return errs
@@ -268,14 +269,8 @@ func replicasOf(rs *kubeflowv1.ReplicaSpec) int32 {
 	return deref(rs.Replicas, 1)
 }
 
-func sortedReplicaTypes[T any](specs map[string]T) []string {
-	keys := make([]string, 0, len(specs))
-	for k := range specs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// sortedKeys returns a map's keys in order, so errors are deterministic.
+func sortedKeys[T any](m map[string]T) []string { return slices.Sorted(maps.Keys(m)) }
 
 func isEtcd(backend string) bool { return backend == "etcd" || backend == "etcd-v2" }
 

@@ -178,6 +178,7 @@ func TestTypedDiffRefusesNonStringMapKeys(t *testing.T) {
 	require.ErrorContains(t, err, "/m: map key type int is not a string")
 }
 
+// roundTripJSON applies typedDiff(before, after) to raw, as the API server would.
 func roundTripJSON(t *testing.T, raw string, mutate func(*corev1.Pod)) string {
 	t.Helper()
 	var before corev1.Pod
@@ -187,6 +188,6 @@ func roundTripJSON(t *testing.T, raw string, mutate func(*corev1.Pod)) string {
 	ops, err := typedDiff(&typeCache{}, []byte(raw), &before, after)
 	require.NoError(t, err)
 	out, err := ApplyPatch([]byte(raw), Result{Patch: ops})
-	require.NoError(t, err)
+	require.NoError(t, err, "ops %v", ops)
 	return string(out)
 }

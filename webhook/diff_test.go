@@ -17,16 +17,8 @@ import (
 // roundTrip applies typedDiff(before, after) to raw and decodes the result.
 func roundTrip(t *testing.T, raw string, mutate func(*corev1.Pod)) corev1.Pod {
 	t.Helper()
-	var before corev1.Pod
-	require.NoError(t, jobs.Decode([]byte(raw), &before))
-	after := before.DeepCopy()
-	mutate(after)
-	ops, err := typedDiff(&typeCache{}, []byte(raw), &before, after)
-	require.NoError(t, err)
-	out, err := ApplyPatch([]byte(raw), Result{Patch: ops})
-	require.NoError(t, err, "ops %v", ops)
 	var got corev1.Pod
-	require.NoError(t, json.Unmarshal(out, &got))
+	require.NoError(t, json.Unmarshal([]byte(roundTripJSON(t, raw, mutate)), &got))
 	return got
 }
 

@@ -2,6 +2,8 @@ package contract
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,7 +76,7 @@ func lookup(key string) (rule, bool) {
 // the reason.
 func (p *Policy) Overlay(what string, ann map[string]string) []string {
 	var warnings []string
-	for _, key := range sortedKeys(ann) {
+	for _, key := range slices.Sorted(maps.Keys(ann)) {
 		if !strings.HasPrefix(key, Prefix) {
 			continue
 		}
@@ -96,7 +98,7 @@ func (p *Policy) Overlay(what string, ann map[string]string) []string {
 // ann. fldPath is the path of the annotations map (e.g. metadata.annotations).
 func ValidateAnnotations(ann map[string]string, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, key := range sortedKeys(ann) {
+	for _, key := range slices.Sorted(maps.Keys(ann)) {
 		r, ok := lookup(key)
 		if !ok {
 			continue
@@ -118,15 +120,6 @@ func PolicyAnnotations(ann map[string]string) []string {
 		if _, ok := ann[r.key]; ok && !r.checkOnly {
 			keys = append(keys, r.key)
 		}
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	return keys

@@ -7,6 +7,8 @@ package jobs
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -138,7 +140,7 @@ func decodeAs[T any](gvk schema.GroupVersionKind, raw []byte) (*T, error) {
 // order. specsPath is the path of the replica map.
 func ReplicaTemplates[R any](specs map[string]*R, template func(*R) *corev1.PodTemplateSpec, specsPath *field.Path) []Template {
 	out := make([]Template, 0, len(specs))
-	for _, rt := range sortedKeys(specs) {
+	for _, rt := range slices.Sorted(maps.Keys(specs)) {
 		if specs[rt] == nil {
 			continue
 		}
