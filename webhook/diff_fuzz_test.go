@@ -93,7 +93,9 @@ func oraclePatch(t *testing.T, raw map[string]any, before, after *corev1.Pod) ([
 }
 
 // merge overlays over onto under: objects member by member, anything
-// else (arrays of another length, scalars) taken from over.
+// else (arrays of another length, scalars) taken from over. Of what only
+// under has, just the objects are kept (the parents the oracle's paths
+// need), never the typed zero values ("name": "") raw does not have.
 func merge(under, over any) any {
 	switch o := over.(type) {
 	case map[string]any:
@@ -103,7 +105,9 @@ func merge(under, over any) any {
 		}
 		out := map[string]any{}
 		for k, v := range u {
-			out[k] = v
+			if obj, isObj := skeleton(v).(map[string]any); isObj {
+				out[k] = obj
+			}
 		}
 		for k, v := range o {
 			out[k] = merge(u[k], v)
@@ -121,6 +125,21 @@ func merge(under, over any) any {
 		return out
 	}
 	return over
+}
+
+// skeleton is the objects of v without any scalar or array; nil for a non-object.
+func skeleton(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := map[string]any{}
+	for k, e := range m {
+		if obj, isObj := skeleton(e).(map[string]any); isObj {
+			out[k] = obj
+		}
+	}
+	return out
 }
 
 // normalized drops nulls and empty objects and arrays, which JSON's typed
