@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	jsoniter "github.com/json-iterator/go"
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -251,22 +250,9 @@ func (d *differ) fail(err error) {
 }
 
 // rawHasObject reports whether raw holds a JSON object at the current
-// path. It scans raw without decoding it, and runs only when a zero struct
-// changed, so the common paths pay nothing for it.
-func (d *differ) rawHasObject() bool {
-	path := make([]any, len(d.segs))
-	for i, s := range d.segs {
-		path[i] = s
-		if d.index[i] {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				return false
-			}
-			path[i] = n
-		}
-	}
-	return jsoniter.Get(d.raw, path...).ValueType() == jsoniter.ObjectValue
-}
+// path. It runs only when a zero struct changed, and scans raw without
+// decoding it (rawObjectAt).
+func (d *differ) rawHasObject() bool { return rawObjectAt(d.raw, d.segs, d.index) }
 
 // jsonName returns a struct field's JSON name and whether it is inlined.
 func jsonName(f reflect.StructField) (string, bool) {

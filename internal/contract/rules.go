@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -24,8 +25,11 @@ type rule struct {
 }
 
 // annotationTable lists every annotation trainguard owns. Adding a key is
-// one row here (plus its parser in parse.go when it needs a new one).
-func annotationTable() []rule {
+// one row here (plus its parser in parse.go when it needs a new one). It
+// is built once: every admitted object looks its annotations up in it.
+var annotationTable = sync.OnceValue(buildAnnotationTable) //nolint:gochecknoglobals // immutable after its one build, like a constant table.
+
+func buildAnnotationTable() []rule {
 	return []rule{
 		{key: AnnotationInject, parse: onlyCheck(ParseTaskD), checkOnly: true},
 		{key: AnnotationCheckpointClaim, parse: set(ParseCheckpointClaim, func(p *Policy, v string) { p.CheckpointClaim = v })},
@@ -76,7 +80,7 @@ func lookup(key string) (rule, bool) {
 // the reason.
 func (p *Policy) Overlay(what string, ann map[string]string) []string {
 	var warnings []string
-	for _, key := range slices.Sorted(maps.Keys(ann)) {
+	for _, key := range sortedKeys(ann) {
 		if !strings.HasPrefix(key, Prefix) {
 			continue
 		}
@@ -98,7 +102,7 @@ func (p *Policy) Overlay(what string, ann map[string]string) []string {
 // ann. fldPath is the path of the annotations map (e.g. metadata.annotations).
 func ValidateAnnotations(ann map[string]string, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, key := range slices.Sorted(maps.Keys(ann)) {
+	for _, key := range sortedKeys(ann) {
 		r, ok := lookup(key)
 		if !ok {
 			continue
@@ -122,5 +126,13 @@ func PolicyAnnotations(ann map[string]string) []string {
 		}
 	}
 	sort.Strings(keys)
+	return keys
+}
+
+// sortedKeys returns ann's keys in order with one allocation (this runs for
+// every admitted object).
+func sortedKeys(ann map[string]string) []string {
+	keys := slices.AppendSeq(make([]string, 0, len(ann)), maps.Keys(ann))
+	slices.Sort(keys)
 	return keys
 }
