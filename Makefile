@@ -10,6 +10,8 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/version.Version=$(VERSION)
 HELM_VERSION ?= v3.19.0
 HELM       := $(BIN)/helm
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 PYTHON     := /usr/bin/python3
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
@@ -62,9 +64,17 @@ fuzz: ## Run each fuzz target for 60s.
 	bash hack/fuzz.sh 60s
 
 .PHONY: lint
-lint: ## go vet + gofmt check.
+lint: $(GOLANGCI_LINT) ## go vet, gofmt check and golangci-lint (.golangci.yml).
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GOLANGCI_LINT) run ./...
+
+# The version is in the file name, so changing GOLANGCI_LINT_VERSION installs it.
+$(GOLANGCI_LINT):
+	mkdir -p $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)
+	GOBIN=$(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint $@
+	rmdir $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 .PHONY: run
 run: build ## Run trainguard against your current kubeconfig, with self-signed dev certs in ./tmp/certs.

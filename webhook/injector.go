@@ -61,7 +61,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	}
 	nsAnn := req.NamespaceAnnotations
 	if nsAnn == nil && !req.OptedIn {
-		ann, skip, err := i.Scope.Namespace(ctx, req.Namespace)
+		ann, skip, err := i.Namespace(ctx, req.Namespace)
 		if err != nil || skip != "" {
 			return Result{Skipped: skip}, err
 		}

@@ -87,7 +87,7 @@ func (o *Offline) injectList(ctx context.Context, raw []byte) ([]byte, []string,
 		out, ws, err := o.injectObject(ctx, item)
 		warnings = append(warnings, ws...)
 		if err != nil {
-			return nil, warnings, fmt.Errorf("List item %d: %w", n, err)
+			return nil, warnings, fmt.Errorf("item %d of the List: %w", n, err)
 		}
 		if out != nil {
 			items[n], changed = out, true

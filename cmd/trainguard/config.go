@@ -48,5 +48,6 @@ func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet) (resch
 	if err != nil {
 		return o, err
 	}
-	return o, o.Validate()
+	err = o.Validate()
+	return o, err
 }

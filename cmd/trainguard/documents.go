@@ -26,7 +26,7 @@ func readDocuments(path string, stdin io.Reader) ([][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening %s: %w", path, err)
 		}
-		defer f.Close()
+		defer f.Close() //nolint:errcheck // read-only file: a close error loses nothing
 		r = f
 	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64*1024))

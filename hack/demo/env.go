@@ -145,12 +145,13 @@ func startTrainguard(ctx context.Context, o options, work, kubeconfig, certDir s
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close() // the start error is the one to report
 		return nil, fmt.Errorf("starting %s: %w", o.trainguard, err)
 	}
 	p := &trainguardProc{cmd: cmd, logPath: logPath, log: logFile, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
-	return p, p.waitReady(ctx, probePort)
+	err = p.waitReady(ctx, probePort)
+	return p, err
 }
 
 func (p *trainguardProc) waitReady(ctx context.Context, probePort int) error {
@@ -161,7 +162,7 @@ func (p *trainguardProc) waitReady(ctx context.Context, probePort int) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := client.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close() // drained above; nothing more to read
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
@@ -181,7 +182,7 @@ func (p *trainguardProc) waitReady(ctx context.Context, probePort int) error {
 // stop sends SIGTERM to the child's process group, then SIGKILL after 15s.
 func (p *trainguardProc) stop() {
 	p.once.Do(func() {
-		defer p.log.Close()
+		defer func() { _ = p.log.Close() }() // the process wrote its last line; the log is only read after this
 		pgid := p.cmd.Process.Pid
 		// Signal the group even if the child is gone, in case it left
 		// anything behind; ESRCH is fine.
@@ -225,6 +226,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }() // only the port number was wanted
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -90,7 +90,7 @@ func run(ctx context.Context, o options) (code int) {
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }() // best-effort cleanup of a temp dir
 
 	fmt.Fprintln(o.out, "==> starting etcd and kube-apiserver on 127.0.0.1 (bin/k8s), installing CRDs and trainguard's webhook configurations")
 	env, err := startEnv(ctx, o, work)
