@@ -15,6 +15,9 @@ if [ -x "$out/promtool" ] && [ "$(cat "$out/.promtool.version" 2>/dev/null)" = "
   echo "promtool $version: cached in $out"; exit 0
 fi
 echo "building promtool from github.com/prometheus/prometheus $version (a few minutes the first time)..."
-(cd "$root/hack/tools/promtool" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+# `promtool --version` prints the Prometheus release: module v0.3XX.Y is 3.XX.Y.
+release="3.${version#v0.3}"
+(cd "$root/hack/tools/promtool" && CGO_ENABLED=0 go build -trimpath \
+  -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
   -o "$out/promtool" github.com/prometheus/prometheus/cmd/promtool)
 echo "$version" >"$out/.promtool.version"

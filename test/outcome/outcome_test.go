@@ -81,6 +81,17 @@ func TestEachOutcomeBecomesEventsAndMetrics(t *testing.T) {
 	}
 }
 
+// KubeDL's PyTorchJob gets the Event too.
+func TestKubeDLJobGetsTheEvent(t *testing.T) {
+	ns := namespace(t, true)
+	job := jobOf(t, "training.kubedl.io/v1alpha1", ns, "dl")
+	pod := workerOf(t, job)
+	terminate(t, pod, outcome.Outcome{Outcome: outcome.Saved, Step: 9, Bytes: 1 << 20, Seconds: 4}.Line(), false)
+	ev := waitEvent(t, ns, job.GetUID(), outcome.ReasonSaved)
+	assert.Equal(t, "training.kubedl.io/v1alpha1", ev.Regarding.APIVersion)
+	assert.Equal(t, "pod dl-worker-0: container pytorch: checkpoint saved at step 9 (1.0 MiB) in 4.0s", ev.Note)
+}
+
 // A termination is reported once however often the status is written; a
 // restart of the container is a new termination with its own report.
 func TestReportedOncePerTermination(t *testing.T) {
@@ -230,8 +241,13 @@ const workerSpec = `  pytorchReplicaSpecs:
 
 func pytorchJob(t *testing.T, ns, name string) *unstructured.Unstructured {
 	t.Helper()
+	return jobOf(t, "kubeflow.org/v1", ns, name)
+}
+
+func jobOf(t *testing.T, apiVersion, ns, name string) *unstructured.Unstructured {
+	t.Helper()
 	u := &unstructured.Unstructured{}
-	doc := fmt.Sprintf("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", name, ns, workerSpec)
+	doc := fmt.Sprintf("apiVersion: %s\nkind: PyTorchJob\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", apiVersion, name, ns, workerSpec)
 	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
 	require.NoError(t, env.c.Create(context.Background(), u))
 	return u
