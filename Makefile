@@ -30,6 +30,13 @@ tools: $(HELM) k8s-bins python-deps ## Install every tool the tests need.
 $(HELM):
 	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
+.PHONY: promtool
+promtool: ## Build promtool from the Prometheus Go module into bin/ (cached), for the alert rule tests.
+	bash hack/build-promtool.sh
+
+# The alert rules are checked and unit-tested with promtool (test/observability).
+test: promtool
+
 .PHONY: python-deps
 python-deps: ## Debian's python3-torch for the checkpoint end-to-end tests.
 	bash hack/install-python-deps.sh

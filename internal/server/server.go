@@ -25,6 +25,7 @@ import (
 
 	"github.com/trainguard/trainguard/certs"
 	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/outcome"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/webhook"
@@ -140,6 +141,10 @@ func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options
 	}
 	if err := rescheduler.Setup(mgr, o.Config, o.Rescheduler); err != nil {
 		return fmt.Errorf("setting up rescheduler: %w", err)
+	}
+	// Checkpoint outcomes (issue 14): shares the rescheduler's pod cache and RBAC.
+	if err := outcome.Setup(mgr, o.Config, o.Rescheduler.Enabled); err != nil {
+		return fmt.Errorf("setting up checkpoint outcome reader: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding healthz: %w", err)

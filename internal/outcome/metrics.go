@@ -1,0 +1,94 @@
+package outcome
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names, documented in docs/observability.md and used by the chart's
+// alerts and dashboard (test/observability fails when one goes missing).
+const (
+	MetricTotal    = "trainguard_checkpoint_total"
+	MetricDuration = "trainguard_checkpoint_duration_seconds"
+	MetricBytes    = "trainguard_checkpoint_bytes"
+	MetricInvalid  = "trainguard_checkpoint_outcome_invalid_total"
+)
+
+// metrics are created per Setup and registered on the registry passed in,
+// never in init().
+type metrics struct {
+	total    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	bytes    prometheus.Histogram
+	invalid  prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricTotal,
+			Help: "PreStop checkpoints of managed training pods, by outcome (saved, timeout, no-trainer, failed).",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: MetricDuration,
+			Help: "Time from the preStop hook's checkpoint request to its outcome, by outcome.",
+			// A checkpoint takes seconds to minutes; the default preStop
+			// timeout is 60s and nobody runs one past 10 minutes.
+			Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
+		}, []string{"outcome"}),
+		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: MetricBytes,
+			Help: "Size of the checkpoints saved by preStop hooks, in bytes.",
+			// 1 MiB to 1 TiB, by factors of 4.
+			Buckets: prometheus.ExponentialBuckets(1<<20, 4, 11),
+		}),
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricInvalid,
+			Help: "Termination messages with a trainguard.io/checkpoint line that could not be decoded (ignored).",
+		}),
+	}
+}
+
+// register adds the collectors to reg, reusing ones already registered (a
+// second manager in the same process, as in tests), and creates every
+// outcome's series at zero so alerts and panels see 0, not "no data".
+func (m *metrics) register(reg prometheus.Registerer) error {
+	var errs []error
+	m.total = reuse(reg, m.total, &errs)
+	m.duration = reuse(reg, m.duration, &errs)
+	m.bytes = reuse(reg, m.bytes, &errs)
+	m.invalid = reuse(reg, m.invalid, &errs)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("registering checkpoint outcome metrics: %w", err)
+	}
+	for _, o := range Outcomes() {
+		m.total.WithLabelValues(o)
+		m.duration.WithLabelValues(o)
+	}
+	return nil
+}
+
+func reuse[T prometheus.Collector](reg prometheus.Registerer, c T, errs *[]error) T {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(T); ok {
+			return existing
+		}
+	}
+	*errs = append(*errs, err)
+	return c
+}
+
+func (m *metrics) observe(o Outcome) {
+	m.total.WithLabelValues(o.Outcome).Inc()
+	m.duration.WithLabelValues(o.Outcome).Observe(o.Seconds)
+	if o.Outcome == Saved {
+		m.bytes.Observe(float64(o.Bytes))
+	}
+}

@@ -1,0 +1,50 @@
+// Package outcome is the integration test of the checkpoint outcome reader
+// (issue 14): a real kube-apiserver and etcd, trainguard's real manager,
+// and the kubelet simulated by writing each pod's terminated container
+// state, termination message included, through the status subresource.
+package outcome
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainguard/trainguard/test/controlplane"
+)
+
+type suite struct {
+	cp *controlplane.ControlPlane
+	c  client.Client
+}
+
+var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
+
+func TestMain(m *testing.M) {
+	start := time.Now()
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outcome suite:", err)
+		code = 1
+	}
+	fmt.Printf("outcome suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	cp, err := controlplane.Start(controlplane.Options{})
+	if err != nil {
+		return 1, err
+	}
+	defer func() { _ = cp.Stop() }()
+	env.cp, env.c = cp, cp.Client
+	tg, err := cp.StartTrainguard(context.Background(), controlplane.TrainguardOptions{})
+	if err != nil {
+		return 1, err
+	}
+	defer func() { _ = tg.Stop() }()
+	return m.Run(), nil
+}
