@@ -94,13 +94,17 @@ func transformPodStatus(s *corev1.PodStatus) corev1.PodStatus {
 			out.Conditions = append(out.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
 		}
 	}
-	out.ContainerStatuses = make([]corev1.ContainerStatus, len(s.ContainerStatuses))
-	for i, cs := range s.ContainerStatuses {
-		out.ContainerStatuses[i] = corev1.ContainerStatus{
+	// Only terminated or crash-looping containers say anything to
+	// classifyTermination; a running container's status is dropped.
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Terminated == nil && (cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff") {
+			continue
+		}
+		out.ContainerStatuses = append(out.ContainerStatuses, corev1.ContainerStatus{
 			Name:                 cs.Name,
 			State:                transformState(cs.State),
 			LastTerminationState: transformState(cs.LastTerminationState),
-		}
+		})
 	}
 	return out
 }

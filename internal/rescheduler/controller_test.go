@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -603,3 +604,26 @@ func keys(m map[string]time.Time) []string {
 
 // removals counts evictions and deletes: every way the controller removes a pod.
 func (h *harness) removals() int { return len(h.deletes) + len(h.evictions) }
+
+// TransformPod keeps what JobKeyOf and the policy read, drops the rest.
+func TestTransformPodKeepsOnlyWhatIsRead(t *testing.T) {
+	pod := newPod(annotation(policy.AnnotationMaxReschedules, "3"), annotation("team.example.com/notes", strings.Repeat("x", 4096)),
+		label("unrelated", "x"), label(policy.LabelMindClusterFaultScheduling, "force"), exited(137, "Error"))
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: strings.Repeat("y", 4096)}}
+	pod.Status.Message = strings.Repeat("z", 1000)
+	out, err := TransformPod(pod.DeepCopy())
+	require.NoError(t, err)
+	got := out.(*corev1.Pod)
+	assert.Equal(t, JobKeyOf(pod), JobKeyOf(got))
+	assert.Equal(t, map[string]string{policy.AnnotationMaxReschedules: "3"}, got.Annotations)
+	assert.Equal(t, map[string]string{policy.LabelManaged: "true", labelKubeflowJobName: "job", policy.LabelMindClusterFaultScheduling: "force"}, got.Labels)
+	assert.Equal(t, []corev1.Container{{Name: "pytorch"}}, got.Spec.Containers)
+	assert.Len(t, got.Status.Message, maxKeptMessage+3)
+	assert.Equal(t, int32(137), got.Status.ContainerStatuses[0].State.Terminated.ExitCode)
+	tomb := toolscacheTombstone()
+	same, err := TransformPod(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, same, "anything but a pod passes unchanged")
+}
+
+func toolscacheTombstone() any { return "not a pod" }

@@ -196,6 +196,18 @@ func TestDecide(t *testing.T) {
 				MaxReschedules: capN, History: tc.history,
 			}
 			d := Decide(in, opts)
+			// The cache holds pods and nodes stripped by TransformPod and
+			// TransformNode: they must decide exactly the same.
+			stripped := in
+			tp, err := TransformPod(tc.pod.DeepCopy())
+			assert.NoError(t, err)
+			stripped.Pod = tp.(*corev1.Pod)
+			if tc.node != nil {
+				tn, err := TransformNode(tc.node.DeepCopy())
+				assert.NoError(t, err)
+				stripped.Node = tn.(*corev1.Node)
+			}
+			assert.Equal(t, d, Decide(stripped, opts), "the cache's stripped pod and node decide the same")
 			got := want{action: d.Action, cause: d.Cause, reason: d.Reason, migrate: d.Migrate, newRound: d.NewRound, requeue: d.RequeueAfter, message: tc.want.message}
 			assert.Equal(t, tc.want, got, "message: %s", d.Message)
 			if tc.want.message != "" {

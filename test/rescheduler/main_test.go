@@ -82,9 +82,19 @@ type suite struct {
 
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
 
+// childModes lets build-tagged files add process modes of their own (the
+// RSS benchmark's manager); a mode returns ok when its environment asked
+// for it.
+var childModes []func() (code int, ok bool) //nolint:gochecknoglobals // set by init() of tagged files.
+
 func TestMain(m *testing.M) {
 	if cfgPath := os.Getenv(managerEnv); cfgPath != "" {
 		os.Exit(runManager(cfgPath))
+	}
+	for _, mode := range childModes {
+		if code, ok := mode(); ok {
+			os.Exit(code)
+		}
 	}
 	start := time.Now()
 	code, err := run(m)
