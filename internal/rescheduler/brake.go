@@ -81,8 +81,9 @@ type hold struct {
 	after           time.Duration
 }
 
-// check says whether pods on node may be acted on now; a nil hold means
-// yes. node is nil when the Node object is gone (no zone to judge).
+// checkBrakes says whether pods on the node may be evicted or deleted now;
+// a nil hold means yes. node is nil when the Node object is gone (it has no
+// zone to judge; only the token bucket applies).
 func (r *Reconciler) checkBrakes(ctx context.Context, nodeName string, node *corev1.Node) *hold {
 	b := r.brakes
 	if node != nil {
@@ -136,20 +137,21 @@ func (b *brakes) take(node string) *hold {
 	if _, ok := b.admitted[node]; ok {
 		return nil
 	}
-	if !b.stopped {
-		if res := b.limiter.ReserveN(now, 1); res.OK() {
-			if d := res.DelayFrom(now); d == 0 {
-				b.admitted[node] = now.Add(admittedFor)
-				b.metrics.nodesActedOn.Inc()
-				return nil
-			} else {
-				res.CancelAt(now)
-				return &hold{reason: ReasonNodeRateLimited, after: d,
-					message: fmt.Sprintf("node-eviction-rate: %g nodes/s (burst %d) used up; node %s waits %s", float64(b.limiter.Limit()), b.limiter.Burst(), node, d.Round(time.Millisecond))}
-			}
-		}
+	if b.stopped {
+		return &hold{reason: ReasonNodeRateLimited, after: brakeRecheck, message: "--node-eviction-rate=0: no node is acted on"}
 	}
-	return &hold{reason: ReasonNodeRateLimited, after: brakeRecheck, message: "--node-eviction-rate=0: no node is acted on"}
+	res := b.limiter.ReserveN(now, 1)
+	if d := res.DelayFrom(now); res.OK() && d == 0 {
+		b.admitted[node] = now.Add(admittedFor)
+		b.metrics.nodesActedOn.Inc()
+		return nil
+	}
+	// Not now: give the token back and say when one will be there.
+	d := res.DelayFrom(now)
+	res.CancelAt(now)
+	return &hold{reason: ReasonNodeRateLimited, after: d,
+		message: fmt.Sprintf("--node-eviction-rate=%g nodes/s (burst %d) used up; node %s waits %s for its turn",
+			float64(b.limiter.Limit()), b.limiter.Burst(), node, d.Round(time.Millisecond))}
 }
 
 // zoneState counts the zone's nodes that carry managed pods, and how many

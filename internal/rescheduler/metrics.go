@@ -84,7 +84,7 @@ func newMetrics() *metrics {
 		}, []string{"reason"}),
 		podsIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPodsIgnored,
-			Help: "Pods labelled trainguard.io/managed=true the rescheduler left alone because the webhook would not inject them, by reason.",
+			Help: "Reconciles of pods labelled trainguard.io/managed=true that the rescheduler left alone because the webhook would not inject them (namespace not opted in, excluded, or the pod opted out), by reason.",
 		}, []string{"reason"}),
 	}
 }
