@@ -67,7 +67,7 @@ TLS is serving); Prometheus metrics on --metrics-bind-address.`,
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the TLS webhook server")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "trainguard's own namespace: never mutated, holds the leader lease and the self-managed Secret (default $POD_NAMESPACE)")
+	fs.StringVar(&o.namespace, "namespace", ownNamespaceDefault(), "trainguard's own namespace: never mutated, holds the leader lease, the rescheduler's bad-node records (no other namespace's ConfigMaps are ever read) and the self-managed Secret (default $POD_NAMESPACE, else trainguard-system)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles (set in the Helm chart)")
 	fs.StringVar(&o.certSecret, "cert-secret", "trainguard-tls", "self-managed mode: Secret holding the CA and serving certificate")
 	fs.StringVar(&o.webhookService, "webhook-service", "trainguard", "self-managed mode: Service name the serving certificate is issued for")
@@ -136,4 +136,13 @@ func pflagFromZap(z *zap.Options) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("zap", pflag.ContinueOnError)
 	fs.AddGoFlagSet(gfs)
 	return fs
+}
+
+// ownNamespaceDefault is $POD_NAMESPACE (the chart sets it from the
+// downward API), else the namespace the chart's documentation installs into.
+func ownNamespaceDefault() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "trainguard-system"
 }

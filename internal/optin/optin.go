@@ -39,3 +39,24 @@ func MirrorLabel(meta *metav1.ObjectMeta) bool {
 	}
 	return false
 }
+
+// Injects reports whether the webhook would inject an object with these
+// annotations in namespace ns (whose annotations are nsAnnotations):
+// the namespace is neither excluded nor trainguard's own (ownNamespace),
+// it opted in (or cluster-wide mode and it did not opt out), and the object
+// did not opt out. The rescheduler checks it in code before acting on a
+// pod, because the trainguard.io/managed label alone is anyone's to set.
+// why says what failed; it is empty when the object is injected.
+func Injects(cfg *policy.Config, ownNamespace, ns string, nsAnnotations, objAnnotations map[string]string) (ok bool, why string) {
+	switch {
+	case ns == "":
+		return false, "no namespace"
+	case cfg.Excluded(ns) || ns == ownNamespace:
+		return false, "namespace " + ns + " is excluded"
+	case !NamespaceEnabled(cfg, nsAnnotations):
+		return false, "namespace " + ns + " has not opted in"
+	case ObjectDisabled(objAnnotations):
+		return false, "the object opted out (" + policy.AnnotationInject + ": " + policy.InjectDisabled + ")"
+	}
+	return true, ""
+}

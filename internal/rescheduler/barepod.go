@@ -3,32 +3,49 @@ package rescheduler
 import (
 	"strings"
 
-	"github.com/trainguard/trainguard/mutators"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainguard/trainguard/mutators"
 )
 
 // serviceAccountVolumePrefix names the token volume the ServiceAccount
 // admission plugin adds; it adds it again to the replacement.
 const serviceAccountVolumePrefix = "kube-api-access-"
 
-// replacementFor builds the pod that replaces a deleted bare pod: the same
-// name, labels, annotations and spec, without the node, the status, and the
-// fields admission plugins fill in (they fill them again and some refuse a
-// pre-set value), plus a required node anti-affinity to the job's bad nodes.
-// The anti-affinity is added here too, so the replacement avoids the nodes
-// even when the pod webhook is down or has failurePolicy Ignore.
-func replacementFor(old *corev1.Pod, avoid []string) *corev1.Pod {
+// stashOf keeps what replacementFor needs of a bare pod trainguard read
+// from the API server itself: the pod's identity, labels, annotations and
+// spec. Nothing else of the pod (status, node, owner references) is kept.
+func stashOf(pod *corev1.Pod) *Stash {
+	return &Stash{
+		Namespace:   pod.Namespace,
+		Name:        pod.Name,
+		UID:         pod.UID,
+		Labels:      copyMap(pod.Labels),
+		Annotations: copyMap(pod.Annotations),
+		Spec:        *pod.Spec.DeepCopy(),
+	}
+}
+
+// replacementFor builds the pod that replaces a deleted bare pod, in the
+// stashed pod's own namespace (checked against the record's key when the
+// stash was decoded): the same name, labels, annotations and spec, without
+// the node and the fields admission plugins fill in (they fill them again
+// and some refuse a pre-set value), plus a required node anti-affinity to
+// the job's bad nodes. The anti-affinity is added here too, so the
+// replacement avoids the nodes even when the pod webhook is down or has
+// failurePolicy Ignore. The replacement goes through admission like any pod
+// (Pod Security, quotas, trainguard's own webhook).
+func replacementFor(s *Stash, avoid []string) *corev1.Pod {
 	p := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            old.Name,
-			Namespace:       old.Namespace,
-			Labels:          copyMap(old.Labels),
-			Annotations:     copyMap(old.Annotations),
-			OwnerReferences: old.OwnerReferences,
+			Name:        s.Name,
+			Namespace:   s.Namespace,
+			Labels:      copyMap(s.Labels),
+			Annotations: copyMap(s.Annotations),
 		},
-		Spec: *old.Spec.DeepCopy(),
+		Spec: *s.Spec.DeepCopy(),
 	}
 	delete(p.Annotations, AnnotationDecision)
 	spec := &p.Spec

@@ -183,7 +183,6 @@ const (
 	nodeHealthy  nodeHealth = iota
 	nodeNotReady            // NotReady or Unknown, still within the grace
 	nodeLost                // deleted, or NotReady/Unknown past the grace
-	nodeDrained             // cordoned
 )
 
 type nodeState struct {
@@ -211,8 +210,8 @@ func classifyNode(node *corev1.Node, name string, now time.Time, grace time.Dura
 		}
 		return nodeState{health: nodeNotReady, wait: grace - down, why: fmt.Sprintf("node %s Ready=%s for %s", name, status, down.Round(time.Second))}
 	}
-	if node.Spec.Unschedulable {
-		return nodeState{health: nodeDrained, why: fmt.Sprintf("node %s is cordoned", name)}
-	}
+	// A cordon (spec.unschedulable, the node.kubernetes.io/unschedulable
+	// taint) is not a failure: the node runs its pods. A drain that follows
+	// reaches them as evictions, which the kubelet carries out.
 	return nodeState{health: nodeHealthy}
 }

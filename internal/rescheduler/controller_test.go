@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,11 +36,26 @@ var pytorchJobGVK = schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1"
 // harness is a Reconciler over controller-runtime's fake client, with a fake
 // clock, a fake recorder and every delete's options captured.
 type harness struct {
-	r       *Reconciler
-	c       client.Client
-	events  *events.FakeRecorder
-	clock   *testingclock.FakeClock
-	deletes []client.DeleteOptions
+	r         *Reconciler
+	c         client.Client
+	events    *events.FakeRecorder
+	clock     *testingclock.FakeClock
+	deletes   []client.DeleteOptions
+	evictions []metav1.DeleteOptions
+}
+
+// ownNS is trainguard's namespace in the unit tests.
+const ownNS = "trainguard-system"
+
+func testOptions() Options {
+	o := DefaultOptions()
+	o.Namespace = ownNS
+	return o
+}
+
+// optedIn is the tenant namespace the pods live in.
+func optedIn() *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Annotations: map[string]string{policy.AnnotationInject: policy.InjectEnabled}}}
 }
 
 func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
@@ -50,6 +67,7 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 		scheme.AddKnownTypeWithName(pytorchJobGVK.GroupVersion().WithKind("PyTorchJobList"), &unstructured.UnstructuredList{})
 	}
 	h := &harness{events: events.NewFakeRecorder(100), clock: testingclock.NewFakeClock(t0)}
+	objs = append(objs, optedIn())
 	h.c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&corev1.Pod{}, IndexPodNodeName, podNodeName).
 		WithInterceptorFuncs(interceptor.Funcs{
@@ -66,11 +84,15 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 				h.deletes = append(h.deletes, o)
 				return c.Delete(ctx, obj, opts...)
 			},
+			SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+				if ev, ok := subObj.(*policyv1.Eviction); ok && sub == "eviction" {
+					require.NotNil(t, ev.DeleteOptions, "an eviction carries the UID precondition")
+					h.evictions = append(h.evictions, *ev.DeleteOptions)
+				}
+				return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
+			},
 		}).Build()
-	h.r = &Reconciler{
-		client: h.c, apiReader: h.c, recorder: h.events, clock: h.clock,
-		cfg: policy.DefaultConfig(), opts: DefaultOptions(), metrics: newMetrics(),
-	}
+	h.r = newReconciler(h.c, h.c, h.events, h.clock, policy.DefaultConfig(), testOptions(), newMetrics())
 	return h
 }
 
@@ -96,8 +118,8 @@ func (h *harness) drainEvents() []string {
 func (h *harness) record(t *testing.T, key JobKey) (*corev1.ConfigMap, Record) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Namespace: key.Namespace, Name: key.RecordName()}, cm))
-	rec, err := decodeRecord(cm)
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Namespace: ownNS, Name: key.RecordName()}, cm))
+	rec, err := decodeRecord(cm, key)
 	require.NoError(t, err)
 	return cm, rec
 }
@@ -126,7 +148,7 @@ func pytorchJob() *unstructured.Unstructured {
 // recordCM builds a record ConfigMap as the controller writes it.
 func recordCM(t *testing.T, key JobKey, rec Record) *corev1.ConfigMap {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.RecordName(),
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNS, Name: key.RecordName(),
 		Labels: map[string]string{LabelBadNodes: "true"}}}
 	require.NoError(t, rec.encodeInto(cm, key))
 	return cm
@@ -138,11 +160,12 @@ func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
 
 	h.reconcile(t, "team", pod.Name)
 
-	assert.False(t, h.podExists(t, "team", pod.Name), "pod deleted")
-	require.Len(t, h.deletes, 1)
-	assert.Nil(t, h.deletes[0].GracePeriodSeconds, "graceful: the pod's own grace period, so preStop runs")
-	require.NotNil(t, h.deletes[0].Preconditions)
-	assert.Equal(t, types.UID("uid-1"), *h.deletes[0].Preconditions.UID)
+	assert.False(t, h.podExists(t, "team", pod.Name), "pod evicted")
+	assert.Empty(t, h.deletes, "evicted, never deleted: PodDisruptionBudgets hold")
+	require.Len(t, h.evictions, 1)
+	assert.Nil(t, h.evictions[0].GracePeriodSeconds, "graceful: the pod's own grace period, so preStop runs")
+	require.NotNil(t, h.evictions[0].Preconditions)
+	assert.Equal(t, types.UID("uid-1"), *h.evictions[0].Preconditions.UID)
 
 	key := JobKeyOf(pod)
 	cm, rec := h.record(t, key)
@@ -150,19 +173,20 @@ func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
 	assert.Equal(t, map[string]time.Time{"n1": t0.Add(time.Hour)}, rec.Nodes)
 	assert.Equal(t, 1, rec.Reschedules)
 	assert.Equal(t, t0, rec.RoundStart)
-	require.Len(t, cm.OwnerReferences, 1, "the record goes with the job")
-	assert.Equal(t, "job", cm.OwnerReferences[0].Name)
+	assert.Equal(t, ownNS, cm.Namespace, "records live in trainguard's namespace")
+	assert.Empty(t, cm.OwnerReferences, "no cross-namespace owner: the sweeper removes it")
+	assert.Equal(t, types.UID("job-uid"), rec.JobUID)
 
 	evs := h.drainEvents()
 	require.Len(t, evs, 2, "%v", evs)
 	assert.Regexp(t, `^Warning NodeLost node n1 Ready=False for 2m0s`, evs[0])
 	assert.Regexp(t, `^Normal GracefulDelete .*reschedule 1/10`, evs[1])
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.decisions.WithLabelValues(ReasonGracefulDelete)))
-	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.deletions.WithLabelValues("graceful")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.deletions.WithLabelValues("evict")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.badNodes))
 
 	// The replacement the operator creates is kept off n1.
-	store := newBadNodeStore(h.c, DefaultOptions(), h.clock)
+	store := newBadNodeStore(h.c, testOptions(), h.clock)
 	replacement := newPod(func(p *corev1.Pod) { p.UID = ""; p.Spec.NodeName = "" })
 	nodes, err := store.AvoidNodes(context.Background(), replacement)
 	require.NoError(t, err)
@@ -178,21 +202,41 @@ func TestNodeNotReadyWithinGraceWaits(t *testing.T) {
 	assert.Equal(t, 40*time.Second, res.RequeueAfter)
 	assert.True(t, h.podExists(t, "team", pod.Name))
 	assert.Empty(t, h.deletes)
+	assert.Empty(t, h.evictions)
 	assert.Empty(t, h.drainEvents())
 }
 
-func TestForceDelete(t *testing.T) {
+// fault-scheduling=force on a node lost for less than --force-delete-after:
+// evicted with grace period 0, so a PodDisruptionBudget still holds.
+func TestForceModeEvictsNowBeforeTheBound(t *testing.T) {
 	pod := newPod(label(policy.LabelMindClusterFaultScheduling, "force"))
 	h := newHarness(t, false, pod, lostNode())
 
 	h.reconcile(t, "team", pod.Name)
 
+	assert.Empty(t, h.deletes)
+	require.Len(t, h.evictions, 1)
+	require.NotNil(t, h.evictions[0].GracePeriodSeconds)
+	assert.EqualValues(t, 0, *h.evictions[0].GracePeriodSeconds)
+	_, rec := h.record(t, JobKeyOf(pod))
+	assert.Contains(t, rec.Nodes, "n1")
+	assert.Contains(t, h.drainEvents(), "Normal ForceDelete node n1 Ready=False for 2m0s (grace 1m0s); reschedule 1/10; fault-scheduling=force: evicting with grace period 0 (PodDisruptionBudgets hold)")
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.deletions.WithLabelValues("evict-now")))
+}
+
+// Past --force-delete-after (or with the Node object gone), force mode
+// deletes with grace period 0, and the Event says why.
+func TestForceDeletePastTheBound(t *testing.T) {
+	pod := newPod(label(policy.LabelMindClusterFaultScheduling, "force"))
+	h := newHarness(t, false, pod, newNode("n1", corev1.ConditionUnknown, 6*time.Minute))
+
+	h.reconcile(t, "team", pod.Name)
+
+	assert.Empty(t, h.evictions)
 	require.Len(t, h.deletes, 1)
 	require.NotNil(t, h.deletes[0].GracePeriodSeconds)
 	assert.EqualValues(t, 0, *h.deletes[0].GracePeriodSeconds)
-	_, rec := h.record(t, JobKeyOf(pod))
-	assert.Contains(t, rec.Nodes, "n1")
-	assert.Contains(t, h.drainEvents(), "Normal ForceDelete node n1 Ready=False for 2m0s (grace 1m0s); reschedule 1/10; fault-scheduling=force: deleting with grace period 0")
+	assert.Contains(t, h.drainEvents(), "Normal ForceDelete node n1 Ready=Unknown for 6m0s (grace 1m0s); reschedule 1/10; fault-scheduling=force: node n1 unreachable (Ready=Unknown) for 6m0s, past --force-delete-after=5m0s, force-deleting (grace period 0, PodDisruptionBudget bypassed)")
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.deletions.WithLabelValues("force")))
 }
 
@@ -220,7 +264,7 @@ func TestRetryableExitWithCap(t *testing.T) {
 	assert.False(t, h.podExists(t, "team", pod.Name))
 	evs := h.drainEvents()
 	require.Len(t, evs, 2)
-	assert.Equal(t, "Warning RetryableExit exit code 137: SIGKILL is retryable; reschedule 1/2; fault-scheduling=grace: deleting gracefully so the preStop checkpoint runs", evs[0])
+	assert.Equal(t, "Warning RetryableExit exit code 137: SIGKILL is retryable; reschedule 1/2; fault-scheduling=grace: evicting gracefully so the preStop checkpoint runs (PodDisruptionBudgets hold)", evs[0])
 }
 
 func TestCapReachedAnnotatesJobOnce(t *testing.T) {
@@ -232,7 +276,7 @@ func TestCapReachedAnnotatesJobOnce(t *testing.T) {
 	h.reconcile(t, "team", pod.Name)
 
 	assert.True(t, h.podExists(t, "team", pod.Name), "no further action")
-	assert.Empty(t, h.deletes)
+	assert.Zero(t, h.removals())
 	job := pytorchJob()
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(job), job))
 	assert.Equal(t, "10", job.GetAnnotations()[AnnotationReschedulesExhausted])
@@ -248,7 +292,7 @@ func TestCapReachedAnnotatesJobOnce(t *testing.T) {
 	// Reconciling again (resync, restart, leader change) repeats nothing.
 	h.reconcile(t, "team", pod.Name)
 	assert.Empty(t, h.drainEvents())
-	assert.Empty(t, h.deletes)
+	assert.Zero(t, h.removals())
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.decisions.WithLabelValues(ReasonRescheduleCapReached)))
 }
 
@@ -260,7 +304,7 @@ func TestCapReachedWithoutJobCRD(t *testing.T) {
 
 	h.reconcile(t, "team", pod.Name)
 
-	assert.Empty(t, h.deletes)
+	assert.Zero(t, h.removals())
 	assert.Len(t, h.drainEvents(), 2, "the pod's Events still say it")
 }
 
@@ -274,7 +318,7 @@ func TestJobAnnotationSetsCap(t *testing.T) {
 
 	h.reconcile(t, "team", pod.Name)
 
-	assert.Empty(t, h.deletes, "the job's cap of 3 applies, not the config's 10")
+	assert.Zero(t, h.removals(), "the job's cap of 3 applies, not the config's 10")
 	assert.Contains(t, h.drainEvents()[1], "(3/3)")
 }
 
@@ -286,7 +330,7 @@ func TestPermanentFailureUntouchedEventOnce(t *testing.T) {
 	h.reconcile(t, "team", pod.Name)
 
 	assert.True(t, h.podExists(t, "team", pod.Name))
-	assert.Empty(t, h.deletes)
+	assert.Zero(t, h.removals())
 	assert.Equal(t, []string{"Warning PermanentFailure exit code 1: general error: permanent failure, not retried"}, h.drainEvents())
 	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: JobKeyOf(pod).RecordName()}, &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsNotFound(err), "no record for a permanent failure")
@@ -301,7 +345,7 @@ func TestRecoverInPlaceAndOffLeavePodAlone(t *testing.T) {
 		h := newHarness(t, false, pod, lostNode())
 		h.reconcile(t, "team", pod.Name)
 		assert.True(t, h.podExists(t, "team", pod.Name))
-		assert.Empty(t, h.deletes)
+		assert.Zero(t, h.removals())
 		evs := h.drainEvents()
 		require.Len(t, evs, 2)
 		assert.Regexp(t, `^Normal (RestartInPlace|FaultSchedulingOff) `, evs[1])
@@ -317,12 +361,12 @@ func TestBackoffPendingRequeues(t *testing.T) {
 	res := h.reconcile(t, "team", pod.Name)
 
 	assert.Equal(t, 25*time.Second, res.RequeueAfter)
-	assert.Empty(t, h.deletes)
+	assert.Zero(t, h.removals())
 	assert.Regexp(t, `^Normal BackoffPending `, h.drainEvents()[1])
 
 	h.clock.Step(25 * time.Second)
 	h.reconcile(t, "team", pod.Name)
-	require.Len(t, h.deletes, 1)
+	require.Len(t, h.evictions, 1)
 	_, after := h.record(t, key)
 	assert.Equal(t, 4, after.Reschedules)
 	assert.ElementsMatch(t, []string{"n0", "n1"}, keys(after.Nodes))
@@ -336,7 +380,7 @@ func TestPodsOfOneIncidentCountOnce(t *testing.T) {
 	h.clock.Step(time.Minute) // even after the round's window: same node, same incident
 	h.reconcile(t, "team", b.Name)
 
-	assert.Len(t, h.deletes, 2)
+	assert.Len(t, h.evictions, 2)
 	_, rec := h.record(t, JobKeyOf(a))
 	assert.Equal(t, 1, rec.Reschedules)
 }
@@ -354,9 +398,9 @@ func TestBarePodRecreated(t *testing.T) {
 	h.reconcile(t, "team", pod.Name)
 	assert.False(t, h.podExists(t, "team", pod.Name))
 	cm, rec := h.record(t, key)
-	require.NotNil(t, rec.PendingPod, "replacement stashed before the delete")
-	assert.Empty(t, cm.OwnerReferences, "the record must outlive the deleted pod")
-	assert.Equal(t, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team", Name: pod.Name}}}, pendingPodOf(context.Background(), cm))
+	require.NotNil(t, rec.Stash, "the observed pod is stashed before the eviction")
+	assert.Equal(t, Stash{Namespace: "team", Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Spec: pod.Spec}, *rec.Stash)
+	assert.Equal(t, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team", Name: pod.Name}}}, h.r.stashedPodOf(context.Background(), cm))
 
 	// The delete event reconciles the now-missing pod: it is recreated.
 	h.reconcile(t, "team", pod.Name)
@@ -373,11 +417,8 @@ func TestBarePodRecreated(t *testing.T) {
 		{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}},
 	}}}, got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
 
-	cm, rec = h.record(t, key)
-	assert.Nil(t, rec.PendingPod)
-	require.Len(t, cm.OwnerReferences, 1)
-	assert.NotEmpty(t, got.UID)
-	assert.Equal(t, got.UID, cm.OwnerReferences[0].UID, "the record now goes with the new pod")
+	_, rec = h.record(t, key)
+	assert.Nil(t, rec.Stash)
 	evs := h.drainEvents()
 	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; avoids [n1]", evs[len(evs)-1])
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.recreated))
@@ -391,28 +432,28 @@ func TestBarePodRecreationWaitsForTheOldPod(t *testing.T) {
 	pod := newPod(bare)
 	key := JobKeyOf(pod)
 	old := newPod(bare, func(p *corev1.Pod) { p.Finalizers = []string{"test/hold"} }, terminating(time.Second))
-	h := newHarness(t, false, old, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}, PendingPod: replacementFor(pod, nil), Replaces: old.UID}))
+	h := newHarness(t, false, old, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}, Stash: stashOf(old)}))
 
 	// The cache says the pod is gone, the API server that it is still terminating.
 	res, err := h.r.recreatePending(context.Background(), types.NamespacedName{Namespace: "team", Name: pod.Name})
 	require.NoError(t, err)
 	assert.Equal(t, time.Second, res.RequeueAfter)
 	_, rec := h.record(t, key)
-	assert.NotNil(t, rec.PendingPod)
+	assert.NotNil(t, rec.Stash)
 }
 
-func TestBarePodReplacementAlreadyThereIsAdopted(t *testing.T) {
+func TestBarePodReplacementAlreadyThereClearsTheStash(t *testing.T) {
 	replacement := newPod(bare, func(p *corev1.Pod) { p.UID = "uid-new"; p.Spec.NodeName = "n2" })
 	key := JobKeyOf(replacement)
+	old := stashOf(replacement)
+	old.UID = "uid-1"
 	h := newHarness(t, false, replacement, readyNode(),
-		recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}, PendingPod: replacementFor(replacement, nil), Replaces: "uid-1"}))
+		recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}, Stash: old}))
 
 	h.reconcile(t, "team", replacement.Name)
 
-	cm, rec := h.record(t, key)
-	assert.Nil(t, rec.PendingPod, "a later delete of the replacement must not resurrect it")
-	require.Len(t, cm.OwnerReferences, 1)
-	assert.Equal(t, types.UID("uid-new"), cm.OwnerReferences[0].UID)
+	_, rec := h.record(t, key)
+	assert.Nil(t, rec.Stash, "a later delete of the replacement must not resurrect it")
 }
 
 func TestBarePodCapAnnotatesThePod(t *testing.T) {
@@ -425,7 +466,7 @@ func TestBarePodCapAnnotatesThePod(t *testing.T) {
 	got := &corev1.Pod{}
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Equal(t, "10", got.Annotations[AnnotationReschedulesExhausted])
-	assert.Empty(t, h.deletes)
+	assert.Zero(t, h.removals())
 }
 
 func TestRecordBoundedAndExpired(t *testing.T) {
@@ -446,7 +487,7 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 		big.Nodes[fmt.Sprintf("x%02d", i)] = t0.Add(time.Duration(i-5) * time.Minute) // x00..x05 expired at t0
 	}
 	h := newHarness(t, false, recordCM(t, key, big))
-	store := newBadNodeStore(h.c, DefaultOptions(), h.clock)
+	store := newBadNodeStore(h.c, testOptions(), h.clock)
 	nodes, err := store.AvoidNodes(context.Background(), pod)
 	require.NoError(t, err)
 	assert.Len(t, nodes, 16)
@@ -462,10 +503,13 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
 	pod := newPod()
 	key := JobKeyOf(pod)
-	foreign := recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}})
-	foreign.Labels = nil
-	h := newHarness(t, false, foreign)
-	store := newBadNodeStore(h.c, DefaultOptions(), h.clock)
+	unlabelled := recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}})
+	unlabelled.Labels = nil
+	// A tenant's copy of a valid record, in the tenant's namespace.
+	tenant := recordCM(t, key, Record{Nodes: map[string]time.Time{"n2": t0.Add(time.Hour)}})
+	tenant.Namespace = "team"
+	h := newHarness(t, false, unlabelled, tenant)
+	store := newBadNodeStore(h.c, testOptions(), h.clock)
 
 	nodes, err := store.AvoidNodes(context.Background(), pod)
 	require.NoError(t, err)
@@ -474,7 +518,16 @@ func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 
-	disabled := DefaultOptions()
+	// A record of another job, renamed to this job's record: ignored.
+	other := JobKeyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
+	forged := recordCM(t, other, Record{Nodes: map[string]time.Time{"n3": t0.Add(time.Hour)}})
+	forged.Name = key.RecordName()
+	h3 := newHarness(t, false, forged)
+	nodes, err = newBadNodeStore(h3.c, testOptions(), h3.clock).AvoidNodes(context.Background(), pod)
+	require.NoError(t, err)
+	assert.Empty(t, nodes)
+
+	disabled := testOptions()
 	disabled.Enabled = false
 	h2 := newHarness(t, false, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}}))
 	nodes, err = NewBadNodeStore(h2.c, disabled).AvoidNodes(context.Background(), pod)
@@ -492,13 +545,24 @@ func TestPodsOnNode(t *testing.T) {
 
 func TestCacheByObject(t *testing.T) {
 	got := map[string]string{}
-	for obj, by := range CacheByObject() {
-		got[fmt.Sprintf("%T", obj)] = by.Label.String()
+	for obj, by := range CacheByObject(ownNS) {
+		desc := fmt.Sprintf("label=%v namespaces=%v transform=%v", by.Label, keysOf(by.Namespaces), by.Transform != nil)
+		got[fmt.Sprintf("%T", obj)] = desc
 	}
 	assert.Equal(t, map[string]string{
-		"*v1.Pod":       "trainguard.io/managed=true",
-		"*v1.ConfigMap": "trainguard.io/bad-nodes=true",
+		"*v1.Pod":       "label=trainguard.io/managed=true namespaces=[] transform=true",
+		"*v1.ConfigMap": "label=trainguard.io/bad-nodes=true namespaces=[trainguard-system] transform=false",
+		"*v1.Node":      "label=<nil> namespaces=[] transform=true",
 	}, got)
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := []string{}
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func TestMetricsRegisterTwice(t *testing.T) {
@@ -511,20 +575,22 @@ func TestMetricsRegisterTwice(t *testing.T) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	key := JobKeyOf(newPod(bare))
-	in := Record{Nodes: map[string]time.Time{"a": t0}, Reschedules: 2, RoundStart: t0, PendingPod: replacementFor(newPod(bare), []string{"a"})}
+	pod := newPod(bare)
+	key := JobKeyOf(pod)
+	in := Record{Nodes: map[string]time.Time{"a": t0}, Reschedules: 2, RoundStart: t0, Stash: stashOf(pod)}
 	cm := recordCM(t, key, in)
 	var nodes map[string]string
 	require.NoError(t, json.Unmarshal([]byte(cm.Data[dataNodes]), &nodes))
 	assert.Equal(t, map[string]string{"a": "2025-06-01T12:00:00Z"}, nodes, "data is JSON {node: expiry}")
-	out, err := decodeRecord(cm)
+	out, err := decodeRecord(cm, key)
 	require.NoError(t, err)
 	assert.Equal(t, in.Nodes, out.Nodes)
 	assert.Equal(t, in.Reschedules, out.Reschedules)
-	assert.Equal(t, "elastic-0", out.PendingPod.Name)
+	assert.Equal(t, "elastic-0", out.Stash.Name)
 
-	cm.Data[dataNodes] = "{not json"
-	_, err = decodeRecord(cm)
+	bad := cm.DeepCopy()
+	bad.Data[dataNodes] = "{not json"
+	_, err = decodeRecord(bad, key)
 	assert.Error(t, err)
 }
 
@@ -535,3 +601,29 @@ func keys(m map[string]time.Time) []string {
 	}
 	return out
 }
+
+// removals counts evictions and deletes: every way the controller removes a pod.
+func (h *harness) removals() int { return len(h.deletes) + len(h.evictions) }
+
+// TransformPod keeps what JobKeyOf and the policy read, drops the rest.
+func TestTransformPodKeepsOnlyWhatIsRead(t *testing.T) {
+	pod := newPod(annotation(policy.AnnotationMaxReschedules, "3"), annotation("team.example.com/notes", strings.Repeat("x", 4096)),
+		label("unrelated", "x"), label(policy.LabelMindClusterFaultScheduling, "force"), exited(137, "Error"))
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: strings.Repeat("y", 4096)}}
+	pod.Status.Message = strings.Repeat("z", 1000)
+	out, err := TransformPod(pod.DeepCopy())
+	require.NoError(t, err)
+	got := out.(*corev1.Pod)
+	assert.Equal(t, JobKeyOf(pod), JobKeyOf(got))
+	assert.Equal(t, map[string]string{policy.AnnotationMaxReschedules: "3"}, got.Annotations)
+	assert.Equal(t, map[string]string{policy.LabelManaged: "true", labelKubeflowJobName: "job", policy.LabelMindClusterFaultScheduling: "force"}, got.Labels)
+	assert.Equal(t, []corev1.Container{{Name: "pytorch"}}, got.Spec.Containers)
+	assert.Len(t, got.Status.Message, maxKeptMessage+3)
+	assert.Equal(t, int32(137), got.Status.ContainerStatuses[0].State.Terminated.ExitCode)
+	tomb := toolscacheTombstone()
+	same, err := TransformPod(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, same, "anything but a pod passes unchanged")
+}
+
+func toolscacheTombstone() any { return "not a pod" }

@@ -17,9 +17,15 @@ const (
 	ActionNone Action = "None"
 	// ActionWait looks again after Decision.RequeueAfter.
 	ActionWait Action = "Wait"
-	// ActionDelete deletes the pod with its own grace period, so the preStop checkpoint runs.
-	ActionDelete Action = "Delete"
-	// ActionForceDelete deletes the pod with grace period 0.
+	// ActionEvict evicts the pod through the Eviction API with its own grace
+	// period, so the preStop checkpoint runs and PodDisruptionBudgets hold.
+	ActionEvict Action = "Evict"
+	// ActionEvictNow evicts the pod with grace period 0 (fault-scheduling=force
+	// on a node that is still reachable): PodDisruptionBudgets still hold.
+	ActionEvictNow Action = "EvictNow"
+	// ActionForceDelete deletes the pod with grace period 0, bypassing its
+	// PodDisruptionBudget. Decide chooses it only when the node object is
+	// gone or the node has been unreachable for Options.ForceDeleteAfter.
 	ActionForceDelete Action = "ForceDelete"
 )
 
@@ -116,13 +122,43 @@ func Decide(in Input, opts Options) Decision {
 		return d
 	}
 	if mode == FaultSchedulingForce {
-		d.Action, d.Reason = ActionForceDelete, ReasonForceDelete
-		d.Message += "; fault-scheduling=force: deleting with grace period 0"
+		d.Reason = ReasonForceDelete
+		if ok, why := forceAllowed(in, opts); ok {
+			d.Action = ActionForceDelete
+			d.Message += "; fault-scheduling=force: " + why + ", force-deleting (grace period 0, PodDisruptionBudget bypassed)"
+			return d
+		}
+		d.Action = ActionEvictNow
+		d.Message += "; fault-scheduling=force: evicting with grace period 0 (PodDisruptionBudgets hold)"
 		return d
 	}
-	d.Action, d.Reason = ActionDelete, ReasonGracefulDelete
-	d.Message += "; fault-scheduling=grace: deleting gracefully so the preStop checkpoint runs"
+	d.Action, d.Reason = ActionEvict, ReasonGracefulDelete
+	d.Message += "; fault-scheduling=grace: evicting gracefully so the preStop checkpoint runs (PodDisruptionBudgets hold)"
 	return d
+}
+
+// forceAllowed says whether a pod on in.Node may be force-deleted: the node
+// object is gone, or the node has been unreachable (Ready not True) for at
+// least opts.ForceDeleteAfter. why says which, for the Event.
+func forceAllowed(in Input, opts Options) (bool, string) {
+	name := in.Pod.Spec.NodeName
+	if in.Node == nil {
+		return true, fmt.Sprintf("node %s was deleted", name)
+	}
+	status, since := corev1.ConditionUnknown, in.Node.CreationTimestamp.Time
+	for _, c := range in.Node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			status, since = c.Status, c.LastTransitionTime.Time
+		}
+	}
+	if status == corev1.ConditionTrue {
+		return false, ""
+	}
+	down := in.Now.Sub(since)
+	if down < opts.ForceDeleteAfter {
+		return false, ""
+	}
+	return true, fmt.Sprintf("node %s unreachable (Ready=%s) for %s, past --force-delete-after=%s", name, status, down.Round(time.Second), opts.ForceDeleteAfter)
 }
 
 // detect finds what is wrong with a pod that is not being deleted.
@@ -140,12 +176,13 @@ func detect(in Input, opts Options) Decision {
 	}
 	node := classifyNode(in.Node, pod.Spec.NodeName, in.Now, opts.NodeLostGrace)
 	switch {
+	case hasCondition(pod, corev1.DisruptionTarget):
+		// Someone is already evicting or deleting the pod (a drain, the
+		// taint manager, preemption): the kubelet runs its preStop hook;
+		// trainguard adds nothing.
+		return Decision{Action: ActionNone}
 	case node.health == nodeLost:
 		return Decision{Cause: ReasonNodeLost, Message: node.why}
-	case hasCondition(pod, corev1.DisruptionTarget):
-		return Decision{Cause: ReasonNodeDrained, Message: "pod has condition DisruptionTarget: " + disruptionReason(pod)}
-	case node.health == nodeDrained:
-		return Decision{Cause: ReasonNodeDrained, Message: node.why}
 	case node.health == nodeNotReady:
 		// Not yet lost: look again when the grace is over.
 		return Decision{Action: ActionWait, RequeueAfter: node.wait, Message: node.why}
@@ -164,8 +201,14 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 		return Decision{Action: ActionNone}
 	}
 	d := Decision{Cause: ReasonNodeLost, Reason: ReasonForceDelete, Action: ActionForceDelete}
+	ok, why := forceAllowed(in, opts)
+	if !ok {
+		// Lost, but not yet long enough to bypass the budget: look again
+		// when it is.
+		return Decision{Action: ActionWait, RequeueAfter: forceWait(in, opts), Message: node.why + "; graceful delete pending"}
+	}
 	if mode == FaultSchedulingForce {
-		d.Message = node.why + "; fault-scheduling=force: pod is terminating, forcing the delete"
+		d.Message = why + "; fault-scheduling=force: pod is terminating, force-deleting"
 		return d
 	}
 	requested := pod.DeletionTimestamp.Time
@@ -176,8 +219,23 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 	if in.Now.Before(deadline) {
 		return Decision{Action: ActionWait, RequeueAfter: deadline.Sub(in.Now), Message: node.why + "; graceful delete pending"}
 	}
-	d.Message = fmt.Sprintf("%s; graceful delete requested %s ago (grace-over-time %s): forcing the delete", node.why, in.Now.Sub(requested).Round(time.Second), opts.GraceOverTime)
+	d.Message = fmt.Sprintf("%s; graceful delete requested %s ago (grace-over-time %s): force-deleting", why, in.Now.Sub(requested).Round(time.Second), opts.GraceOverTime)
 	return d
+}
+
+// forceWait is how long until forceAllowed turns true for a node that is
+// unreachable but not for long enough yet.
+func forceWait(in Input, opts Options) time.Duration {
+	since := in.Node.CreationTimestamp.Time
+	for _, c := range in.Node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	if d := since.Add(opts.ForceDeleteAfter).Sub(in.Now); d > 0 {
+		return d
+	}
+	return time.Second
 }
 
 // gate applies the job's cap and backoff. stop is true when the returned
@@ -248,15 +306,6 @@ func inPlace(strategy, cause string) bool {
 	if !policy.HasStrategy(strategy, strategyRecoverInPlace) {
 		return false
 	}
-	nodeFault := cause == ReasonNodeLost || cause == ReasonNodeDrained
+	nodeFault := cause == ReasonNodeLost
 	return !(nodeFault && policy.HasStrategy(strategy, strategyRecover))
-}
-
-func disruptionReason(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget {
-			return c.Reason
-		}
-	}
-	return ""
 }

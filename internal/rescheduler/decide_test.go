@@ -29,7 +29,7 @@ func TestDecide(t *testing.T) {
 		message  string // substring
 	}
 	graceful := func(cause string) want {
-		return want{action: ActionDelete, cause: cause, reason: ReasonGracefulDelete, migrate: true, newRound: true}
+		return want{action: ActionEvict, cause: cause, reason: ReasonGracefulDelete, migrate: true, newRound: true}
 	}
 	permanent := want{action: ActionNone, cause: ReasonPermanentFailure, reason: ReasonPermanentFailure}
 	nothing := want{action: ActionNone}
@@ -56,13 +56,13 @@ func TestDecide(t *testing.T) {
 		{name: "exit 137 retryable", pod: newPod(exited(137, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
 		{name: "exit 143 retryable", pod: newPod(exited(143, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
 		{name: "exit 138 user-retryable", pod: newPod(exited(138, "Error")), node: readyNode(),
-			want: want{action: ActionDelete, cause: ReasonRetryableExit, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: "user-retryable"}},
+			want: want{action: ActionEvict, cause: ReasonRetryableExit, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: "user-retryable"}},
 		{name: "undefined exit 3, default permanent", pod: newPod(exited(3, "Error")), node: readyNode(),
 			want: want{action: ActionNone, cause: ReasonPermanentFailure, reason: ReasonPermanentFailure, message: "undefined"}},
 		{name: "undefined exit 134, default retryable", pod: newPod(exited(134, "Error")), node: readyNode(), defaultRetryable: true,
 			want: graceful(ReasonRetryableExit)},
 		{name: "OOMKilled", pod: newPod(exited(137, "OOMKilled")), node: readyNode(),
-			want: want{action: ActionDelete, cause: ReasonRetryableExit, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: "OOMKilled"}},
+			want: want{action: ActionEvict, cause: ReasonRetryableExit, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: "OOMKilled"}},
 		{name: "Evicted", pod: newPod(podReason("Evicted")), node: readyNode(), want: graceful(ReasonRetryableExit)},
 		{name: "OutOf GPU at admission", pod: newPod(podReason("OutOfnvidia.com/gpu")), node: readyNode(), want: graceful(ReasonRetryableExit)},
 		{name: "UnexpectedAdmissionError", pod: newPod(podReason("UnexpectedAdmissionError")), node: readyNode(), want: graceful(ReasonRetryableExit)},
@@ -107,14 +107,27 @@ func TestDecide(t *testing.T) {
 			return n
 		}(), want: graceful(ReasonNodeLost)},
 		{name: "node deleted", pod: newPod(), node: nil, want: graceful(ReasonNodeLost)},
-		{name: "node cordoned", pod: newPod(), node: cordoned(readyNode()), want: graceful(ReasonNodeDrained)},
-		{name: "DisruptionTarget condition", pod: newPod(disruption), node: readyNode(), want: graceful(ReasonNodeDrained)},
+		// A cordon is not a failure; a drain's eviction is under way already.
+		{name: "node cordoned", pod: newPod(), node: cordoned(readyNode()), want: nothing},
+		{name: "node cordoned and tainted unschedulable", pod: newPod(), node: func() *corev1.Node {
+			n := cordoned(readyNode())
+			n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}
+			return n
+		}(), want: nothing},
+		{name: "DisruptionTarget condition", pod: newPod(disruption), node: readyNode(), want: nothing},
+		{name: "DisruptionTarget on a cordoned node", pod: newPod(disruption), node: cordoned(readyNode()), want: nothing},
 		{name: "permanent exit on a lost node stays permanent", pod: newPod(exited(1, "Error")), node: nil, want: permanent},
 
 		// fault-scheduling.
 		{name: "grace", pod: newPod(label(fs, "grace")), node: nil, want: graceful(ReasonNodeLost)},
 		{name: "force", pod: newPod(label(fs, "force")), node: nil,
 			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true}},
+		{name: "force, node unreachable below --force-delete-after: evicted now", pod: newPod(label(fs, "force")), node: unknown(2 * time.Minute),
+			want: want{action: ActionEvictNow, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true, message: "PodDisruptionBudgets hold"}},
+		{name: "force, node unreachable past --force-delete-after", pod: newPod(label(fs, "force")), node: unknown(5 * time.Minute),
+			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true, message: "past --force-delete-after"}},
+		{name: "force on retryable exit, healthy node: evicted now", pod: newPod(label(fs, "force"), exited(137, "Error")), node: readyNode(),
+			want: want{action: ActionEvictNow, cause: ReasonRetryableExit, reason: ReasonForceDelete, migrate: true, newRound: true}},
 		{name: "off", pod: newPod(label(fs, "off")), node: nil,
 			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonFaultSchedulingOff}},
 		{name: "off on retryable exit", pod: newPod(label(fs, "off"), exited(137, "Error")), node: readyNode(),
@@ -122,7 +135,7 @@ func TestDecide(t *testing.T) {
 		{name: "absent: config default force", pod: newPod(), node: nil, defaultFS: "force",
 			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true}},
 		{name: "invalid falls back to default", pod: newPod(label(fs, "sometimes")), node: nil,
-			want: want{action: ActionDelete, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: `"sometimes" ignored`}},
+			want: want{action: ActionEvict, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: `"sometimes" ignored`}},
 
 		// recover vs recover-in-place.
 		{name: "recover migrates", pod: newPod(annotation(rs, "recover")), node: nil, want: graceful(ReasonNodeLost)},
@@ -142,6 +155,8 @@ func TestDecide(t *testing.T) {
 			want: want{action: ActionWait, requeue: 800 * time.Second}},
 		{name: "terminating on lost node, grace over", pod: newPod(terminating(901 * time.Second)), node: nil,
 			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete}},
+		{name: "terminating on lost node, grace over, node not unreachable long enough", pod: newPod(terminating(901 * time.Second)), node: notReady(2 * time.Minute),
+			want: want{action: ActionWait, requeue: 3 * time.Minute}},
 		{name: "terminating on lost node, force", pod: newPod(terminating(time.Second), label(fs, "force")), node: nil,
 			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete}},
 		{name: "terminating on lost node, off", pod: newPod(terminating(time.Hour), label(fs, "off")), node: nil, want: nothing},
@@ -156,9 +171,9 @@ func TestDecide(t *testing.T) {
 			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRescheduleCapReached}},
 		{name: "cap reached, node already recorded: same incident", pod: newPod(), node: nil,
 			history: History{Reschedules: 10, RoundStart: t0.Add(-time.Hour), NodeRecorded: true},
-			want:    want{action: ActionDelete, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true}},
+			want:    want{action: ActionEvict, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true}},
 		{name: "joins the open round", pod: newPod(), node: nil, history: History{Reschedules: 3, RoundStart: t0.Add(-5 * time.Second)},
-			want: want{action: ActionDelete, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true}},
+			want: want{action: ActionEvict, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true}},
 		{name: "backoff pending", pod: newPod(), node: nil, history: History{Reschedules: 3, RoundStart: t0.Add(-15 * time.Second)},
 			want: want{action: ActionWait, cause: ReasonNodeLost, reason: ReasonBackoffPending, requeue: 25 * time.Second}},
 		{name: "backoff over", pod: newPod(), node: nil, history: History{Reschedules: 3, RoundStart: t0.Add(-40 * time.Second)},
@@ -181,6 +196,18 @@ func TestDecide(t *testing.T) {
 				MaxReschedules: capN, History: tc.history,
 			}
 			d := Decide(in, opts)
+			// The cache holds pods and nodes stripped by TransformPod and
+			// TransformNode: they must decide exactly the same.
+			stripped := in
+			tp, err := TransformPod(tc.pod.DeepCopy())
+			assert.NoError(t, err)
+			stripped.Pod = tp.(*corev1.Pod)
+			if tc.node != nil {
+				tn, err := TransformNode(tc.node.DeepCopy())
+				assert.NoError(t, err)
+				stripped.Node = tn.(*corev1.Node)
+			}
+			assert.Equal(t, d, Decide(stripped, opts), "the cache's stripped pod and node decide the same")
 			got := want{action: d.Action, cause: d.Cause, reason: d.Reason, migrate: d.Migrate, newRound: d.NewRound, requeue: d.RequeueAfter, message: tc.want.message}
 			assert.Equal(t, tc.want, got, "message: %s", d.Message)
 			if tc.want.message != "" {

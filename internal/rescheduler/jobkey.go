@@ -39,18 +39,39 @@ func (k JobKey) group() string {
 	return gv.Group
 }
 
-// RecordName is the name of the job's bad-node ConfigMap. A hash of the full
-// identity keeps jobs of different kinds (or a bare pod and a job) with the
-// same name apart, and keeps the name valid whatever its length.
+// RecordName is the name of the job's bad-node ConfigMap in trainguard's
+// namespace. A hash of the full identity (namespace included) keeps jobs of
+// different namespaces and kinds (or a bare pod and a job) with the same
+// name apart, and keeps the name valid whatever its length; the readable
+// part is for humans only.
 func (k JobKey) RecordName() string {
-	sum := sha256.Sum256([]byte(k.Kind + "." + k.group() + "/" + k.Name))
-	suffix := hex.EncodeToString(sum[:])[:10]
-	name := strings.ToLower(k.Name)
-	const maxName = 253 - len("trainguard-bad-nodes-") - 1 - 10
+	sum := sha256.Sum256([]byte(k.Namespace + "/" + k.Kind + "." + k.group() + "/" + k.Name))
+	suffix := hex.EncodeToString(sum[:])[:16]
+	name := strings.ToLower(k.Namespace + "." + k.Name)
+	const maxName = 253 - len(recordPrefix) - 1 - 16
 	if len(name) > maxName {
 		name = strings.TrimRight(name[:maxName], "-.")
 	}
-	return "trainguard-bad-nodes-" + name + "-" + suffix
+	return recordPrefix + name + "-" + suffix
+}
+
+const recordPrefix = "bad-nodes-"
+
+// parseJobKey reverses String, given the APIVersion it does not hold.
+func parseJobKey(s, apiVersion string) (JobKey, bool) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+		return JobKey{}, false
+	}
+	kind, group, ok := strings.Cut(parts[1], ".")
+	if !ok || kind == "" {
+		return JobKey{}, false
+	}
+	k := JobKey{Namespace: parts[0], APIVersion: apiVersion, Kind: kind, Name: parts[2]}
+	if k.group() != group {
+		return JobKey{}, false
+	}
+	return k, true
 }
 
 // JobKeyOf returns the job of a pod. The controller owner wins; operator

@@ -5,8 +5,10 @@ import "github.com/trainguard/trainguard/internal/policy"
 // Keys the rescheduler reads and writes. They belong to the trainguard.io/
 // contract; the lead may move them into policy/keys.go.
 const (
-	// LabelBadNodes marks the ConfigMaps holding bad-node records. The manager's
-	// cache watches only ConfigMaps with this label set to "true".
+	// LabelBadNodes marks the ConfigMaps holding bad-node records, in
+	// trainguard's own namespace. The manager's cache watches only
+	// ConfigMaps of that namespace with this label set to "true"; the label
+	// on a ConfigMap anywhere else means nothing.
 	LabelBadNodes = policy.Prefix + "bad-nodes"
 	// AnnotationDecision on a pod remembers the last no-action decision
 	// (PermanentFailure, RestartInPlace, ...), so the same Event is not emitted
@@ -40,6 +42,15 @@ const (
 	ReasonBackoffPending       = "BackoffPending"
 	ReasonBarePodRecreated     = "BarePodRecreated"
 	ReasonRecreateFailed       = "BarePodRecreateFailed"
+
+	// Held: the decision stands, its action waits.
+	ReasonPartitionSuspected = "PartitionSuspected" // zone brake (--unhealthy-zone-threshold)
+	ReasonNodeRateLimited    = "NodeRateLimited"    // token bucket (--node-eviction-rate)
+	ReasonEvictionBlocked    = "EvictionBlocked"    // a PodDisruptionBudget refused the eviction (429)
+
+	// ReasonRecordIgnored: a record or stash failed to parse or did not
+	// match its job; it is never acted on.
+	ReasonRecordIgnored = "RecordIgnored"
 )
 
 // ControllerName names the controller, its Event reporter and its logger.

@@ -15,6 +15,13 @@ type metrics struct {
 	badNodes   prometheus.Counter
 	recreated  prometheus.Counter
 	errorsByOp *prometheus.CounterVec
+
+	brakeEngaged   *prometheus.GaugeVec
+	unhealthyNodes *prometheus.GaugeVec
+	nodesActedOn   prometheus.Counter
+	held           *prometheus.CounterVec
+	recordsIgnored *prometheus.CounterVec
+	podsIgnored    *prometheus.CounterVec
 }
 
 // Metric names, documented in docs/rescheduler.md.
@@ -24,6 +31,13 @@ const (
 	metricBadNodes  = "trainguard_rescheduler_bad_nodes_recorded_total"
 	metricRecreated = "trainguard_rescheduler_bare_pods_recreated_total"
 	metricErrors    = "trainguard_rescheduler_errors_total"
+
+	metricBrakeEngaged   = "trainguard_rescheduler_brake_engaged"
+	metricUnhealthyNodes = "trainguard_rescheduler_zone_unhealthy_nodes"
+	metricNodesActedOn   = "trainguard_rescheduler_nodes_acted_on_total"
+	metricHeld           = "trainguard_rescheduler_actions_held_total"
+	metricRecordsIgnored = "trainguard_rescheduler_records_ignored_total"
+	metricPodsIgnored    = "trainguard_rescheduler_pods_ignored_total"
 )
 
 func newMetrics() *metrics {
@@ -34,7 +48,7 @@ func newMetrics() *metrics {
 		}, []string{"reason"}),
 		deletions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricDeletions,
-			Help: "Training pods the rescheduler deleted, by mode (graceful, force).",
+			Help: "Training pods the rescheduler evicted or deleted, by mode (evict: Eviction API with the pod's grace period; evict-now: Eviction API with grace period 0; force: delete with grace period 0, only for pods on a gone or long-unreachable node).",
 		}, []string{"mode"}),
 		badNodes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: metricBadNodes,
@@ -48,6 +62,30 @@ func newMetrics() *metrics {
 			Name: metricErrors,
 			Help: "Failed API operations of the rescheduler, by operation.",
 		}, []string{"operation"}),
+		brakeEngaged: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metricBrakeEngaged,
+			Help: "1 while the zone brake holds every action in the zone (suspected partition, --unhealthy-zone-threshold), by zone (\"\" for nodes without a zone label).",
+		}, []string{"zone"}),
+		unhealthyNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metricUnhealthyNodes,
+			Help: "Nodes carrying managed pods that are NotReady/Unknown, by zone, as last judged by the brake.",
+		}, []string{"zone"}),
+		nodesActedOn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricNodesActedOn,
+			Help: "Nodes admitted by the --node-eviction-rate token bucket (pods on them were evicted or deleted).",
+		}),
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricHeld,
+			Help: "Actions the rescheduler held back, by reason (PartitionSuspected, NodeRateLimited, EvictionBlocked).",
+		}, []string{"reason"}),
+		recordsIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricRecordsIgnored,
+			Help: "Bad-node records (or bare-pod stashes) ignored because they failed to parse or did not match their job, by reason.",
+		}, []string{"reason"}),
+		podsIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPodsIgnored,
+			Help: "Reconciles of pods labelled trainguard.io/managed=true that the rescheduler left alone because the webhook would not inject them (namespace not opted in, excluded, or the pod opted out), by reason.",
+		}, []string{"reason"}),
 	}
 }
 
@@ -62,6 +100,12 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	m.badNodes = registerOrReuse(reg, m.badNodes, reuse)
 	m.recreated = registerOrReuse(reg, m.recreated, reuse)
 	m.errorsByOp = registerOrReuse(reg, m.errorsByOp, reuse)
+	m.brakeEngaged = registerOrReuse(reg, m.brakeEngaged, reuse)
+	m.unhealthyNodes = registerOrReuse(reg, m.unhealthyNodes, reuse)
+	m.nodesActedOn = registerOrReuse(reg, m.nodesActedOn, reuse)
+	m.held = registerOrReuse(reg, m.held, reuse)
+	m.recordsIgnored = registerOrReuse(reg, m.recordsIgnored, reuse)
+	m.podsIgnored = registerOrReuse(reg, m.podsIgnored, reuse)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("registering rescheduler metrics: %w", err)
 	}

@@ -31,6 +31,24 @@ type Options struct {
 	// min(BackoffBase*2^(n-1), BackoffMax) after round n. Pods of the job that
 	// need action within BackoffBase of a round's start join that round.
 	BackoffBase, BackoffMax time.Duration
+	// ForceDeleteAfter is how long a node must have been unreachable
+	// (NotReady or Unknown) before a pod on it may be force-deleted, which
+	// bypasses its PodDisruptionBudget. A node object that is gone needs no
+	// wait. Below it, pods are only ever evicted.
+	ForceDeleteAfter time.Duration
+	// NodeEvictionRate and NodeEvictionBurst are the token bucket on the
+	// nodes acted on (pods evicted or deleted off them), as the node
+	// lifecycle controller's --node-eviction-rate.
+	NodeEvictionRate  float64
+	NodeEvictionBurst int
+	// UnhealthyZoneThreshold stops every action in a zone when more than
+	// this fraction of the zone's nodes that carry managed pods are
+	// unhealthy (and at least minUnhealthyNodes of them), as the node
+	// lifecycle controller's --unhealthy-zone-threshold.
+	UnhealthyZoneThreshold float64
+	// Namespace is trainguard's own namespace, where the bad-node records
+	// live. Not a flag of its own: `serve --namespace` sets it.
+	Namespace string
 }
 
 // Defaults, documented in docs/rescheduler.md.
@@ -41,6 +59,19 @@ const (
 	DefaultMaxBadNodes   = 16
 	DefaultBackoffBase   = 10 * time.Second
 	DefaultBackoffMax    = 5 * time.Minute
+	// DefaultForceDeleteAfter matches the 300 s tolerationSeconds the API
+	// server gives every pod for node.kubernetes.io/unreachable: the point
+	// at which Kubernetes itself gives up on the node's kubelet.
+	DefaultForceDeleteAfter = 5 * time.Minute
+	// DefaultNodeEvictionRate is the node lifecycle controller's own
+	// default: one node every 10 s.
+	DefaultNodeEvictionRate = 0.1
+	// DefaultNodeEvictionBurst lets an incident of up to 3 nodes (a rack, a
+	// switch) be handled at once; the node lifecycle controller has a burst
+	// of 1 but evicts only after 5 minutes, trainguard after 60 s.
+	DefaultNodeEvictionBurst = 3
+	// DefaultUnhealthyZoneThreshold is the node lifecycle controller's.
+	DefaultUnhealthyZoneThreshold = 0.55
 )
 
 // DefaultOptions returns the options used when no flag is given.
@@ -53,6 +84,11 @@ func DefaultOptions() Options {
 		MaxBadNodes:   DefaultMaxBadNodes,
 		BackoffBase:   DefaultBackoffBase,
 		BackoffMax:    DefaultBackoffMax,
+
+		ForceDeleteAfter:       DefaultForceDeleteAfter,
+		NodeEvictionRate:       DefaultNodeEvictionRate,
+		NodeEvictionBurst:      DefaultNodeEvictionBurst,
+		UnhealthyZoneThreshold: DefaultUnhealthyZoneThreshold,
 	}
 }
 
@@ -74,6 +110,18 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"First backoff between two reschedule rounds of one job; doubles each round. Pods needing action within this time of a round share it.")
 	fs.DurationVar(&o.BackoffMax, "reschedule-backoff-max", o.BackoffMax,
 		"Longest backoff between two reschedule rounds of one job.")
+	fs.DurationVar(&o.ForceDeleteAfter, "force-delete-after", o.ForceDeleteAfter,
+		"How long a node must have been NotReady/Unknown before pods on it may be force-deleted (grace period 0, bypassing PodDisruptionBudgets). "+
+			"Below it pods are only evicted through the Eviction API. A deleted Node needs no wait. Default: the API server's 300 s unreachable toleration.")
+	fs.Float64Var(&o.NodeEvictionRate, "node-eviction-rate", o.NodeEvictionRate,
+		"Nodes per second the rescheduler may start acting on (evicting their training pods), cluster-wide; a token bucket like "+
+			"kube-controller-manager's --node-eviction-rate (same default, 0.1 = one node every 10 s). 0 stops all action.")
+	fs.IntVar(&o.NodeEvictionBurst, "node-eviction-burst", o.NodeEvictionBurst,
+		"Nodes the rescheduler may act on at once before --node-eviction-rate applies (an incident of a rack or a switch).")
+	fs.Float64Var(&o.UnhealthyZoneThreshold, "unhealthy-zone-threshold", o.UnhealthyZoneThreshold,
+		"Brake: when more than this fraction of a zone's nodes that carry managed pods are NotReady/Unknown (and at least 3 of them), "+
+			"a partition is suspected and nothing in the zone is evicted or deleted until it recovers (Event, log, metric "+
+			"trainguard_rescheduler_brake_engaged). Same default as kube-controller-manager's --unhealthy-zone-threshold. 1 disables the brake.")
 }
 
 // Validate rejects options the controller cannot work with.
@@ -89,6 +137,19 @@ func (o *Options) Validate() error {
 	positive("bad-node-ttl", o.BadNodeTTL)
 	positive("reschedule-backoff-base", o.BackoffBase)
 	positive("reschedule-backoff-max", o.BackoffMax)
+	positive("force-delete-after", o.ForceDeleteAfter)
+	if o.NodeEvictionRate < 0 {
+		errs = append(errs, fmt.Errorf("--node-eviction-rate must not be negative, got %g", o.NodeEvictionRate))
+	}
+	if o.NodeEvictionBurst < 1 {
+		errs = append(errs, fmt.Errorf("--node-eviction-burst must be at least 1, got %d", o.NodeEvictionBurst))
+	}
+	if o.UnhealthyZoneThreshold <= 0 || o.UnhealthyZoneThreshold > 1 {
+		errs = append(errs, fmt.Errorf("--unhealthy-zone-threshold must be in (0, 1], got %g", o.UnhealthyZoneThreshold))
+	}
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("trainguard's namespace is empty: set --namespace (or $POD_NAMESPACE); the rescheduler keeps its records there"))
+	}
 	if o.MaxBadNodes < 1 {
 		errs = append(errs, fmt.Errorf("--max-bad-nodes must be at least 1, got %d", o.MaxBadNodes))
 	}

@@ -19,12 +19,16 @@ func TestBindFlags(t *testing.T) {
 	require.NoError(t, fs.Parse(nil))
 	assert.Equal(t, DefaultOptions(), o, "no flag keeps the defaults")
 	assert.Equal(t, Options{Enabled: true, NodeLostGrace: time.Minute, GraceOverTime: 900 * time.Second, BadNodeTTL: time.Hour,
-		MaxBadNodes: 16, BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute}, o)
+		MaxBadNodes: 16, BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute,
+		ForceDeleteAfter: 5 * time.Minute, NodeEvictionRate: 0.1, NodeEvictionBurst: 3, UnhealthyZoneThreshold: 0.55}, o)
 
 	require.NoError(t, fs.Parse([]string{"--rescheduler=false", "--node-lost-grace=30s", "--grace-over-time=5m",
-		"--bad-node-ttl=2h", "--max-bad-nodes=4", "--unknown-exit-code-retryable", "--reschedule-backoff-base=1s", "--reschedule-backoff-max=1m"}))
+		"--bad-node-ttl=2h", "--max-bad-nodes=4", "--unknown-exit-code-retryable", "--reschedule-backoff-base=1s", "--reschedule-backoff-max=1m",
+		"--force-delete-after=10m", "--node-eviction-rate=0.5", "--node-eviction-burst=1", "--unhealthy-zone-threshold=0.3"}))
 	assert.Equal(t, Options{NodeLostGrace: 30 * time.Second, GraceOverTime: 5 * time.Minute, BadNodeTTL: 2 * time.Hour,
-		MaxBadNodes: 4, DefaultRetryable: true, BackoffBase: time.Second, BackoffMax: time.Minute}, o)
+		MaxBadNodes: 4, DefaultRetryable: true, BackoffBase: time.Second, BackoffMax: time.Minute,
+		ForceDeleteAfter: 10 * time.Minute, NodeEvictionRate: 0.5, NodeEvictionBurst: 1, UnhealthyZoneThreshold: 0.3}, o)
+	o.Namespace = "trainguard-system" // set by serve --namespace
 	assert.NoError(t, o.Validate())
 }
 
@@ -33,11 +37,16 @@ func TestValidate(t *testing.T) {
 	o.NodeLostGrace = 0
 	o.MaxBadNodes = 0
 	o.BackoffMax = time.Second
+	o.UnhealthyZoneThreshold = 1.5
+	o.NodeEvictionBurst = 0
 	err := o.Validate()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--node-lost-grace")
 	assert.Contains(t, err.Error(), "--max-bad-nodes")
 	assert.Contains(t, err.Error(), "--reschedule-backoff-max")
+	assert.Contains(t, err.Error(), "--unhealthy-zone-threshold must be in (0, 1], got 1.5")
+	assert.Contains(t, err.Error(), "--node-eviction-burst")
+	assert.Contains(t, err.Error(), "set --namespace")
 }
 
 func TestJobKeyOf(t *testing.T) {

@@ -16,56 +16,126 @@ const (
 	dataNodes       = "nodes"       // JSON {"node": "expiry (RFC 3339)"}
 	dataReschedules = "reschedules" // reschedule rounds so far
 	dataRoundStart  = "roundStart"  // RFC 3339 start of the latest round
-	dataJob         = "job"         // JobKey.String(), for humans
-	dataPendingPod  = "pendingPod"  // JSON pod: a bare pod awaiting recreation
-	dataReplaces    = "replacesUID" // UID of the deleted pod the pending pod replaces
+	dataJob         = "job"         // JobKey.String(): checked against the name on every read
+	dataJobUID      = "jobUID"      // UID of the job's controller, so a job recreated under the same name starts afresh
+	dataStash       = "stash"       // JSON Stash: a bare pod awaiting recreation
+	dataAPIVersion  = "jobAPIVersion"
 )
 
-// Record is one job's bad-node record, stored in a ConfigMap named
-// JobKey.RecordName() in the job's namespace and labelled
-// trainguard.io/bad-nodes=true.
+// maxRecordBytes bounds what is decoded from one record. trainguard's own
+// records are a few KiB (a stashed bare pod included); anything larger was
+// not written by it.
+const maxRecordBytes = 256 << 10
+
+// Record is one job's bad-node record. It lives in a ConfigMap named
+// JobKey.RecordName() in trainguard's own namespace, labelled
+// trainguard.io/bad-nodes=true, where no tenant can write.
 type Record struct {
 	// Nodes maps a bad node to the time its record expires.
 	Nodes       map[string]time.Time
 	Reschedules int
 	RoundStart  time.Time
-	// PendingPod is a bare pod to recreate once the deleted one, whose UID
-	// is Replaces, is gone.
-	PendingPod *corev1.Pod
-	Replaces   types.UID
+	// JobUID is the UID of the pod's controller when the record was written.
+	JobUID types.UID
+	// Stash is a bare pod to recreate once the deleted one is gone.
+	Stash *Stash
 }
 
-// decodeRecord reads a record. A missing key is an empty value, so a
-// hand-made ConfigMap with only "nodes" works.
-func decodeRecord(cm *corev1.ConfigMap) (Record, error) {
-	r := Record{Nodes: map[string]time.Time{}}
+// Stash is what trainguard keeps of a bare pod it evicted: a reference to
+// the pod it observed (namespace, name, UID) and that pod's labels,
+// annotations and spec, read from the API server by trainguard itself.
+// The replacement is built from it by replacementFor, always in Namespace.
+type Stash struct {
+	Namespace   string            `json:"namespace"`
+	Name        string            `json:"name"`
+	UID         types.UID         `json:"uid"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Spec        corev1.PodSpec    `json:"spec"`
+}
+
+// recordError says why a record was ignored; reason labels the metric.
+type recordError struct {
+	reason string
+	err    error
+}
+
+func (e *recordError) Error() string { return e.err.Error() }
+
+func badRecord(reason, format string, args ...any) *recordError {
+	return &recordError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// decodeRecord reads the record of key from cm and checks that it is the
+// record of that key: its name, its job field and, for a stash, the pod it
+// refers to. A missing data key is an empty value.
+func decodeRecord(cm *corev1.ConfigMap, key JobKey) (Record, error) {
+	where := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
+	if size := dataSize(cm); size > maxRecordBytes {
+		return Record{}, badRecord("too-large", "%s: %d bytes of data, more than the %d a record can hold", where, size, maxRecordBytes)
+	}
+	if cm.Name != key.RecordName() || cm.Data[dataJob] != key.String() {
+		return Record{}, badRecord("mismatch", "%s: data.%s=%q is not the record of %s", where, dataJob, cm.Data[dataJob], key)
+	}
+	r := Record{Nodes: map[string]time.Time{}, JobUID: types.UID(cm.Data[dataJobUID])}
 	if v := cm.Data[dataNodes]; v != "" {
 		if err := json.Unmarshal([]byte(v), &r.Nodes); err != nil {
-			return Record{}, fmt.Errorf("decoding %s of ConfigMap %s/%s: %w", dataNodes, cm.Namespace, cm.Name, err)
+			return Record{}, badRecord("parse", "%s: data.%s: %v", where, dataNodes, err)
 		}
 	}
 	if v := cm.Data[dataReschedules]; v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil {
-			return Record{}, fmt.Errorf("decoding %s of ConfigMap %s/%s: %w", dataReschedules, cm.Namespace, cm.Name, err)
+		if err != nil || n < 0 {
+			return Record{}, badRecord("parse", "%s: data.%s=%q: want a count", where, dataReschedules, v)
 		}
 		r.Reschedules = n
 	}
 	if v := cm.Data[dataRoundStart]; v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			return Record{}, fmt.Errorf("decoding %s of ConfigMap %s/%s: %w", dataRoundStart, cm.Namespace, cm.Name, err)
+			return Record{}, badRecord("parse", "%s: data.%s: %v", where, dataRoundStart, err)
 		}
 		r.RoundStart = t
 	}
-	if v := cm.Data[dataPendingPod]; v != "" {
-		r.PendingPod = &corev1.Pod{}
-		if err := json.Unmarshal([]byte(v), r.PendingPod); err != nil {
-			return Record{}, fmt.Errorf("decoding %s of ConfigMap %s/%s: %w", dataPendingPod, cm.Namespace, cm.Name, err)
+	if v := cm.Data[dataStash]; v != "" {
+		s, err := decodeStash(v, key)
+		if err != nil {
+			return Record{}, badRecord("stash", "%s: data.%s: %v", where, dataStash, err)
 		}
+		r.Stash = s
 	}
-	r.Replaces = types.UID(cm.Data[dataReplaces])
 	return r, nil
+}
+
+// decodeStash accepts only a stash of key's own bare pod.
+func decodeStash(v string, key JobKey) (*Stash, error) {
+	if !key.Bare() {
+		return nil, fmt.Errorf("only a bare pod's record holds a stash; %s is not one", key)
+	}
+	s := &Stash{}
+	if err := json.Unmarshal([]byte(v), s); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Namespace != key.Namespace || s.Name != key.Name:
+		return nil, fmt.Errorf("names pod %s/%s, not %s/%s", s.Namespace, s.Name, key.Namespace, key.Name)
+	case s.UID == "":
+		return nil, fmt.Errorf("uid is empty")
+	case len(s.Spec.Containers) == 0:
+		return nil, fmt.Errorf("spec.containers is empty")
+	}
+	return s, nil
+}
+
+func dataSize(cm *corev1.ConfigMap) int {
+	n := 0
+	for k, v := range cm.Data {
+		n += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // encodeInto writes the record into cm's data, replacing what was there.
@@ -78,21 +148,28 @@ func (r *Record) encodeInto(cm *corev1.ConfigMap, key JobKey) error {
 	if err != nil {
 		return fmt.Errorf("encoding bad nodes: %w", err)
 	}
+	cm.BinaryData = nil
 	cm.Data = map[string]string{
 		dataNodes:       string(nodesJSON),
 		dataReschedules: strconv.Itoa(r.Reschedules),
 		dataJob:         key.String(),
+		dataAPIVersion:  key.APIVersion,
+	}
+	if r.JobUID != "" {
+		cm.Data[dataJobUID] = string(r.JobUID)
 	}
 	if !r.RoundStart.IsZero() {
 		cm.Data[dataRoundStart] = r.RoundStart.UTC().Format(time.RFC3339)
 	}
-	if r.PendingPod != nil {
-		podJSON, err := json.Marshal(r.PendingPod)
+	if r.Stash != nil {
+		raw, err := json.Marshal(r.Stash)
 		if err != nil {
-			return fmt.Errorf("encoding pending pod: %w", err)
+			return fmt.Errorf("encoding the stashed pod: %w", err)
 		}
-		cm.Data[dataPendingPod] = string(podJSON)
-		cm.Data[dataReplaces] = string(r.Replaces)
+		cm.Data[dataStash] = string(raw)
+	}
+	if size := dataSize(cm); size > maxRecordBytes {
+		return fmt.Errorf("record of %s would hold %d bytes, more than %d: the bare pod's spec is too large to stash", key, size, maxRecordBytes)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ import (
 // registration fit together.
 func TestSetup(t *testing.T) {
 	mgr, err := ctrl.NewManager(&rest.Config{Host: "http://127.0.0.1:1"}, ctrl.Options{
-		Cache:   cache.Options{ByObject: CacheByObject()},
+		Cache:   cache.Options{ByObject: CacheByObject("trainguard-system")},
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// A static mapper: the manager must not need an API server here.
 		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
@@ -35,7 +35,9 @@ func TestSetup(t *testing.T) {
 		},
 	})
 	require.NoError(t, err)
-	require.NoError(t, Setup(mgr, policy.DefaultConfig(), DefaultOptions()))
+	opts := DefaultOptions()
+	opts.Namespace = "trainguard-system"
+	require.NoError(t, Setup(mgr, policy.DefaultConfig(), opts))
 
 	families, err := crmetrics.Registry.Gather()
 	require.NoError(t, err)
@@ -48,7 +50,7 @@ func TestSetup(t *testing.T) {
 	assert.Contains(t, names, metricBadNodes)
 	assert.Contains(t, names, metricRecreated)
 
-	bad := DefaultOptions()
+	bad := opts
 	bad.MaxBadNodes = 0
 	assert.Error(t, Setup(mgr, policy.DefaultConfig(), bad))
 	off := bad

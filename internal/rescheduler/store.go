@@ -6,19 +6,23 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainguard/trainguard/mutators"
 )
 
 // BadNodeStore is the pod webhook's view of the bad-node records. It reads
-// the job's ConfigMap through the manager's cache, so admission never waits
-// on the API server.
+// the job's record from trainguard's own namespace through the manager's
+// cache (which holds ConfigMaps of that namespace only), so admission never
+// waits on the API server and nothing a tenant writes is ever read.
 type BadNodeStore struct {
-	reader client.Reader
-	clock  clock.PassiveClock
-	max    int
+	reader    client.Reader
+	clock     clock.PassiveClock
+	max       int
+	namespace string
 }
 
 var _ mutators.NodeAvoider = (*BadNodeStore)(nil)
@@ -34,11 +38,12 @@ func NewBadNodeStore(r client.Reader, opts Options) mutators.NodeAvoider {
 }
 
 func newBadNodeStore(r client.Reader, opts Options, clk clock.PassiveClock) *BadNodeStore {
-	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes}
+	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: opts.Namespace}
 }
 
 // AvoidNodes returns the unexpired bad nodes of the pod's job, sorted, at
-// most MaxBadNodes. A job without a record avoids nothing.
+// most MaxBadNodes. A job without a valid record avoids nothing: a broken
+// record must not block admission (the rescheduler reports it).
 func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
 	key := JobKeyOf(pod)
 	if key.Namespace == "" || key.Name == "" {
@@ -46,19 +51,22 @@ func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]strin
 		return nil, nil
 	}
 	cm := &corev1.ConfigMap{}
-	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.RecordName()}, cm); err != nil {
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: key.RecordName()}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("reading bad-node record of %s: %w", key, err)
 	}
 	if cm.Labels[LabelBadNodes] != "true" {
-		// Not ours: a user's ConfigMap that happens to have the name.
 		return nil, nil
 	}
-	rec, err := decodeRecord(cm)
+	rec, err := decodeRecord(cm, key)
 	if err != nil {
-		return nil, err
+		log.FromContext(ctx).Info("ignoring bad-node record", "job", key.String(), "error", err.Error())
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && rec.JobUID != "" && ref.UID != rec.JobUID {
+		return nil, nil // an earlier job of the same name
 	}
 	return rec.Active(s.clock.Now(), s.max), nil
 }

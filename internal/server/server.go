@@ -77,6 +77,8 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (ctrl.Manager, er
 	if o.Namespace != "" && !o.Config.Excluded(o.Namespace) {
 		o.Config.ExcludedNamespaces = append(o.Config.ExcludedNamespaces, o.Namespace)
 	}
+	// The rescheduler keeps its records in trainguard's own namespace.
+	o.Rescheduler.Namespace = o.Namespace
 	mgr, err := newManager(restCfg, o)
 	if err != nil {
 		return nil, err
@@ -119,8 +121,13 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		RenewDeadline:                 &renew,
-		Cache:                         cache.Options{ByObject: rescheduler.CacheByObject()},
-		Controller:                    config.Controller{SkipNameValidation: &o.SeveralInProcess},
+		// Bounded memory: ConfigMaps of trainguard's namespace only, pods
+		// and nodes stripped to what the rescheduler reads, no managedFields.
+		Cache: cache.Options{
+			ByObject:         rescheduler.CacheByObject(o.Namespace),
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		Controller: config.Controller{SkipNameValidation: &o.SeveralInProcess},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

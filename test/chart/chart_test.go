@@ -117,6 +117,10 @@ func typedFor(kind string) any {
 		return &admissionregistrationv1.MutatingWebhookConfiguration{}
 	case "ValidatingWebhookConfiguration":
 		return &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	case "ValidatingAdmissionPolicy":
+		return &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	case "ValidatingAdmissionPolicyBinding":
+		return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 	case "Issuer":
 		return &cmapi.Issuer{}
 	case "Certificate":
@@ -125,7 +129,8 @@ func typedFor(kind string) any {
 	return nil
 }
 
-var clusterScoped = []string{"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+var clusterScoped = []string{"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 func checkStrictAndNamespaced(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	t.Helper()
@@ -514,16 +519,19 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 			assert.Equal(t, []string{tc.fullname}, r.ResourceNames, "only this release's configurations")
 		}
 	}
+	assert.Equal(t, none, verbsFor(cr.Rules, "", "configmaps", false), "no ConfigMap outside the release namespace: records live there")
 	if tc.rescheduler {
 		assert.Equal(t, sorted("get", "list", "watch", "create", "delete", "patch"), verbsFor(cr.Rules, "", "pods", false))
+		assert.Equal(t, sorted("create"), verbsFor(cr.Rules, "", "pods/eviction", false), "evictions, so PodDisruptionBudgets hold")
 		assert.Equal(t, sorted("get", "list", "watch"), verbsFor(cr.Rules, "", "nodes", false))
-		assert.Equal(t, sorted("get", "list", "watch", "create", "update", "patch", "delete"), verbsFor(cr.Rules, "", "configmaps", false))
-		assert.Equal(t, sorted("get", "list", "watch", "patch"), verbsFor(cr.Rules, "kubeflow.org", "pytorchjobs", false))
-		assert.Equal(t, sorted("get", "list", "watch", "patch"), verbsFor(cr.Rules, "training.kubedl.io", "pytorchjobs", false))
+		assert.Equal(t, sorted("get", "list", "watch", "create", "update", "delete"), verbsFor(role.Rules, "", "configmaps", false))
+		assert.Equal(t, sorted("get", "patch"), verbsFor(cr.Rules, "kubeflow.org", "pytorchjobs", false))
+		assert.Equal(t, sorted("get", "patch"), verbsFor(cr.Rules, "training.kubedl.io", "pytorchjobs", false))
 	} else {
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "pods", false))
+		assert.Equal(t, none, verbsFor(cr.Rules, "", "pods/eviction", false))
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "nodes", false))
-		assert.Equal(t, sorted("get", "list", "watch"), verbsFor(cr.Rules, "", "configmaps", false), "the pod webhook still reads bad-node records")
+		assert.Equal(t, sorted("get", "list", "watch"), verbsFor(role.Rules, "", "configmaps", false), "the pod webhook still reads bad-node records")
 		assert.Equal(t, none, verbsFor(cr.Rules, "kubeflow.org", "pytorchjobs", false))
 	}
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/policy"
 	resched "github.com/trainguard/trainguard/internal/rescheduler"
+	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 const (
@@ -69,12 +70,14 @@ func ensureNamespace(t *testing.T, name string) {
 
 // ---- Nodes: the kubelet's side is simulated through the status subresource.
 
-// readyNode creates a Ready node named after the namespace.
+// readyNode creates a Ready node named after the namespace, in a zone of
+// the namespace's own: the zone brake judges each test's nodes apart from
+// those other tests left NotReady.
 func readyNode(t *testing.T, ns, suffix string) string {
 	t.Helper()
 	ctx := context.Background()
 	name := ns + "-" + suffix
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{hostnameLabel: name}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{hostnameLabel: name, corev1.LabelTopologyZone: ns}}}
 	require.NoError(t, env.c.Create(ctx, node))
 	setNodeReady(t, name, corev1.ConditionTrue, time.Now().Add(-time.Hour))
 	return name
@@ -367,12 +370,13 @@ type badNodeRecord struct {
 	reschedules string
 }
 
-// record reads the bad-node record of the pod's job; nil when there is none.
+// record reads the bad-node record of the pod's job, in trainguard's
+// namespace; nil when there is none.
 func record(t *testing.T, pod *corev1.Pod) *badNodeRecord {
 	t.Helper()
 	key := resched.JobKeyOf(pod)
 	cm := &corev1.ConfigMap{}
-	err := env.c.Get(context.Background(), client.ObjectKey{Namespace: key.Namespace, Name: key.RecordName()}, cm)
+	err := env.c.Get(context.Background(), client.ObjectKey{Namespace: controlplane.Namespace, Name: key.RecordName()}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -24,6 +24,10 @@ func TestNodeLostToDeletionLatency(t *testing.T) {
 		pod := workerOf(t, pytorchJob(t, ns, fmt.Sprintf("job-%d", i), nil)).onNode(node).create(t)
 		running(t, pod)
 		latencies = append(latencies, measureNodeLost(t, node, pod))
+		// The kubelet is gone: confirm the delete, as the force delete after
+		// --grace-over-time would, so the lost node carries no managed pod
+		// and the zone brake (3 unhealthy carriers) stays off for the next.
+		confirmDeletion(t, pod)
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	t.Logf("node NotReady past grace (%s) -> pod deletion, %d pods: median %s (min %s, max %s; all %v)",

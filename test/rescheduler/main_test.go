@@ -32,6 +32,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,6 +64,9 @@ func defaultOptions() resched.Options {
 	o.BackoffBase = testBackoffBase
 	o.BackoffMax = testBackoffMax
 	o.BadNodeTTL = 10 * time.Minute
+	// Many tests act on many nodes in quick succession; the rate limit has
+	// its own test (TestPartitionBrakeAndNodeRate).
+	o.NodeEvictionRate, o.NodeEvictionBurst = 1000, 1000
 	return o
 }
 
@@ -77,9 +82,19 @@ type suite struct {
 
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
 
+// childModes lets build-tagged files add process modes of their own (the
+// RSS benchmark's manager); a mode returns ok when its environment asked
+// for it.
+var childModes []func() (code int, ok bool) //nolint:gochecknoglobals // set by init() of tagged files.
+
 func TestMain(m *testing.M) {
 	if cfgPath := os.Getenv(managerEnv); cfgPath != "" {
 		os.Exit(runManager(cfgPath))
+	}
+	for _, mode := range childModes {
+		if code, ok := mode(); ok {
+			os.Exit(code)
+		}
 	}
 	start := time.Now()
 	code, err := run(m)
@@ -115,6 +130,10 @@ func run(m *testing.M) (code int, err error) {
 		return 1, err
 	}
 	env = suite{cp: cp, c: c, dir: dir}
+	// trainguard's own namespace: its records live there.
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.Namespace}}); err != nil {
+		return 1, fmt.Errorf("creating %s: %w", controlplane.Namespace, err)
+	}
 	shared, err := env.startManager(managerOptions{Rescheduler: defaultOptions()})
 	if err != nil {
 		return 1, err
@@ -137,6 +156,8 @@ type managerOptions struct {
 	LeaderElect bool
 	// Port is the webhook port; 0 is the one the API server calls.
 	Port int
+	// MetricsAddr serves /metrics when set.
+	MetricsAddr string
 }
 
 // managerConfig is what a manager process needs to reach the control plane.
@@ -152,11 +173,13 @@ type managerConfig struct {
 // manager is a running manager process.
 type manager struct {
 	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-	once sync.Once
-	err  error
+	// metricsAddr serves the manager's /metrics.
+	metricsAddr string
+	cmd         *exec.Cmd
+	log         string
+	done        chan error
+	once        sync.Once
+	err         error
 }
 
 var managerCount atomic.Int64 //nolint:gochecknoglobals // unique manager log names.
@@ -177,6 +200,13 @@ func (s *suite) startManager(o managerOptions) (*manager, error) {
 	}
 	if o.Port != 0 {
 		cfg.WebhookPort = o.Port
+	}
+	if cfg.MetricsAddr == "" {
+		addr, err := controlplane.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		cfg.MetricsAddr = addr
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -206,7 +236,7 @@ func (s *suite) startManager(o managerOptions) (*manager, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	m := &manager{name: name, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	m := &manager{name: name, cmd: cmd, log: logPath, metricsAddr: cfg.MetricsAddr, done: make(chan error, 1)}
 	ready := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -331,7 +361,8 @@ func runManager(cfgPath string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
 	opts := cfg.Rescheduler
-	tg, err := cp.StartTrainguard(ctx, controlplane.TrainguardOptions{Rescheduler: &opts, LeaderElect: cfg.LeaderElect, Port: cfg.WebhookPort})
+	tg, err := cp.StartTrainguard(ctx, controlplane.TrainguardOptions{Rescheduler: &opts, LeaderElect: cfg.LeaderElect, Port: cfg.WebhookPort,
+		MetricsAddr: cfg.MetricsAddr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting trainguard:", err)
 		return 1

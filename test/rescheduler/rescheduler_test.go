@@ -41,8 +41,8 @@ func TestNodeNotReadyPastGraceDeletesGracefullyAndReplacementAvoidsNode(t *testi
 	require.NotNil(t, rec, "the node is recorded for the job")
 	assert.Contains(t, rec.nodes, bad)
 	assert.Equal(t, "1", rec.reschedules)
-	require.Len(t, rec.cm.OwnerReferences, 1)
-	assert.Equal(t, job.GetUID(), rec.cm.OwnerReferences[0].UID, "the record goes with the job")
+	assert.Equal(t, string(job.GetUID()), rec.cm.Data["jobUID"], "the record names the job it belongs to")
+	assert.Empty(t, rec.cm.OwnerReferences, "no cross-namespace owner")
 	waitEvent(t, pod, resched.ReasonNodeLost)
 	waitEvent(t, pod, resched.ReasonGracefulDelete)
 
@@ -207,7 +207,7 @@ func TestBarePodIsRecreatedWithAntiAffinity(t *testing.T) {
 	rec := record(t, pod)
 	require.NotNil(t, rec)
 	assert.Contains(t, rec.nodes, node)
-	assert.NotEmpty(t, rec.cm.Data["pendingPod"], "the replacement is stashed before the delete")
+	assert.NotEmpty(t, rec.cm.Data["stash"], "the observed pod is stashed before the eviction")
 	confirmDeletion(t, pod) // the kubelet is gone; the node lifecycle controller would force it
 
 	var replacement corev1.Pod
@@ -222,10 +222,8 @@ func TestBarePodIsRecreatedWithAntiAffinity(t *testing.T) {
 	waitEvent(t, &replacement, resched.ReasonBarePodRecreated)
 	require.Eventually(t, func() bool {
 		rec = record(t, pod)
-		return rec != nil && rec.cm.Data["pendingPod"] == ""
-	}, waitFor, tick, "the pending pod is cleared once recreated")
-	require.Len(t, rec.cm.OwnerReferences, 1)
-	assert.Equal(t, replacement.UID, rec.cm.OwnerReferences[0].UID, "the record now goes with the replacement")
+		return rec != nil && rec.cm.Data["stash"] == ""
+	}, waitFor, tick, "the stash is cleared once recreated")
 }
 
 // Timers too short for the shared manager: a manager with a short bad-node

@@ -1,0 +1,212 @@
+package chartapply
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainguard/trainguard/test/chart"
+)
+
+// fenceKinds are the rendered objects that define trainguard's rights.
+var fenceKinds = map[string]bool{ //nolint:gochecknoglobals // a constant set.
+	"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+}
+
+// installFence renders the chart and creates (for real) its ServiceAccount,
+// RBAC and ValidatingAdmissionPolicy, then returns a client that
+// impersonates trainguard's ServiceAccount, as the API server sees the
+// running pod.
+func installFence(t *testing.T, release, namespace string, set ...string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	helm, err := chart.HelmBin()
+	require.NoError(t, err)
+	dir, err := chart.ChartDir()
+	require.NoError(t, err)
+	objs, err := chart.Render(helm, dir, release, namespace, set...)
+	require.NoError(t, err)
+	ensureNamespace(t, ctx, namespace)
+	n := 0
+	for _, o := range objs {
+		if fenceKinds[o.GetKind()] {
+			require.NoError(t, apiServer.c.Create(ctx, o.DeepCopy()), "creating %s", describe(o))
+			n++
+		}
+	}
+	require.Len(t, chart.OfKind(objs, "ValidatingAdmissionPolicy"), 1, "the chart ships the policy")
+	require.Equal(t, 7, n)
+	cfg := rest.CopyConfig(apiServer.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s-trainguard", namespace, release),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	sa, err := client.New(cfg, client.Options{})
+	require.NoError(t, err)
+	return sa
+}
+
+// tenantNamespace creates a namespace with labels, its default
+// ServiceAccount and one pod (created as the cluster admin).
+func tenantNamespace(t *testing.T, name string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, apiServer.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}))
+	err := apiServer.c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "default"}})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	return podIn(t, name)
+}
+
+func podIn(t *testing.T, ns string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worker"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pytorch", Image: "example.com/train:1"}}},
+	}
+	require.NoError(t, apiServer.c.Create(context.Background(), p))
+	return p
+}
+
+// podOps are the pod operations the policy fences, all as dry runs so the
+// pod stays for the next one. Each returns the API server's answer.
+func podOps(sa client.Client, pod *corev1.Pod) map[string]func() error {
+	ctx := context.Background()
+	return map[string]func() error{
+		"delete": func() error { return sa.Delete(ctx, pod.DeepCopy(), client.DryRunAll) },
+		"evict": func() error {
+			return sa.SubResource("eviction").Create(ctx, pod.DeepCopy(), &policyv1.Eviction{
+				ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+				DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}},
+			})
+		},
+		"create": func() error {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: "recreated"}, Spec: *pod.Spec.DeepCopy()}
+			return sa.Create(ctx, p, client.DryRunAll)
+		},
+		"patch": func() error {
+			return sa.Patch(ctx, pod.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"trainguard.io/rescheduler-decision":"x"}}}`)), client.DryRunAll)
+		},
+	}
+}
+
+// refusedByPolicy says err is the ValidatingAdmissionPolicy's refusal.
+func refusedByPolicy(err error, policy string) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) ||
+		(err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'"))
+}
+
+// waitPolicyActive waits until the API server enforces the policy (it
+// compiles policies asynchronously after they are created).
+func waitPolicyActive(t *testing.T, sa client.Client, pod *corev1.Pod, policy string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		err := podOps(sa, pod)["delete"]()
+		return err != nil && strings.Contains(err.Error(), policy)
+	}, 30*time.Second, 100*time.Millisecond, "the policy %s is enforced", policy)
+}
+
+// Impersonating trainguard's ServiceAccount against the rendered chart:
+// RBAC lets it touch pods cluster-wide (bare pods, evictions), and the
+// ValidatingAdmissionPolicy confines that to namespaces that opted in, and
+// its namespace updates to the trainguard.io/inject label.
+func TestAdmissionPolicyFencesTheServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	const release, ns, policy = "fence", "fence-system", "fence-trainguard-fence"
+	sa := installFence(t, release, ns)
+	optedIn := tenantNamespace(t, "fence-in", map[string]string{"trainguard.io/inject": "enabled", "team": "ml"})
+	notOptedIn := tenantNamespace(t, "fence-out", nil)
+	optedOut := tenantNamespace(t, "fence-disabled", map[string]string{"trainguard.io/inject": "disabled"})
+	own := podIn(t, ns)
+	waitPolicyActive(t, sa, notOptedIn, policy)
+
+	for op, do := range podOps(sa, optedIn) {
+		assert.NoError(t, do(), "%s in a namespace that opted in is allowed (RBAC grants it, the policy passes it)", op)
+	}
+	for _, pod := range []*corev1.Pod{notOptedIn, optedOut, own} {
+		for op, do := range podOps(sa, pod) {
+			err := do()
+			assert.True(t, refusedByPolicy(err, policy), "%s in namespace %s must be refused, got %v", op, pod.Namespace, err)
+			if err != nil {
+				assert.Contains(t, err.Error(), "trainguard's ServiceAccount may create, update, delete or evict pods only", "%s in %s", op, pod.Namespace)
+			}
+		}
+	}
+
+	// Namespaces: the opt-in label only.
+	nsPatch := func(name, patch string) error {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		return sa.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), client.DryRunAll)
+	}
+	assert.NoError(t, nsPatch("fence-out", `{"metadata":{"labels":{"trainguard.io/inject":"enabled"}}}`), "mirroring the opt-in label is allowed")
+	assert.NoError(t, nsPatch("fence-in", `{"metadata":{"labels":{"trainguard.io/inject":null}}}`), "removing it too")
+	for what, patch := range map[string]string{
+		"a Pod Security label":             `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`,
+		"the opt-in label and a PSA label": `{"metadata":{"labels":{"trainguard.io/inject":"enabled","pod-security.kubernetes.io/enforce":"privileged"}}}`,
+		"removing a label":                 `{"metadata":{"labels":{"team":null}}}`,
+		"an annotation":                    `{"metadata":{"annotations":{"scheduler.alpha.kubernetes.io/node-selector":"gpu=true"}}}`,
+		"a finalizer":                      `{"metadata":{"finalizers":["example.com/hold"]}}`,
+	} {
+		err := nsPatch("fence-in", patch)
+		assert.True(t, refusedByPolicy(err, policy), "a namespace update changing %s must be refused, got %v", what, err)
+		if err != nil {
+			assert.Contains(t, err.Error(), "may change only the trainguard.io/inject label", what)
+		}
+	}
+
+	// RBAC, the first fence: no ConfigMap outside its own namespace.
+	err := sa.Get(ctx, client.ObjectKey{Namespace: "fence-in", Name: "anything"}, &corev1.ConfigMap{})
+	assert.True(t, apierrors.IsForbidden(err), "reading a tenant's ConfigMap is forbidden, got %v", err)
+	err = sa.List(ctx, &corev1.ConfigMapList{})
+	assert.True(t, apierrors.IsForbidden(err), "listing ConfigMaps cluster-wide is forbidden, got %v", err)
+	assert.NoError(t, sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)), "its own records are readable")
+	err = sa.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone-elses"}}, client.DryRunAll)
+	assert.True(t, apierrors.IsForbidden(err), "no Secret rights with cert-manager, got %v", err)
+}
+
+// Cluster-wide mode: every namespace but the excluded ones and those that
+// opted out; self-managed certificates: only its own Secret, by name.
+func TestAdmissionPolicyClusterWideAndSelfManaged(t *testing.T) {
+	ctx := context.Background()
+	const release, ns, policy = "fencecw", "fencecw-system", "fencecw-trainguard-fence"
+	sa := installFence(t, release, ns, "clusterWide=true", "certManager.enabled=false", "excludedNamespaces={fencecw-monitoring}")
+	unlabelled := tenantNamespace(t, "fencecw-any", nil)
+	optedOut := tenantNamespace(t, "fencecw-disabled", map[string]string{"trainguard.io/inject": "disabled"})
+	excluded := tenantNamespace(t, "fencecw-monitoring", map[string]string{"trainguard.io/inject": "enabled"})
+	own := podIn(t, ns)
+	waitPolicyActive(t, sa, optedOut, policy)
+
+	for op, do := range podOps(sa, unlabelled) {
+		assert.NoError(t, do(), "%s in an unlabelled namespace is allowed in cluster-wide mode", op)
+	}
+	for _, pod := range []*corev1.Pod{optedOut, excluded, own} {
+		for op, do := range podOps(sa, pod) {
+			err := do()
+			assert.True(t, refusedByPolicy(err, policy), "%s in namespace %s must be refused, got %v", op, pod.Namespace, err)
+		}
+	}
+
+	secret := func(name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	assert.NoError(t, sa.Create(ctx, secret(release+"-trainguard-tls"), client.DryRunAll), "its own certificate Secret")
+	err := sa.Create(ctx, secret("planted"), client.DryRunAll)
+	assert.True(t, refusedByPolicy(err, policy), "RBAC cannot restrict create by name; the policy does, got %v", err)
+	if err != nil {
+		assert.Contains(t, err.Error(), "only manage its own certificate Secret")
+	}
+}
