@@ -2,6 +2,8 @@ package agent
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +27,11 @@ const (
 // Request is written by the agent. Times are Unix seconds (float) so that
 // Python's time.time() reads them without parsing.
 type Request struct {
-	Generation  int64   `json:"generation"`
+	Generation int64 `json:"generation"`
+	// Nonce is 128 random bits, new per request; only an ack that echoes it
+	// counts, so an ack planted in advance or written for another request
+	// (another job, an earlier pod) can never end the wait.
+	Nonce       string  `json:"nonce"`
 	Pod         string  `json:"pod"`
 	RequestedAt float64 `json:"requested_at"`
 	// Deadline tells the trainer when the agent stops waiting: a request found
@@ -37,9 +43,11 @@ type Request struct {
 // Ack is written by the trainer's rank 0 once the checkpoint is durable.
 type Ack struct {
 	Generation int64   `json:"generation"`
+	Nonce      string  `json:"nonce"`
 	Status     string  `json:"status"` // "ok" or "error"
 	Step       int64   `json:"step"`
 	Checkpoint string  `json:"checkpoint"`
+	Bytes      int64   `json:"bytes"`
 	Error      string  `json:"error,omitempty"`
 	AckedAt    float64 `json:"acked_at"`
 }
@@ -60,19 +68,35 @@ func fromUnixSeconds(s float64) time.Time {
 	return time.Unix(int64(sec), int64(frac*1e9))
 }
 
-// age is how old the heartbeat is at now; clock skew into the future counts as fresh.
+// maxClockSkew is how far in the future a heartbeat may be dated and still
+// count: the trainer writes it on the same node a moment earlier, so more
+// than this is a forged or corrupt file, not a fresh trainer.
+const maxClockSkew = time.Second
+
+// age is how old the heartbeat is at now; negative when it is dated in the future.
 func (h Heartbeat) age(now time.Time) time.Duration {
-	a := now.Sub(fromUnixSeconds(h.Time))
-	if a < 0 {
-		return 0
+	return now.Sub(fromUnixSeconds(h.Time))
+}
+
+// fresh reports whether the heartbeat is recent enough, and not from the future.
+func (h Heartbeat) fresh(now time.Time, maxAge time.Duration) bool {
+	a := h.age(now)
+	return a <= maxAge && a >= -maxClockSkew
+}
+
+// newNonce returns 128 random bits in hex.
+func newNonce() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("read random nonce: %w", err)
 	}
-	return a
+	return hex.EncodeToString(b[:]), nil
 }
 
 // readJSON reads one protocol file. A missing file is reported as
 // os.ErrNotExist so callers can tell "not yet" from "corrupt".
 func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := readNoFollow(path)
 	if err != nil {
 		return err
 	}

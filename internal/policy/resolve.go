@@ -14,6 +14,7 @@ import (
 type Policy struct {
 	CheckpointClaim    string
 	CheckpointPath     string
+	CheckpointKey      string // from AnnotationCheckpointKey on the object itself; "" derives one
 	PreStopTimeout     time.Duration
 	GracePeriodMargin  time.Duration
 	TaskD              bool
@@ -97,6 +98,13 @@ func (p *Policy) overlay(what string, ann map[string]string) []string {
 		case AnnotationCheckpointPath:
 			if _, err = ParseCheckpointPath(v); err == nil {
 				p.CheckpointPath = v
+			}
+		case AnnotationCheckpointKey:
+			if _, err = ParseCheckpointKey(v); err == nil && what != "object" {
+				err = fmt.Errorf("only a job or a pod may name its checkpoint directory (a namespace-wide key would make every job share one)")
+			}
+			if err == nil {
+				p.CheckpointKey = v
 			}
 		case AnnotationPreStopTimeout:
 			var d time.Duration
