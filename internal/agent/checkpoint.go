@@ -25,6 +25,11 @@ type ckptResult struct {
 // trainer, write a request with a fresh generation and nonce, and wait for
 // the ack of exactly that request. It never outlives ctx.
 func requestCheckpoint(ctx context.Context, cfg prestopConfig, log *eventLog) ckptResult {
+	if _, err := os.Lstat(cfg.checkpointDir); errors.Is(err, os.ErrNotExist) {
+		// The trainer creates the job's directory when it starts listening.
+		log.printf("no trainer listening: checkpoint dir %s does not exist", cfg.checkpointDir)
+		return ckptResult{code: ExitNoTrainer}
+	}
 	if err := ensureSignalDir(cfg.checkpointDir, cfg.signalDir); err != nil {
 		log.printf("refusing the signal dir: %v", err)
 		return ckptResult{code: ExitIO}
