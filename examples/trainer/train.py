@@ -36,13 +36,17 @@ def parse_args():
     p.add_argument("--bench-raw-save", type=int, default=0, metavar="N",
                    help="benchmark baseline: torch.save + fsync the registered state N times into the "
                         "checkpoint dir, print each time, and exit without training")
+    p.add_argument("--bench-raw-sync", action="store_true",
+                   help="with --bench-raw-save: os.sync() before each timed save (clean writeback state)")
     return p.parse_args()
 
 
-def bench_raw_save(n, states, directory):
+def bench_raw_save(n, states, directory, sync=False):
     """What a checkpoint costs at the least: torch.save of the same state, flushed and fsynced."""
     path = os.path.join(directory, "raw-save-baseline.pt")
     for i in range(n):
+        if sync:
+            os.sync()
         start = time.perf_counter()
         with open(path, "wb") as f:
             torch.save({k: (v.state_dict() if hasattr(v, "state_dict") else v) for k, v in states.items()}, f)
@@ -88,7 +92,7 @@ def main():
         states = {"model": model, "optimizer": optimizer, "metrics": metrics}
         if extra is not None:
             states["extra"] = extra
-        bench_raw_save(args.bench_raw_save, states, migrator.config.checkpoint_dir)
+        bench_raw_save(args.bench_raw_save, states, migrator.config.checkpoint_dir, args.bench_raw_sync)
         return
     migrator.listening()
     start = 0

@@ -55,7 +55,7 @@ func underRoot(clean, root string) bool {
 // must not redirect the agent's writes (MkdirAll would follow a link).
 func ensureSignalDir(checkpointDir, signalDir string) error {
 	base, rel := filepath.Clean(checkpointDir), ""
-	if r, err := filepath.Rel(base, filepath.Clean(signalDir)); err == nil && r != "." && !strings.HasPrefix(r, "..") {
+	if r, ok := strings.CutPrefix(filepath.Clean(signalDir), base+"/"); ok && base != "/" {
 		rel = r
 	} else {
 		// A signal dir outside the checkpoint dir (MIGRATION_SIGNAL_PATH): its
@@ -129,14 +129,15 @@ func readNoFollow(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxProtocolFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxProtocolFile {
+	if fi.Size() > maxProtocolFile {
 		return nil, fmt.Errorf("%s is larger than %d bytes; not a protocol file", path, maxProtocolFile)
 	}
-	return b, nil
+	b := make([]byte, fi.Size())
+	n, err := io.ReadFull(f, b)
+	if err == io.ErrUnexpectedEOF { // shrank meanwhile: what is there is all there is
+		err = nil
+	}
+	return b[:n], err
 }
 
 // openAppendNoFollow opens a log-like file for appending: never through a

@@ -214,3 +214,15 @@ func TestAgentAndWebhookDenylistsAgree(t *testing.T) {
 		}
 	}
 }
+
+func TestNoncesAreRandomHex(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		n, err := newNonce()
+		must(t, err)
+		if len(n) != 32 || strings.Trim(n, "0123456789abcdef") != "" || seen[n] {
+			t.Fatalf("bad or repeated nonce %q", n)
+		}
+		seen[n] = true
+	}
+}

@@ -111,10 +111,13 @@ func startTrainer(t testing.TB, p pod, extraEnv []string, args ...string) *proc 
 // torch 1.13's default ("0", Std.NONE) crashes torchrun on Python 3.11
 // (IntFlag iteration skips the zero member); workers' stdout is tee'd to ours.
 func startTorchrun(t testing.TB, p pod, args ...string) *proc {
-	argv := append([]string{python, "-m", "torch.distributed.run", "--nproc_per_node=2",
+	return startProc(t, p.env("OMP_NUM_THREADS=1"), torchrunArgv(t, args...)...)
+}
+
+func torchrunArgv(t testing.TB, args ...string) []string {
+	return append([]string{python, "-m", "torch.distributed.run", "--nproc_per_node=2",
 		"--master_port=" + strconv.Itoa(freePort(t)), "--redirects=2", "--tee=1", "--log_dir=" + t.TempDir(),
 		"examples/trainer/train.py"}, args...)
-	return startProc(t, p.env("OMP_NUM_THREADS=1"), argv...)
 }
 
 func (p *proc) signal(sig syscall.Signal) {
