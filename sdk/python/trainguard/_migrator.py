@@ -64,6 +64,10 @@ class Migrator:
         if self._listener is not None:
             return self
         cfg = self.config
+        if cfg.job.endswith("/pytorchjob"):
+            log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
+                        "job-name), so %s is shared by every such pod of the namespace; set "
+                        "trainguard.io/checkpoint-key on the job", cfg.checkpoint_dir)
         if cfg.job and not os.path.isdir(cfg.checkpoint_dir):
             # The job's own directory under a claim the user mounted; the webhook named it.
             os.makedirs(cfg.checkpoint_dir, exist_ok=True)
