@@ -6,8 +6,9 @@ import (
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
-// Checkpoint mounts the policy's PVC into the training container and sets
-// the env that tells the trainer where checkpoints live.
+// Checkpoint mounts the job's directory of the policy's PVC
+// (<claim>/<namespace>/<key>/, see checkpointKey) into the training
+// container and sets the env that tells the trainer where checkpoints live.
 func Checkpoint(t *Target) bool {
 	claim := t.Policy.CheckpointClaim
 	c := t.TrainingContainer()
@@ -32,7 +33,8 @@ func Checkpoint(t *Target) bool {
 				c.Name, other, t.Policy.CheckpointPath)
 			return false
 		}
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: t.Policy.CheckpointPath})
+		// Only the job's own directory: another job's files are not even visible.
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: t.Policy.CheckpointPath, SubPathExpr: jobSubPath})
 	}
 	ensureCheckpointEnv(t, c)
 	return true

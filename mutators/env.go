@@ -1,41 +1,112 @@
 package mutators
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
-// checkpointDir is where the trainer finds checkpoints: the mount path of
-// the policy's claim if the training container already mounts it (the user's
-// layout wins), else the policy's path.
+// Labels the training operators put on the pods they create; the job's
+// directory is named after them (docs/checkpoint-protocol.md, "One directory per job").
+const (
+	labelKubeflowJobName = "training.kubeflow.org/job-name"
+	labelOperatorJobName = "job-name" // KubeDL, and kubeflow before v1.7
+)
+
+// jobSubPath is the job's directory relative to the claim's root, expanded
+// by the kubelet from the env ensureCheckpointEnv adds.
+const jobSubPath = "$(" + contract.EnvNamespace + ")/$(" + contract.EnvCheckpointKey + ")"
+
+// defaultTerminationMessagePath is the kubelet's default terminationMessagePath.
+const defaultTerminationMessagePath = "/dev/termination-log"
+
+// checkpointDir is where the trainer finds this job's checkpoints. When
+// trainguard mounts the claim it mounts only the job's directory
+// (subPathExpr), so the mount path is the job's directory. When the
+// container already mounts the claim at its root (the user's layout wins),
+// or trainguard does not mount it, the job's directory is spelled out below
+// that path and the SDK creates it.
 func checkpointDir(t *Target, c *corev1.Container) string {
 	if t.Policy.CheckpointClaim != "" {
 		if vol := claimVolume(t.Spec, t.Policy.CheckpointClaim); vol != "" {
 			for _, m := range c.VolumeMounts {
-				if m.Name == vol {
+				if m.Name == vol && m.SubPathExpr == jobSubPath {
 					return m.MountPath
+				}
+				if m.Name == vol {
+					return strings.TrimSuffix(m.MountPath, "/") + "/" + jobSubPath
 				}
 			}
 		}
+		if t.Policy.Enabled(contract.InjectionCheckpoint) {
+			return t.Policy.CheckpointPath // Checkpoint mounts the job's directory there
+		}
 	}
-	return t.Policy.CheckpointPath
+	return strings.TrimSuffix(t.Policy.CheckpointPath, "/") + "/" + jobSubPath
 }
 
 // ensureCheckpointEnv adds the env the agent and the SDK read. Variables the
-// user already set are kept. TRAINGUARD_POD_NAME comes first so the signal
-// dir can reference it with $(...) expansion.
+// user already set are kept. Order matters: a value may only reference
+// ($(NAME)) variables defined before it.
 func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 	dir := checkpointDir(t, c)
 	signal := dir + "/.trainguard/$(" + contract.EnvPodName + ")"
-	ensureEnv(c, corev1.EnvVar{Name: contract.EnvPodName, ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
-	}})
+	ensureEnv(c, fieldEnv(contract.EnvPodName, "metadata.name"))
+	ensureEnv(c, fieldEnv(contract.EnvNamespace, "metadata.namespace"))
+	key := checkpointKey(t)
+	if strings.Contains(key, "$("+contract.EnvKubeflowJobName+")") {
+		ensureEnv(c, fieldEnv(contract.EnvKubeflowJobName, "metadata.labels['"+labelKubeflowJobName+"']"))
+		ensureEnv(c, fieldEnv(contract.EnvOperatorJobName, "metadata.labels['"+labelOperatorJobName+"']"))
+	}
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointKey, Value: key})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointDir, Value: dir})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvSignalDir, Value: signal})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvPreStopTimeout, Value: contract.FormatDuration(t.Policy.PreStopTimeout)})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvMigrationCkptPath, Value: dir})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvMigrationSignalPath, Value: signal})
+	tmp := c.TerminationMessagePath
+	if tmp == "" {
+		tmp = defaultTerminationMessagePath
+	}
+	ensureEnv(c, corev1.EnvVar{Name: contract.EnvTerminationMessagePath, Value: tmp})
+}
+
+// checkpointKey names the job's directory below <claim>/<namespace>/, in
+// this order: the object's own trainguard.io/checkpoint-key (validated by
+// the policy), "pytorchjob/<name>" for a job's pod template (the name comes
+// from the operator's label on each pod, so a job created with generateName
+// works too), "<owner kind>/<owner name>" for a pod another controller owns,
+// and "pod/<pod name>" for a bare pod (the kubelet expands the name, so a
+// generateName pod gets its final name). Every literal part is validated here
+// to be one safe path component; label values cannot hold '/' and cannot be
+// ".." (the API server's label syntax), and the kubelet refuses a subPathExpr
+// that expands to an absolute path or one with "..".
+func checkpointKey(t *Target) string {
+	if _, err := contract.ParseCheckpointKey(t.Policy.CheckpointKey); err == nil {
+		return "key/" + t.Policy.CheckpointKey
+	}
+	if t.Where != "" {
+		return "pytorchjob/$(" + contract.EnvKubeflowJobName + ")/$(" + contract.EnvOperatorJobName + ")"
+	}
+	for _, ref := range t.Meta.OwnerReferences {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		kind := strings.ToLower(ref.Kind)
+		if contract.IsPathComponentSafe(kind) && contract.IsPathComponentSafe(ref.Name) {
+			return kind + "/" + ref.Name
+		}
+		t.Warnf("owner %s %q cannot name a directory; the checkpoint directory is named after the pod instead", ref.Kind, ref.Name)
+	}
+	return "pod/$(" + contract.EnvPodName + ")"
+}
+
+func fieldEnv(name, fieldPath string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath},
+	}}
 }
 
 func ensureEnv(c *corev1.Container, v corev1.EnvVar) {

@@ -142,7 +142,7 @@ func TestCheckpointVolume(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	require.True(t, Checkpoint(tg))
 	assert.Equal(t, "ckpt", tg.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
-	assert.Equal(t, corev1.VolumeMount{Name: contract.CheckpointVolumeName, MountPath: "/checkpoint"}, tg.Spec.Containers[0].VolumeMounts[0])
+	assert.Equal(t, corev1.VolumeMount{Name: contract.CheckpointVolumeName, MountPath: "/checkpoint", SubPathExpr: jobSubPath}, tg.Spec.Containers[0].VolumeMounts[0])
 	assert.Contains(t, tg.Spec.Containers[0].Env, corev1.EnvVar{Name: "MIGRATION_CKPT_PATH", Value: "/checkpoint"})
 
 	reuse := newTarget("pytorch").with(func(s *corev1.PodSpec) {
@@ -151,7 +151,7 @@ func TestCheckpointVolume(t *testing.T) {
 	}).build()
 	require.True(t, Checkpoint(reuse))
 	assert.Len(t, reuse.Spec.Volumes, 1, "the same claim is not mounted twice")
-	assert.Contains(t, reuse.Spec.Containers[0].Env, corev1.EnvVar{Name: contract.EnvCheckpointDir, Value: "/data/ckpt"}, "its path is reused")
+	assert.Contains(t, reuse.Spec.Containers[0].Env, corev1.EnvVar{Name: contract.EnvCheckpointDir, Value: "/data/ckpt/" + jobSubPath}, "its path is reused, with the job's directory below it")
 
 	clash := newTarget("pytorch").with(func(s *corev1.PodSpec) {
 		s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/checkpoint"}}

@@ -38,8 +38,11 @@ def equal(a, b, path="state"):
 
 
 def from_checkpoint(directory):
+    """The pointer's checkpoint, read the way the SDK reads it (safe loader)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
+    from trainguard import _storage as storage
     ptr = json.load(open(os.path.join(directory, "trainguard-latest.json")))
-    ck = torch.load(os.path.join(directory, ptr["file"]), map_location="cpu")
+    ck = storage.load_checkpoint(directory, ptr["file"])
     s = ck["states"]
     return {"model": s["model"], "optimizer": s["optimizer"], "metrics": s["metrics"], "step": ck["step"]}
 

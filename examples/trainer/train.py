@@ -33,7 +33,28 @@ def parse_args():
     p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
     p.add_argument("--dump-state", default="", help="after resume, torch.save the state to PATH.rank<R>")
     p.add_argument("--dump-final", default="", help="at the end, torch.save the state to PATH.rank<R>")
+    p.add_argument("--bench-raw-save", type=int, default=0, metavar="N",
+                   help="benchmark baseline: torch.save + fsync the registered state N times into the "
+                        "checkpoint dir, print each time, and exit without training")
+    p.add_argument("--bench-raw-sync", action="store_true",
+                   help="with --bench-raw-save: os.sync() before each timed save (clean writeback state)")
     return p.parse_args()
+
+
+def bench_raw_save(n, states, directory, sync=False):
+    """What a checkpoint costs at the least: torch.save of the same state, flushed and fsynced."""
+    path = os.path.join(directory, "raw-save-baseline.pt")
+    for i in range(n):
+        if sync:
+            os.sync()
+        start = time.perf_counter()
+        with open(path, "wb") as f:
+            torch.save({k: (v.state_dict() if hasattr(v, "state_dict") else v) for k, v in states.items()}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        print("raw save %d: %.3f ms, %d bytes" % (i, (time.perf_counter() - start) * 1000, os.path.getsize(path)),
+              flush=True)
+    os.unlink(path)
 
 
 def batch_for(step, args, in_dim=16):
@@ -64,8 +85,15 @@ def main():
     migrator.register("model", model)
     migrator.register("optimizer", optimizer)
     migrator.register("metrics", metrics)
-    if args.state_mb > 0:
-        migrator.register("extra", {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))})
+    extra = {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))} if args.state_mb > 0 else None
+    if extra is not None:
+        migrator.register("extra", extra)
+    if args.bench_raw_save:
+        states = {"model": model, "optimizer": optimizer, "metrics": metrics}
+        if extra is not None:
+            states["extra"] = extra
+        bench_raw_save(args.bench_raw_save, states, migrator.config.checkpoint_dir, args.bench_raw_sync)
+        return
     migrator.listening()
     start = 0
     if migrator.resume:

@@ -8,23 +8,47 @@ import (
 	"time"
 )
 
+// ackPollInterval is how often the agent looks for the ack: reading one
+// small file every 5 ms costs nothing next to a checkpoint, and a coarser
+// tick would add up to its length to every preStop.
+const ackPollInterval = 5 * time.Millisecond
+
+// ckptResult is the checkpoint step's outcome: the exit code, and the step
+// and size the trainer acknowledged (0 when it did not).
+type ckptResult struct {
+	code  int
+	step  int64
+	bytes int64
+}
+
 // requestCheckpoint is the agent's half of the protocol: find a live
-// trainer, write a request with a fresh generation, and wait for the ack of
-// exactly that generation. It returns an exit code and never outlives ctx.
-func requestCheckpoint(ctx context.Context, cfg prestopConfig, log *eventLog) int {
-	if err := os.MkdirAll(cfg.signalDir, 0o755); err != nil {
-		log.printf("cannot create signal dir: %v", err)
-		return ExitIO
+// trainer, write a request with a fresh generation and nonce, and wait for
+// the ack of exactly that request. It never outlives ctx.
+func requestCheckpoint(ctx context.Context, cfg prestopConfig, log *eventLog) ckptResult {
+	if _, err := os.Lstat(cfg.checkpointDir); errors.Is(err, os.ErrNotExist) {
+		// The trainer creates the job's directory when it starts listening.
+		log.printf("no trainer listening: checkpoint dir %s does not exist", cfg.checkpointDir)
+		return ckptResult{code: ExitNoTrainer}
+	}
+	if err := ensureSignalDir(cfg.checkpointDir, cfg.signalDir); err != nil {
+		log.printf("refusing the signal dir: %v", err)
+		return ckptResult{code: ExitIO}
 	}
 	hb, ok := waitForHeartbeat(ctx, cfg)
 	if !ok {
 		log.printf("no trainer listening: no heartbeat newer than %s in %s after waiting %s%s",
 			cfg.heartbeatAge, cfg.signalDir, cfg.heartbeatWait, describeHeartbeat(cfg.signalDir))
-		return ExitNoTrainer
+		return ckptResult{code: ExitNoTrainer}
+	}
+	nonce, err := newNonce()
+	if err != nil {
+		log.printf("cannot make a request nonce: %v", err)
+		return ckptResult{code: ExitIO}
 	}
 	deadline, _ := ctx.Deadline()
 	req := Request{
 		Generation:  nextGeneration(cfg.signalDir),
+		Nonce:       nonce,
 		Pod:         cfg.pod,
 		RequestedAt: unixSeconds(time.Now()),
 		Deadline:    unixSeconds(deadline),
@@ -32,7 +56,7 @@ func requestCheckpoint(ctx context.Context, cfg prestopConfig, log *eventLog) in
 	}
 	if err := writeJSONAtomic(filepath.Join(cfg.signalDir, requestFile), req); err != nil {
 		log.printf("cannot write checkpoint request: %v", err)
-		return ExitIO
+		return ckptResult{code: ExitIO}
 	}
 	log.printf("saving ckpts: requested generation %d (trainer pid %d at step %d)", req.Generation, hb.PID, hb.Step)
 	return waitForAck(ctx, cfg, req, log)
@@ -46,7 +70,7 @@ func waitForHeartbeat(ctx context.Context, cfg prestopConfig) (Heartbeat, bool) 
 	for {
 		var hb Heartbeat
 		err := readJSON(filepath.Join(cfg.signalDir, heartbeatFile), &hb)
-		if err == nil && hb.age(time.Now()) <= cfg.heartbeatAge && pidAlive(hb.PID) {
+		if err == nil && hb.fresh(time.Now(), cfg.heartbeatAge) && pidAlive(hb.PID) {
 			return hb, true
 		}
 		if !time.Now().Before(give) || !sleepCtx(ctx, pollInterval) {
@@ -55,16 +79,19 @@ func waitForHeartbeat(ctx context.Context, cfg prestopConfig) (Heartbeat, bool) 
 	}
 }
 
-func waitForAck(ctx context.Context, cfg prestopConfig, req Request, log *eventLog) int {
+func waitForAck(ctx context.Context, cfg prestopConfig, req Request, log *eventLog) ckptResult {
 	start := time.Now()
-	var staleLogged, hungLogged bool
+	var staleLogged, forgedLogged, hungLogged bool
 	for {
 		var ack Ack
 		err := readJSON(filepath.Join(cfg.signalDir, ackFile), &ack)
 		switch {
-		case err == nil && ack.Generation == req.Generation:
+		case err == nil && ack.Generation == req.Generation && ack.Nonce == req.Nonce:
 			return judgeAck(ack, time.Since(start), log)
-		case err == nil && !staleLogged:
+		case err == nil && ack.Generation == req.Generation && !forgedLogged:
+			forgedLogged = true
+			log.printf("ignoring acknowledgement of generation %d without this request's nonce: not written for this request", ack.Generation)
+		case err == nil && ack.Generation != req.Generation && !staleLogged:
 			staleLogged = true
 			log.printf("ignoring acknowledgement of generation %d: waiting for generation %d", ack.Generation, req.Generation)
 		case err != nil && !errors.Is(err, os.ErrNotExist) && !staleLogged:
@@ -78,29 +105,29 @@ func waitForAck(ctx context.Context, cfg prestopConfig, req Request, log *eventL
 			if !pidAlive(hb.PID) {
 				log.printf("trainer exited (pid %d, last heartbeat %s ago, state %s) before acknowledging generation %d",
 					hb.PID, hb.age(time.Now()).Round(time.Millisecond), hb.State, req.Generation)
-				return ExitTrainerGone
+				return ckptResult{code: ExitTrainerGone}
 			}
 			if !hungLogged {
 				hungLogged = true
 				log.printf("trainer heartbeat stale (%s) but pid %d alive: busy or hung, still waiting", hb.age(time.Now()).Round(time.Millisecond), hb.PID)
 			}
 		}
-		if !sleepCtx(ctx, pollInterval) {
+		if !sleepCtx(ctx, ackPollInterval) {
 			log.printf("timeout: no acknowledgement of generation %d after %s (trainer state %q at step %d); the trainer is hung or never reached a safe point (migrator.step())",
 				req.Generation, time.Since(start).Round(time.Millisecond), hb.State, hb.Step)
-			return ExitTimeout
+			return ckptResult{code: ExitTimeout, step: hb.Step}
 		}
 	}
 }
 
-func judgeAck(ack Ack, took time.Duration, log *eventLog) int {
+func judgeAck(ack Ack, took time.Duration, log *eventLog) ckptResult {
 	if ack.Status == "ok" {
-		log.printf("finish ckpts: generation %d acknowledged after %s, step %d, checkpoint %s",
-			ack.Generation, took.Round(time.Millisecond), ack.Step, ack.Checkpoint)
-		return ExitOK
+		log.printf("finish ckpts: generation %d acknowledged after %s, step %d, checkpoint %s (%d bytes)",
+			ack.Generation, took.Round(time.Millisecond), ack.Step, ack.Checkpoint, ack.Bytes)
+		return ckptResult{code: ExitOK, step: ack.Step, bytes: ack.Bytes}
 	}
 	log.printf("trainer failed to checkpoint generation %d (status %q): %s", ack.Generation, ack.Status, ack.Error)
-	return ExitTrainerFailed
+	return ckptResult{code: ExitTrainerFailed, step: ack.Step}
 }
 
 // describeHeartbeat adds what is known about a stale heartbeat to the log line.
@@ -108,6 +135,9 @@ func describeHeartbeat(dir string) string {
 	var hb Heartbeat
 	if err := readJSON(filepath.Join(dir, heartbeatFile), &hb); err != nil {
 		return " (no heartbeat file)"
+	}
+	if age := hb.age(time.Now()); age < -maxClockSkew {
+		return " (heartbeat dated " + (-age).Round(time.Millisecond).String() + " in the future: forged or corrupt, not fresh; pid " + itoa(hb.PID) + ")"
 	}
 	return " (last heartbeat " + hb.age(time.Now()).Round(time.Millisecond).String() + " old, pid " + itoa(hb.PID) + ")"
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -37,8 +36,10 @@ func (l *eventLog) printf(format string, a ...any) {
 
 // appendLine opens the file per line so that concurrent agents (one per pod
 // on a shared volume) interleave whole lines rather than clobbering each other.
+// It never follows a symlink: a link planted in place of the log must not
+// make the agent append to a file the link points at.
 func appendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := openAppendNoFollow(path)
 	if err != nil {
 		return err
 	}

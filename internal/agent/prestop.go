@@ -50,6 +50,9 @@ type prestopConfig struct {
 	heartbeatAge  time.Duration // a heartbeat older than this is not fresh
 	heartbeatWait time.Duration // how long to wait for a first fresh heartbeat
 	hook          chainedHook
+	// terminationLog is the container's termination-message file; the
+	// checkpoint outcome is appended to it ("" turns that off).
+	terminationLog string
 }
 
 type stringList []string
@@ -77,6 +80,7 @@ func parsePrestop(args []string, env Env, stderr io.Writer) (prestopConfig, erro
 	var headers stringList
 	fs.Var(&headers, "then-http-header", "header 'Name: Value' for --then-http-get (repeatable)")
 	sleep := fs.Duration("then-sleep", 0, "after the checkpoint, sleep this long (chained sleep hook)")
+	fs.StringVar(&cfg.terminationLog, "termination-log", cfg.terminationLog, "append the checkpoint outcome to this file, the container's terminationMessagePath (env TRAINGUARD_TERMINATION_MESSAGE_PATH; empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: trainguard-agent prestop [flags] [-- user-command args...]\n\nflags:\n")
 		fs.PrintDefaults()
@@ -109,12 +113,13 @@ func splitAtDoubleDash(args []string) (flags, rest []string) {
 
 func prestopDefaults(env Env) (prestopConfig, error) {
 	cfg := prestopConfig{
-		timeout:       defaultTimeout,
-		checkpointDir: firstNonEmpty(env("TRAINGUARD_CHECKPOINT_DIR"), env("MIGRATION_CKPT_PATH"), defaultCheckpointDir),
-		signalDir:     firstNonEmpty(env("TRAINGUARD_SIGNAL_DIR"), env("MIGRATION_SIGNAL_PATH")),
-		pod:           firstNonEmpty(env("TRAINGUARD_POD_NAME"), env("HOSTNAME"), hostname()),
-		heartbeatAge:  defaultHeartbeatAge,
-		heartbeatWait: defaultHeartbeatWait,
+		timeout:        defaultTimeout,
+		checkpointDir:  firstNonEmpty(env("TRAINGUARD_CHECKPOINT_DIR"), env("MIGRATION_CKPT_PATH"), defaultCheckpointDir),
+		signalDir:      firstNonEmpty(env("TRAINGUARD_SIGNAL_DIR"), env("MIGRATION_SIGNAL_PATH")),
+		pod:            firstNonEmpty(env("TRAINGUARD_POD_NAME"), env("HOSTNAME"), hostname()),
+		heartbeatAge:   defaultHeartbeatAge,
+		heartbeatWait:  defaultHeartbeatWait,
+		terminationLog: env("TRAINGUARD_TERMINATION_MESSAGE_PATH"),
 	}
 	if v := env("TRAINGUARD_PRESTOP_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -171,7 +176,10 @@ func validatePrestop(cfg prestopConfig) error {
 	case cfg.pod == "":
 		return errors.New("no pod name: set TRAINGUARD_POD_NAME or --pod")
 	}
-	return nil
+	if err := checkDirAllowed("--checkpoint-dir", cfg.checkpointDir); err != nil {
+		return err
+	}
+	return checkDirAllowed("--signal-dir", cfg.signalDir)
 }
 
 func firstNonEmpty(vs ...string) string {
@@ -221,8 +229,10 @@ func runPrestop(args []string, env Env, stderr io.Writer) int {
 	log.printf("stop: preStop started, timeout %s (checkpoint wait up to %s), signal dir %s", cfg.timeout, budget, cfg.signalDir)
 
 	ckptCtx, ckptCancel := context.WithDeadline(ctx, start.Add(budget))
-	code := requestCheckpoint(ckptCtx, cfg, log)
+	res := requestCheckpoint(ckptCtx, cfg, log)
 	ckptCancel()
+	ckptTook := time.Since(start)
+	code := res.code
 
 	if cfg.hook.kind != hookNone {
 		if hookCode := runChainedHook(ctx, cfg.hook, stderr, log); hookCode != ExitOK {
@@ -230,5 +240,6 @@ func runPrestop(args []string, env Env, stderr io.Writer) int {
 		}
 	}
 	log.printf("preStop finished: exit %d after %s", code, time.Since(start).Round(time.Millisecond))
+	appendTerminationMessage(cfg.terminationLog, res, ckptTook, log)
 	return code
 }

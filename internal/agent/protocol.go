@@ -25,7 +25,11 @@ const (
 // Request is written by the agent. Times are Unix seconds (float) so that
 // Python's time.time() reads them without parsing.
 type Request struct {
-	Generation  int64   `json:"generation"`
+	Generation int64 `json:"generation"`
+	// Nonce is 128 random bits, new per request; only an ack that echoes it
+	// counts, so an ack planted in advance or written for another request
+	// (another job, an earlier pod) can never end the wait.
+	Nonce       string  `json:"nonce"`
 	Pod         string  `json:"pod"`
 	RequestedAt float64 `json:"requested_at"`
 	// Deadline tells the trainer when the agent stops waiting: a request found
@@ -37,9 +41,11 @@ type Request struct {
 // Ack is written by the trainer's rank 0 once the checkpoint is durable.
 type Ack struct {
 	Generation int64   `json:"generation"`
+	Nonce      string  `json:"nonce"`
 	Status     string  `json:"status"` // "ok" or "error"
 	Step       int64   `json:"step"`
 	Checkpoint string  `json:"checkpoint"`
+	Bytes      int64   `json:"bytes"`
 	Error      string  `json:"error,omitempty"`
 	AckedAt    float64 `json:"acked_at"`
 }
@@ -60,19 +66,47 @@ func fromUnixSeconds(s float64) time.Time {
 	return time.Unix(int64(sec), int64(frac*1e9))
 }
 
-// age is how old the heartbeat is at now; clock skew into the future counts as fresh.
+// maxClockSkew is how far in the future a heartbeat may be dated and still
+// count: the trainer writes it on the same node a moment earlier, so more
+// than this is a forged or corrupt file, not a fresh trainer.
+const maxClockSkew = time.Second
+
+// age is how old the heartbeat is at now; negative when it is dated in the future.
 func (h Heartbeat) age(now time.Time) time.Duration {
-	a := now.Sub(fromUnixSeconds(h.Time))
-	if a < 0 {
-		return 0
+	return now.Sub(fromUnixSeconds(h.Time))
+}
+
+// fresh reports whether the heartbeat is recent enough, and not from the future.
+func (h Heartbeat) fresh(now time.Time, maxAge time.Duration) bool {
+	a := h.age(now)
+	return a <= maxAge && a >= -maxClockSkew
+}
+
+// newNonce returns 128 random bits from the kernel in hex. It reads
+// /dev/urandom rather than using crypto/rand, which would add ~190 KB to a
+// binary copied into every pod, for the same kernel randomness.
+func newNonce() (string, error) {
+	f, err := os.Open("/dev/urandom")
+	if err != nil {
+		return "", fmt.Errorf("open /dev/urandom for the request nonce: %w", err)
 	}
-	return a
+	defer f.Close()
+	var b [16]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return "", fmt.Errorf("read /dev/urandom for the request nonce: %w", err)
+	}
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out), nil
 }
 
 // readJSON reads one protocol file. A missing file is reported as
 // os.ErrNotExist so callers can tell "not yet" from "corrupt".
 func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := readNoFollow(path)
 	if err != nil {
 		return err
 	}

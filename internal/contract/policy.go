@@ -13,6 +13,7 @@ import (
 type Policy struct {
 	CheckpointClaim    string
 	CheckpointPath     string
+	CheckpointKey      string // from AnnotationCheckpointKey on the object itself; "" derives one
 	PreStopTimeout     time.Duration
 	GracePeriodMargin  time.Duration
 	TaskD              bool

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -22,6 +23,9 @@ type rule struct {
 	parse func(v string) (apply func(*Policy), err error)
 	// checkOnly rows are validated but never layered into a Policy.
 	checkOnly bool
+	// objectOnly rows apply only from the object's own annotations: a
+	// namespace-wide value would make every job in it share one thing.
+	objectOnly string
 }
 
 // annotationTable lists every annotation trainguard owns. Adding a key is
@@ -34,6 +38,8 @@ func buildAnnotationTable() []rule {
 		{key: AnnotationInject, parse: onlyCheck(ParseTaskD), checkOnly: true},
 		{key: AnnotationCheckpointClaim, parse: set(ParseCheckpointClaim, func(p *Policy, v string) { p.CheckpointClaim = v })},
 		{key: AnnotationCheckpointPath, parse: set(ParseCheckpointPath, func(p *Policy, v string) { p.CheckpointPath = v })},
+		{key: AnnotationCheckpointKey, parse: set(ParseCheckpointKey, func(p *Policy, v string) { p.CheckpointKey = v }),
+			objectOnly: "only a job or a pod may name its checkpoint directory (a namespace-wide key would make every job share one)"},
 		{key: AnnotationRecoverStrategy, parse: set(ParseRecoverStrategy, func(p *Policy, v string) { p.RecoverStrategy = v })},
 		{key: AnnotationFaultScheduling, parse: set(ParseFaultScheduling, func(p *Policy, v string) { p.FaultScheduling = v })},
 		{key: AnnotationGPULimit, parse: set(ParseGPULimit, func(p *Policy, n int64) { p.GPUCount = n })},
@@ -89,6 +95,9 @@ func (p *Policy) Overlay(what string, ann map[string]string) []string {
 			continue
 		}
 		apply, err := r.parse(ann[key])
+		if err == nil && r.objectOnly != "" && what != "object" {
+			err = errors.New(r.objectOnly)
+		}
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s annotation %s=%q ignored: %v; the default applies", what, key, ann[key], err))
 			continue

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // DesiredLabel returns the value the trainguard.io/inject label must have on
@@ -53,10 +54,10 @@ func Injects(cfg *policy.Config, ownNamespace, ns string, nsAnnotations, objAnno
 		return false, "no namespace"
 	case cfg.Excluded(ns) || ns == ownNamespace:
 		return false, "namespace " + ns + " is excluded"
-	case !NamespaceEnabled(cfg, nsAnnotations):
+	case !contract.NamespaceEnabled(cfg.ClusterWide, nsAnnotations):
 		return false, "namespace " + ns + " has not opted in"
-	case ObjectDisabled(objAnnotations):
-		return false, "the object opted out (" + policy.AnnotationInject + ": " + policy.InjectDisabled + ")"
+	case contract.OptedOut(objAnnotations):
+		return false, "the object opted out (" + contract.AnnotationInject + ": " + contract.InjectDisabled + ")"
 	}
 	return true, ""
 }

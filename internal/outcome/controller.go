@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/trainguard/trainguard/internal/optin"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -228,7 +228,7 @@ func (r *Reconciler) optedIn(ctx context.Context, namespace string) bool {
 		}
 		return false
 	}
-	return optin.NamespaceEnabled(r.cfg, ns.Annotations)
+	return contract.NamespaceEnabled(r.cfg.ClusterWide, ns.Annotations)
 }
 
 // report emits the pod's Event, the job's Event, the metrics and a log line.

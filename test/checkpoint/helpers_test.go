@@ -24,11 +24,23 @@ type pod struct {
 	name      string
 	ckptDir   string
 	signalDir string
+	extra     []string // more injected env, e.g. the job identity
 }
 
 func newPod(t testing.TB) pod {
 	dir := t.TempDir()
 	return pod{name: "job-master-0", ckptDir: dir, signalDir: filepath.Join(dir, ".trainguard", "job-master-0")}
+}
+
+// jobPod is a pod of job `job` in namespace team-a whose checkpoint claim is
+// the directory claim: the job's directory is <claim>/team-a/pytorchjob/<job>,
+// as the kubelet builds it from the webhook's subPathExpr.
+func jobPod(t testing.TB, claim, job string) pod {
+	dir := filepath.Join(claim, "team-a", "pytorchjob", job)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	name := job + "-master-0"
+	return pod{name: name, ckptDir: dir, signalDir: filepath.Join(dir, ".trainguard", name),
+		extra: []string{"TRAINGUARD_NAMESPACE=team-a", "TRAINGUARD_CHECKPOINT_KEY=pytorchjob/" + job + "/"}}
 }
 
 // env is the injected environment, in the webhook's order, plus PYTHONPATH.
@@ -43,6 +55,7 @@ func (p pod) env(extra ...string) []string {
 		"PYTHONPATH="+filepath.Join(world.repo, "sdk", "python"),
 		"PYTHONUNBUFFERED=1",
 	)
+	e = append(e, p.extra...)
 	return append(e, extra...)
 }
 
@@ -98,10 +111,13 @@ func startTrainer(t testing.TB, p pod, extraEnv []string, args ...string) *proc 
 // torch 1.13's default ("0", Std.NONE) crashes torchrun on Python 3.11
 // (IntFlag iteration skips the zero member); workers' stdout is tee'd to ours.
 func startTorchrun(t testing.TB, p pod, args ...string) *proc {
-	argv := append([]string{python, "-m", "torch.distributed.run", "--nproc_per_node=2",
+	return startProc(t, p.env("OMP_NUM_THREADS=1"), torchrunArgv(t, args...)...)
+}
+
+func torchrunArgv(t testing.TB, args ...string) []string {
+	return append([]string{python, "-m", "torch.distributed.run", "--nproc_per_node=2",
 		"--master_port=" + strconv.Itoa(freePort(t)), "--redirects=2", "--tee=1", "--log_dir=" + t.TempDir(),
 		"examples/trainer/train.py"}, args...)
-	return startProc(t, p.env("OMP_NUM_THREADS=1"), argv...)
 }
 
 func (p *proc) signal(sig syscall.Signal) {
@@ -247,7 +263,8 @@ func startFakeTrainer(t testing.TB, signalDir string, answer bool, status string
 			}
 			answered = req["generation"].(float64)
 			writeJSONQuiet(filepath.Join(signalDir, "ack.json"), map[string]any{
-				"generation": answered, "status": status, "step": 1, "checkpoint": "fake.pt", "error": "fake failure"})
+				"generation": answered, "nonce": req["nonce"], "status": status, "step": 1, "checkpoint": "fake.pt",
+				"bytes": 42, "error": "fake failure"})
 		}
 	}()
 	t.Cleanup(func() { close(f.stop); <-f.done })

@@ -51,10 +51,11 @@ class Base(unittest.TestCase):
         self.addCleanup(m.close)
         return m
 
-    def write_request(self, generation, deadline_in=30.0):
-        os.makedirs(self.signal, exist_ok=True)
-        proto.write_json_atomic(os.path.join(self.signal, proto.REQUEST_FILE), {
-            "generation": generation, "pod": "pod-0", "requested_at": time.time(),
+    def write_request(self, generation, deadline_in=30.0, nonce="0123456789abcdef0123456789abcdef", signal=None):
+        signal = signal or self.signal
+        os.makedirs(signal, exist_ok=True)
+        proto.write_json_atomic(os.path.join(signal, proto.REQUEST_FILE), {
+            "generation": generation, "nonce": nonce, "pod": "pod-0", "requested_at": time.time(),
             "deadline": time.time() + deadline_in, "agent_pid": 1})
 
     def read_ack(self):
@@ -84,8 +85,8 @@ class PlainObjects(Base):
             with m.step():
                 pass
         name = m.save_ckpt()
-        with open(os.path.join(self.dir, name), "rb") as f:
-            self.assertNotEqual(f.read(4), b"PK\x03\x04", "forced pickle path wrote a torch zip")
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, name))), ["commit.json", "state.json"],
+                         "the torch-free path wrote a tensor file")
 
         m2 = self.migrator()
         metrics2, history2, counter2 = {"junk": 1}, [9], Counter()
@@ -126,7 +127,7 @@ class PlainObjects(Base):
         with m.step():
             pass
         second = m.save_ckpt()
-        with open(os.path.join(self.dir, second), "r+b") as f:
+        with open(os.path.join(self.dir, second, storage.STATE_FILE), "r+b") as f:
             f.truncate(5)
         m2 = self.migrator()
         restored = {}
@@ -141,7 +142,7 @@ class PlainObjects(Base):
         m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
         m.register("s", {"v": 1})
         name = m.save_ckpt()
-        with open(os.path.join(self.dir, name), "wb") as f:
+        with open(os.path.join(self.dir, name, storage.STATE_FILE), "wb") as f:
             f.write(b"garbage")
         m2 = self.migrator()
         m2.register("s", {})
@@ -153,7 +154,8 @@ class PlainObjects(Base):
         m.register("s", {"v": 1})
         good = m.save_ckpt()
         tmp = os.path.join(self.dir, "." + storage.ckpt_name(2) + ".tmp-crashed")
-        with open(tmp, "wb") as f:
+        os.mkdir(tmp)
+        with open(os.path.join(tmp, storage.STATE_FILE), "wb") as f:
             f.write(b"half a checkpoint")
         self.assertEqual(storage.candidates(self.dir), [good])
         m.save_ckpt()
@@ -179,8 +181,8 @@ class PlainObjects(Base):
             migrator.register('d', d); migrator.register('l', l)
             migrator.listening()
             name = migrator.save_ckpt()
-            head = open(os.path.join(os.environ['TRAINGUARD_CHECKPOINT_DIR'], name), 'rb').read(4)
-            assert head != b'PK\\x03\\x04', head
+            files = os.listdir(os.path.join(os.environ['TRAINGUARD_CHECKPOINT_DIR'], name))
+            assert 'tensors.pt' not in files, files
             m2 = Migrator(); d2 = {}; l2 = []
             m2.register('d', d2); m2.register('l', l2)
             assert m2.resume
@@ -209,8 +211,10 @@ class Protocol(Base):
         self.write_request(3)
         ack = self.step_until_ack(m, 3)
         self.assertEqual(ack["status"], "ok")
+        self.assertEqual(ack["nonce"], "0123456789abcdef0123456789abcdef", "the ack must echo the request's nonce")
         self.assertEqual(ack["step"], m.global_step)
-        self.assertTrue(os.path.exists(os.path.join(self.dir, ack["checkpoint"])))
+        self.assertGreater(ack["bytes"], 0)
+        self.assertTrue(os.path.isfile(os.path.join(self.dir, ack["checkpoint"], storage.COMMIT_FILE)))
 
     def test_expired_request_is_ignored(self):
         m = self.migrator()
@@ -288,7 +292,7 @@ class WithTorch(Base):
         m.register("model", model)
         m.register("optimizer", opt)
         name = m.save_ckpt()
-        with open(os.path.join(self.dir, name), "rb") as f:
+        with open(os.path.join(self.dir, name, storage.TENSOR_FILE), "rb") as f:
             self.assertEqual(f.read(4), b"PK\x03\x04", "torch available but not used")
 
         model2 = torch.nn.Linear(4, 2)
@@ -304,7 +308,7 @@ class WithTorch(Base):
             for field in ("exp_avg", "exp_avg_sq"):
                 self.assertTrue(torch.equal(s1[k][field], s2[k][field]))
 
-    def test_pickle_checkpoint_loads_with_torch_present(self):
+    def test_torch_free_checkpoint_loads_with_torch_present(self):
         m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
         m.register("d", {"x": 1})
         m.save_ckpt()

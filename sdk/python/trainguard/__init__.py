@@ -10,4 +10,4 @@ from ._migrator import Migrator
 migrator = Migrator()
 
 __all__ = ["Migrator", "migrator"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

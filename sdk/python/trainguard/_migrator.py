@@ -1,7 +1,6 @@
 """The Migrator: registration, the listener thread, safe-point saves, resume."""
 
 import contextlib
-import glob
 import logging
 import os
 import threading
@@ -9,6 +8,7 @@ import time
 
 from . import _protocol as proto
 from . import _storage as storage
+from . import _wake as wake
 
 log = logging.getLogger("trainguard")
 
@@ -24,7 +24,7 @@ class Migrator:
         self._cfg = None
         self._objects = {}
         self._lock = threading.Lock()
-        self._pending = {}  # signal dir -> generation waiting for the next safe point
+        self._pending = {}  # signal dir -> (generation, nonce) waiting for the next safe point
         self._handled = {}  # signal dir -> last generation answered or dismissed
         self._listener = None
         self._stop = threading.Event()
@@ -32,6 +32,9 @@ class Migrator:
         self._state = "training"
         self._resolved = _UNRESOLVED  # (name, payload) or None, decided once
         self._last_ckpt = None
+        self._last_bytes = 0
+        self._waker = None
+        self._warned = set()  # signal dirs whose bad request was already logged
 
     # ------------------------------------------------------------------ API
 
@@ -61,6 +64,13 @@ class Migrator:
         if self._listener is not None:
             return self
         cfg = self.config
+        if cfg.job.endswith("/pytorchjob"):
+            log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
+                        "job-name), so %s is shared by every such pod of the namespace; set "
+                        "trainguard.io/checkpoint-key on the job", cfg.checkpoint_dir)
+        if cfg.job and not os.path.isdir(cfg.checkpoint_dir):
+            # The job's own directory under a claim the user mounted; the webhook named it.
+            os.makedirs(cfg.checkpoint_dir, exist_ok=True)
         if not os.path.isdir(cfg.checkpoint_dir):
             log.warning("trainguard: checkpoint dir %s does not exist; not listening for "
                         "checkpoint requests", cfg.checkpoint_dir)
@@ -68,6 +78,7 @@ class Migrator:
         if cfg.local_rank == 0:
             os.makedirs(cfg.signal_dir, exist_ok=True)
         self._write_heartbeat()
+        self._waker = wake.Waker()
         self._listener = threading.Thread(target=self._listen, name="trainguard-listener", daemon=True)
         self._listener.start()
         return self
@@ -78,6 +89,9 @@ class Migrator:
         if self._listener is not None:
             self._listener.join(timeout=5)
             self._listener = None
+        if self._waker is not None:
+            self._waker.close()
+            self._waker = None
 
     @property
     def resume(self):
@@ -116,7 +130,9 @@ class Migrator:
         return None. Returns the checkpoint file name."""
         if self.config.rank != 0:
             return None
-        return self._save()
+        name = self._save()
+        storage.prune(self.config.checkpoint_dir, keep=self.config.keep)
+        return name
 
     @contextlib.contextmanager
     def step(self):
@@ -140,11 +156,11 @@ class Migrator:
         }
         self._state = "saving"
         try:
-            name = storage.write_checkpoint(cfg, payload)
+            name, size = storage.write_checkpoint(cfg, payload)
         finally:
             self._state = "training"
-        self._last_ckpt = name
-        log.info("trainguard: saved %s at step %d", name, self._step)
+        self._last_ckpt, self._last_bytes = name, size
+        log.info("trainguard: saved %s at step %d (%d bytes)", name, self._step, size)
         return name
 
     def _resolve(self):
@@ -177,30 +193,33 @@ class Migrator:
 
     def _load_named(self, name):
         try:
-            return name, storage.load_checkpoint(self.config.checkpoint_dir, name)
+            return name, storage.load_checkpoint(self.config.checkpoint_dir, name, self.config.job)
         except storage.CorruptCheckpoint as e:
-            log.warning("trainguard: skipping unusable checkpoint: %s", e)
+            log.warning("trainguard: skipping unusable checkpoint (falling back to the previous one): %s", e)
             return None
 
     def _answer_requests(self):
         with self._lock:
             requests, self._pending = self._pending, {}
         log.info("trainguard: checkpoint requested (%s), saving at step %d",
-                 ", ".join("generation %d" % g for g in requests.values()), self._step)
+                 ", ".join("generation %d" % g for g, _ in requests.values()), self._step)
         try:
             name, error = self._save(), ""
         except Exception as e:  # disk full, permission: the agent must hear about it
             name, error = None, "%s: %s" % (type(e).__name__, e)
             log.error("trainguard: checkpoint failed: %s", error)
         self._ack(requests, name, error)
+        if not error:  # after the ack: deleting an old checkpoint is not the stopping pod's wait
+            storage.prune(self.config.checkpoint_dir, keep=self.config.keep)
         own = os.path.abspath(self.config.signal_dir) in requests
         if own and not error and self.config.after_checkpoint == "hold":
             self._hold(name)
 
     def _ack(self, requests, name, error):
-        for directory, generation in requests.items():
-            ack = {"generation": generation, "status": "error" if error else "ok", "step": self._step,
-                   "checkpoint": name or "", "error": error, "acked_at": time.time()}
+        for directory, (generation, nonce) in requests.items():
+            ack = {"generation": generation, "nonce": nonce, "status": "error" if error else "ok",
+                   "step": self._step, "checkpoint": name or "", "bytes": self._last_bytes if name else 0,
+                   "error": error, "acked_at": time.time()}
             try:
                 proto.write_json_atomic(os.path.join(directory, proto.ACK_FILE), ack)
             except OSError as e:
@@ -229,7 +248,11 @@ class Migrator:
     def _listen(self):
         cfg = self.config
         next_beat = 0.0
-        while not self._stop.wait(cfg.poll_interval):
+        while not self._stop.is_set():
+            if not self._waker.wait(cfg.poll_interval):
+                self._stop.wait(0 if self._waker.active else cfg.poll_interval)
+            if self._stop.is_set():
+                return
             try:
                 if time.time() >= next_beat:
                     self._write_heartbeat()
@@ -251,12 +274,21 @@ class Migrator:
 
     def _request_dirs(self):
         """Rank 0 answers every pod of the job: their signal dirs are siblings
-        on the shared checkpoint volume. A single process watches its own."""
+        in the job's own checkpoint directory. A single process watches its
+        own. A symlink among them is never followed: it could lead rank 0 to
+        acknowledge another job's request."""
         own = os.path.abspath(self.config.signal_dir)
-        if self.config.world_size <= 1:
-            return [own]
-        dirs = {os.path.dirname(p) for p in glob.glob(os.path.join(os.path.dirname(own), "*", proto.REQUEST_FILE))}
-        dirs.add(own)
+        dirs = {own}
+        if self.config.world_size > 1:
+            parent = os.path.dirname(own)
+            try:
+                entries = list(os.scandir(parent))
+            except OSError:
+                entries = []
+            dirs.update(e.path for e in entries if e.is_dir(follow_symlinks=False))
+            self._waker.watch(parent)
+        for d in dirs:
+            self._waker.watch(d)
         return sorted(dirs)
 
     def _scan_requests(self):
@@ -265,20 +297,25 @@ class Migrator:
             req = proto.read_json(os.path.join(directory, proto.REQUEST_FILE))
             if req is None or not isinstance(req.get("generation"), int):
                 continue
-            gen = req["generation"]
+            gen, nonce = req["generation"], req.get("nonce", "")
+            if nonce and not (isinstance(nonce, str) and proto.NONCE.match(nonce)):
+                if directory not in self._warned:
+                    self._warned.add(directory)
+                    log.warning("trainguard: ignoring request in %s: malformed nonce", directory)
+                continue
             with self._lock:
                 if directory not in self._handled:
                     # First look at this dir: whatever was acknowledged before we started is done.
                     ack = proto.read_json(os.path.join(directory, proto.ACK_FILE)) or {}
                     self._handled[directory] = ack.get("generation", 0) if isinstance(ack.get("generation"), int) else 0
-                if gen <= self._handled[directory] or self._pending.get(directory) == gen:
+                if gen <= self._handled[directory] or self._pending.get(directory, (None,))[0] == gen:
                     continue
                 if float(req.get("deadline", 0)) < now:
                     # Its agent has given up (e.g. the request predates this process).
                     self._handled[directory] = gen
                     log.info("trainguard: ignoring expired request generation %d in %s", gen, directory)
                     continue
-                self._pending[directory] = gen
+                self._pending[directory] = (gen, nonce)
 
 
 def _initialized_dist():

@@ -2,7 +2,9 @@
 
 import json
 import os
+import re
 import socket
+import stat
 import tempfile
 from dataclasses import dataclass
 
@@ -13,6 +15,8 @@ POINTER_FILE = "trainguard-latest.json"
 CKPT_PREFIX = "trainguard-ckpt-"
 CKPT_SUFFIX = ".pt"
 SIGNAL_SUBDIR = ".trainguard"
+MAX_PROTOCOL_FILE = 64 << 10  # request, ack, heartbeat and pointer are tiny; anything bigger is not ours
+NONCE = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _duration_seconds(text, default):
@@ -56,8 +60,9 @@ class Config:
     keep: int
     heartbeat_interval: float
     poll_interval: float
-    serializer: str  # "auto", "torch" or "pickle"
+    serializer: str  # "auto", "torch" or "json" (torch-free; "pickle" is its old name)
     test_save_delay: float  # test hook: seconds to stall a save before its rename
+    job: str  # "<namespace>/<checkpoint key>" as the webhook derived it; "" when unknown
 
     @classmethod
     def from_env(cls, env=None):
@@ -82,7 +87,16 @@ class Config:
             poll_interval=0.1,
             serializer=env.get("TRAINGUARD_SERIALIZER", "auto"),
             test_save_delay=float(env.get("TRAINGUARD_TEST_SAVE_DELAY", "0") or 0),
+            job=job_identity(env),
         )
+
+
+def job_identity(env):
+    """The job a checkpoint belongs to, recorded in it and checked on load, so
+    a checkpoint of another job that reaches this directory is never resumed."""
+    ns, key = env.get("TRAINGUARD_NAMESPACE", ""), env.get("TRAINGUARD_CHECKPOINT_KEY", "")
+    key = "/".join(part for part in key.split("/") if part)
+    return "%s/%s" % (ns, key) if ns and key else ""
 
 
 def fsync_dir(path):
@@ -92,6 +106,29 @@ def fsync_dir(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_durable(path, write):
+    """Create path (which must not exist), write it and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def open_nofollow(path):
+    """Open a regular file for reading without following a symlink or
+    blocking on a planted FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("%s is not a regular file" % path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def write_atomic(path, write):
@@ -122,8 +159,11 @@ def write_json_atomic(path, obj):
 def read_json(path):
     """The parsed file, or None when it is missing or not a JSON object."""
     try:
-        with open(path, "rb") as f:
-            obj = json.loads(f.read().decode())
+        with open_nofollow(path) as f:
+            raw = f.read(MAX_PROTOCOL_FILE + 1)
+        if len(raw) > MAX_PROTOCOL_FILE:
+            return None
+        obj = json.loads(raw.decode())
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) else None

@@ -1,24 +1,40 @@
-"""Checkpoint files on the checkpoint volume: immutable, sequence-numbered
-files plus a pointer written after them, so a crash mid-save never damages
-the previous checkpoint."""
+"""Checkpoints on the checkpoint volume: one immutable, sequence-numbered
+directory per save, committed by renaming it into place after every file in
+it (and its commit.json, written last) is fsynced, plus a pointer written
+after it. A crash mid-save leaves only a temp directory nobody loads.
 
-import glob
+    trainguard-ckpt-00000007/
+        state.json    step, job, saved_at and every non-tensor value (tagged JSON)
+        tensors.pt    the tensors, torch.save'd as one list (absent when there are none)
+        commit.json   {"format", "files": {name: size}}: written last, checked on load
+"""
+
 import importlib
+import json
 import logging
 import os
-import pickle
+import re
+import shutil
+import stat
+import tempfile
 import time
 
+from . import _codec as codec
 from . import _protocol as proto
 
 log = logging.getLogger("trainguard")
 
-FORMAT_VERSION = 1
-_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default (zip) format
+FORMAT_VERSION = 2
+STATE_FILE = "state.json"
+TENSOR_FILE = "tensors.pt"
+COMMIT_FILE = "commit.json"
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's (zip) format; the only tensor format loaded
+_NAME = re.compile(r"^" + re.escape(proto.CKPT_PREFIX) + r"(\d{8})$")
+_MAX_STATE_BYTES = 256 << 20  # a state.json beyond this is not ours
 
 
 class CorruptCheckpoint(Exception):
-    """A checkpoint file that cannot be used; the caller falls back."""
+    """A checkpoint that cannot be used (damaged, foreign or unsafe); the caller falls back."""
 
 
 def _torch():
@@ -29,7 +45,7 @@ def _torch():
 
 
 def use_torch(serializer):
-    if serializer == "pickle":
+    if serializer in ("pickle", "json"):  # "pickle" is the old name of the torch-free mode
         return None
     torch = _torch()
     if torch is None and serializer == "torch":
@@ -38,22 +54,26 @@ def use_torch(serializer):
 
 
 def ckpt_name(seq):
-    return "%s%08d%s" % (proto.CKPT_PREFIX, seq, proto.CKPT_SUFFIX)
+    return "%s%08d" % (proto.CKPT_PREFIX, seq)
 
 
 def _seq_of(name):
-    core = name[len(proto.CKPT_PREFIX):-len(proto.CKPT_SUFFIX)]
-    return int(core) if core.isdigit() else None
+    m = _NAME.match(name)
+    return int(m.group(1)) if m else None
 
 
 def list_checkpoints(directory):
-    """Complete checkpoint files, newest first (temp files are never listed)."""
+    """Committed checkpoint directories, newest first. Symlinks, temp
+    directories and anything else are never listed, so never loaded or pruned."""
     names = []
-    for path in glob.glob(os.path.join(directory, proto.CKPT_PREFIX + "*" + proto.CKPT_SUFFIX)):
-        name = os.path.basename(path)
-        seq = _seq_of(name)
-        if seq is not None:
-            names.append((seq, name))
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return []
+    for e in entries:
+        seq = _seq_of(e.name)
+        if seq is not None and e.is_dir(follow_symlinks=False):
+            names.append((seq, e.name))
     return [n for _, n in sorted(names, reverse=True)]
 
 
@@ -65,7 +85,7 @@ def read_pointer(directory):
 
 
 def candidates(directory):
-    """Names to try in order: the pointer's file, then older complete files.
+    """Names to try in order: the pointer's checkpoint, then older ones.
     Deterministic, so ranks that resolve independently agree."""
     ptr = read_pointer(directory)
     names = list_checkpoints(directory)
@@ -73,79 +93,160 @@ def candidates(directory):
         names.remove(ptr["file"])
         names.insert(0, ptr["file"])
     elif ptr is not None:
-        log.warning("trainguard: %s points to missing %s; trying older checkpoints",
-                    proto.POINTER_FILE, ptr["file"])
+        log.warning("trainguard: %s points to %r, which is not a committed checkpoint in %s; trying older "
+                    "checkpoints", proto.POINTER_FILE, ptr["file"], directory)
     return names
 
 
 def write_checkpoint(cfg, payload):
-    """Write payload as the next checkpoint and move the pointer to it.
-    Returns the file name. On failure nothing visible changes."""
+    """Write payload {"step", "saved_at", "world_size", "states"} as the next
+    checkpoint and move the pointer to it. Returns (name, bytes). On failure
+    nothing visible changes. Pruning is left to prune(), after the ack."""
     directory = cfg.checkpoint_dir
-    _remove_temp_files(directory)
+    remove_temp_dirs(directory)
     ptr = read_pointer(directory) or {}
-    existing = list_checkpoints(directory)
-    seq = max([int(ptr.get("seq", 0))] + [_seq_of(n) for n in existing]) + 1
+    prev = int(ptr.get("seq", 0)) if isinstance(ptr.get("seq"), int) else 0
+    seq = max([prev] + [_seq_of(n) for n in list_checkpoints(directory)]) + 1
     name = ckpt_name(seq)
     torch = use_torch(cfg.serializer)
-
-    def write(f):
-        if torch is not None:
-            torch.save(payload, f)
-        else:
-            pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
-        if cfg.test_save_delay > 0:  # test hook: widen the crash window before the rename
-            f.flush()
-            time.sleep(cfg.test_save_delay)
-
-    proto.write_atomic(os.path.join(directory, name), write)
-    size = os.path.getsize(os.path.join(directory, name))
+    tensors = []
+    is_tensor = torch.is_tensor if torch is not None else (lambda _: False)
+    state = {"format": FORMAT_VERSION, "step": payload["step"], "saved_at": payload["saved_at"],
+             "world_size": payload["world_size"], "job": cfg.job,
+             "states": codec.encode(payload["states"], tensors, is_tensor)}
+    tmp = tempfile.mkdtemp(prefix="." + name + ".tmp-", dir=directory)
+    try:
+        size = _write_files(tmp, state, tensors, torch, cfg.test_save_delay)
+        os.chmod(tmp, 0o755)
+        proto.fsync_dir(tmp)
+        os.rename(tmp, os.path.join(directory, name))  # the commit
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    proto.fsync_dir(directory)
     proto.write_json_atomic(os.path.join(directory, proto.POINTER_FILE), {
-        "file": name, "seq": seq, "step": payload["step"], "size": size,
-        "saved_at": payload["saved_at"], "serializer": "torch" if torch is not None else "pickle",
+        "file": name, "seq": seq, "step": payload["step"], "size": size, "job": cfg.job,
+        "saved_at": payload["saved_at"], "serializer": "torch" if tensors else "json",
     })
-    _prune(directory, keep=cfg.keep)
-    return name
+    return name, size
 
 
-def _remove_temp_files(directory):
-    """Temp files left by a save that crashed; only rank 0 writes, so none is live."""
-    for path in glob.glob(os.path.join(directory, "." + proto.CKPT_PREFIX + "*.tmp-*")):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+def _write_files(tmp, state, tensors, torch, test_delay):
+    files = {}
+    if tensors:
+        path = os.path.join(tmp, TENSOR_FILE)
+        proto.write_durable(path, lambda f: torch.save(tensors, f))
+        files[TENSOR_FILE] = os.path.getsize(path)
+    data = (json.dumps(state, sort_keys=True) + "\n").encode()
+    proto.write_durable(os.path.join(tmp, STATE_FILE), lambda f: f.write(data))
+    files[STATE_FILE] = len(data)
+    if test_delay > 0:  # test hook: widen the crash window before the commit
+        time.sleep(test_delay)
+    proto.write_durable(os.path.join(tmp, COMMIT_FILE),
+                        lambda f: f.write(json.dumps({"format": FORMAT_VERSION, "files": files}).encode()))
+    return sum(files.values())
 
 
-def _prune(directory, keep):
+def remove_temp_dirs(directory):
+    """Temp directories left by a save that crashed; only rank 0 writes, so none is live."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for e in entries:
+        if e.name.startswith("." + proto.CKPT_PREFIX) and ".tmp-" in e.name:
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(e.path, ignore_errors=True)
+            else:
+                _unlink_quietly(e.path)
+
+
+def prune(directory, keep):
+    """Keep the `keep` newest committed checkpoints and the pointer's."""
     ptr = read_pointer(directory) or {}
     for name in list_checkpoints(directory)[keep:]:
         if name != ptr.get("file"):
             try:
-                os.unlink(os.path.join(directory, name))
+                shutil.rmtree(os.path.join(directory, name))
             except OSError as e:
                 log.warning("trainguard: cannot remove old checkpoint %s: %s", name, e)
 
 
-def load_checkpoint(directory, name):
-    """Load and validate one checkpoint file; raises CorruptCheckpoint."""
-    path = os.path.join(directory, name)
+def _unlink_quietly(path):
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def load_checkpoint(directory, name, job=""):
+    """Load and validate one checkpoint; raises CorruptCheckpoint naming the file.
+    `job` is this job's identity: a checkpoint recorded for another job is refused."""
+    path = os.path.join(directory, name)
+    if _seq_of(name) is None or not os.path.isdir(path) or os.path.islink(path):
+        raise CorruptCheckpoint("%s is not a trainguard checkpoint directory" % path)
+    commit = proto.read_json(os.path.join(path, COMMIT_FILE))
+    if commit is None or commit.get("format") != FORMAT_VERSION or not isinstance(commit.get("files"), dict):
+        raise CorruptCheckpoint("%s has no valid %s: the save never finished" % (path, COMMIT_FILE))
+    _check_sizes(path, commit["files"])
+    state = _read_state(os.path.join(path, STATE_FILE))
+    if job and state.get("job") and state["job"] != job:
+        raise CorruptCheckpoint("%s belongs to job %r, not to this job (%r)" % (path, state["job"], job))
+    tensors = _read_tensors(os.path.join(path, TENSOR_FILE)) if TENSOR_FILE in commit["files"] else []
+    try:
+        states = codec.decode(state["states"], tensors)
+    except (ValueError, TypeError) as e:
+        raise CorruptCheckpoint("%s: %s" % (os.path.join(path, STATE_FILE), e)) from e
+    if not isinstance(states, dict):
+        raise CorruptCheckpoint("%s: states is not a mapping" % os.path.join(path, STATE_FILE))
+    return {"format": FORMAT_VERSION, "step": state["step"], "saved_at": state.get("saved_at"), "states": states}
+
+
+def _check_sizes(path, files):
+    for fname, size in files.items():
+        if fname not in (STATE_FILE, TENSOR_FILE):
+            raise CorruptCheckpoint("%s: unexpected file %r in %s" % (path, fname, COMMIT_FILE))
+        full = os.path.join(path, fname)
+        try:
+            st = os.lstat(full)
+        except OSError as e:
+            raise CorruptCheckpoint("%s: %s" % (full, e)) from e
+        if not _is_regular(st) or st.st_size != size:
+            raise CorruptCheckpoint("%s: not the committed file (%d bytes, commit says %r)" % (full, st.st_size, size))
+
+
+def _is_regular(st):
+    return stat.S_ISREG(st.st_mode)
+
+
+def _read_state(path):
+    try:
+        with proto.open_nofollow(path) as f:
+            raw = f.read(_MAX_STATE_BYTES + 1)
+        if len(raw) > _MAX_STATE_BYTES:
+            raise ValueError("larger than %d bytes" % _MAX_STATE_BYTES)
+        state = json.loads(raw.decode())
+    except (OSError, ValueError) as e:
+        raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
+    if not (isinstance(state, dict) and state.get("format") == FORMAT_VERSION and "states" in state
+            and isinstance(state.get("step"), int) and not isinstance(state.get("step"), bool)):
+        raise CorruptCheckpoint("%s is not a trainguard checkpoint state" % path)
+    return state
+
+
+def _read_tensors(path):
+    torch = _torch()
+    if torch is None:
+        raise CorruptCheckpoint("%s holds tensors but torch is not importable" % path)
+    try:
+        with proto.open_nofollow(path) as f:
+            if f.read(4) != _ZIP_MAGIC:
+                raise CorruptCheckpoint("%s is not a torch zip file; refusing to unpickle it" % path)
             f.seek(0)
-            if magic == _ZIP_MAGIC:
-                torch = _torch()
-                if torch is None:
-                    raise CorruptCheckpoint("%s was written with torch, which is not importable" % name)
-                payload = torch.load(f, map_location="cpu")
-            else:
-                payload = pickle.load(f)
+            return codec.load_tensors(torch, f)
     except CorruptCheckpoint:
         raise
+    except codec.UnsafeCheckpoint as e:
+        raise CorruptCheckpoint("%s: UNSAFE, not loaded: %s" % (path, e)) from e
     except Exception as e:  # truncated zip, unpickling garbage, I/O error: all mean "unusable"
-        raise CorruptCheckpoint("%s: %s: %s" % (name, type(e).__name__, e)) from e
-    if not (isinstance(payload, dict) and payload.get("format") == FORMAT_VERSION
-            and isinstance(payload.get("states"), dict) and isinstance(payload.get("step"), int)):
-        raise CorruptCheckpoint("%s is not a trainguard checkpoint" % name)
-    return payload
+        raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
