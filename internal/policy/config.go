@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/version"
 )
 
 // Config is the cluster-wide policy file read by `trainguard serve --config`
@@ -91,7 +93,7 @@ const (
 	DefaultFaultScheduling   = "grace"
 	DefaultGPUResource       = "nvidia.com/gpu"
 	DefaultGPUCount          = 1
-	DefaultAgentImage        = "ghcr.io/trainguard/trainguard:latest"
+	DefaultAgentImage        = version.Image // pinned to this release, never latest
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
 )

@@ -106,7 +106,7 @@ func TestFormatDuration(t *testing.T) {
 // TestConfigReferenceShowsTheDefaults keeps docs/config-reference.yaml (in
 // the README) honest: it must load strictly and equal the built-in defaults.
 func TestConfigReferenceShowsTheDefaults(t *testing.T) {
-	cfg, err := LoadConfig(filepath.Join("..", "docs", "config-reference.yaml"))
+	cfg, err := LoadConfig(filepath.Join("..", "..", "docs", "config-reference.yaml"))
 	require.NoError(t, err)
 	want := DefaultConfig()
 	want.Mutators = map[string]bool{}
