@@ -55,6 +55,10 @@ golden: ## Regenerate golden files (testdata/*.out.yaml).
 bench: ## Handler benchmarks (figures in README).
 	$(GO) test ./webhook/ -run '^$$' -bench . -benchmem
 
+.PHONY: load
+load: k8s-bins $(HELM) ## Admission cost through a real kube-apiserver: no webhook vs a no-op webhook vs trainguard (LOAD_N, LOAD_CLIENTS, LOAD_PROFILE_DIR).
+	$(GO) test ./test/load/ -run '^$$' -bench . -benchtime 1x -timeout 30m
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for 60s.
 	bash hack/fuzz.sh 60s
