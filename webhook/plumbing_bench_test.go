@@ -43,6 +43,8 @@ func BenchmarkPlumbing(b *testing.B) {
 	s := testServer(b, logr.Discard())
 	body := review(b, admissionv1.Create, podGVK(), "team-a", realisticPod(b, "team-a"), false)
 	admit := s.mutate(KindPod)
-	b.Run("handwritten", func(b *testing.B) { benchPlumbing(b, &reviewHandler{name: "mutate-pod", admit: admit, log: logr.Discard()}, body) })
+	b.Run("handwritten", func(b *testing.B) {
+		benchPlumbing(b, &reviewHandler{name: "mutate-pod", admit: admit, log: logr.Discard()}, body)
+	})
 	b.Run("controller-runtime", func(b *testing.B) { benchPlumbing(b, crHandler(admit), body) })
 }
