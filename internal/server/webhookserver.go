@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -63,6 +64,7 @@ type webhookServer struct {
 	opts    WebhookServerOptions
 	mux     *http.ServeMux
 	limiter *Limiter
+	conns   prometheus.Counter
 	mu      sync.Mutex
 	started bool
 }
@@ -83,7 +85,11 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	if o.Port == 0 {
 		o.Port = ctrlwebhook.DefaultPort
 	}
-	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log)}
+	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log),
+		conns: registerOnce(prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trainguard_webhook_connections_total",
+			Help: "TLS connections accepted by the webhook server. Growing with requests means callers are not reusing connections (each costs a handshake).",
+		}))}
 }
 
 // NeedLeaderElection is false: every replica answers admission requests.
@@ -152,6 +158,11 @@ func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
 		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				s.conns.Inc()
+			}
+		},
 		// TLS handshake failures from scanners are noise; keep them out of the log.
 		ErrorLog: nil,
 		// HTTP/2 stays off even if TLSOpts re-enable h2 in NextProtos.
