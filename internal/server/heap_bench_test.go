@@ -80,6 +80,16 @@ func maxSizeReview(tb testing.TB) []byte {
 // free loopback port with throwaway certificates.
 func startServer(tb testing.TB, limits LimiterOptions) (string, func()) {
 	tb.Helper()
+	optedIn := func(context.Context, string) (map[string]string, bool, error) {
+		return map[string]string{policy.AnnotationInject: policy.InjectEnabled}, true, nil
+	}
+	s := webhook.NewServer(webhook.Options{Config: policy.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
+	return startServerWith(tb, limits, s.Handlers())
+}
+
+// startServerWith serves handlers behind the hardened server.
+func startServerWith(tb testing.TB, limits LimiterOptions, handlers map[string]http.Handler) (string, func()) {
+	tb.Helper()
 	dir := tb.TempDir()
 	if _, err := certs.EnsureDevCerts(dir, certs.Options{DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}}); err != nil {
 		tb.Fatal(err)
@@ -91,11 +101,7 @@ func startServer(tb testing.TB, limits LimiterOptions) (string, func()) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
 	srv := NewWebhookServer(WebhookServerOptions{Host: "127.0.0.1", Port: port, CertDir: dir, Limits: limits, Log: logr.Discard()})
-	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return map[string]string{policy.AnnotationInject: policy.InjectEnabled}, true, nil
-	}
-	s := webhook.NewServer(webhook.Options{Config: policy.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
-	for path, h := range s.Handlers() {
+	for path, h := range handlers {
 		srv.Register(path, h)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
