@@ -90,4 +90,3 @@ func startHandler(tb testing.TB, h http.Handler) (string, func()) {
 	url, stop := startServerWith(tb, LimiterOptions{}, map[string]http.Handler{"/noop": h})
 	return url + "/noop", stop
 }
-
