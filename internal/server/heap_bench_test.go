@@ -80,15 +80,26 @@ func maxSizeReview(tb testing.TB) []byte {
 // free loopback port with throwaway certificates.
 func startServer(tb testing.TB, limits LimiterOptions) (string, func()) {
 	tb.Helper()
-	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return map[string]string{policy.AnnotationInject: policy.InjectEnabled}, true, nil
-	}
-	s := webhook.NewServer(webhook.Options{Config: policy.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
-	return startServerWith(tb, limits, s.Handlers())
+	return startServerOpts(tb, WebhookServerOptions{Limits: limits, Log: logr.Discard()})
 }
 
 // startServerWith serves handlers behind the hardened server.
 func startServerWith(tb testing.TB, limits LimiterOptions, handlers map[string]http.Handler) (string, func()) {
+	tb.Helper()
+	return startServerHandlers(tb, WebhookServerOptions{Limits: limits, Log: logr.Discard()}, handlers)
+}
+
+// startServerOpts serves trainguard's endpoints with opts.
+func startServerOpts(tb testing.TB, opts WebhookServerOptions) (string, func()) {
+	tb.Helper()
+	optedIn := func(context.Context, string) (map[string]string, bool, error) {
+		return map[string]string{policy.AnnotationInject: policy.InjectEnabled}, true, nil
+	}
+	s := webhook.NewServer(webhook.Options{Config: policy.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
+	return startServerHandlers(tb, opts, s.Handlers())
+}
+
+func startServerHandlers(tb testing.TB, opts WebhookServerOptions, handlers map[string]http.Handler) (string, func()) {
 	tb.Helper()
 	dir := tb.TempDir()
 	if _, err := certs.EnsureDevCerts(dir, certs.Options{DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}}); err != nil {
@@ -100,7 +111,8 @@ func startServerWith(tb testing.TB, limits LimiterOptions, handlers map[string]h
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	srv := NewWebhookServer(WebhookServerOptions{Host: "127.0.0.1", Port: port, CertDir: dir, Limits: limits, Log: logr.Discard()})
+	opts.Host, opts.Port, opts.CertDir = "127.0.0.1", port, dir
+	srv := NewWebhookServer(opts)
 	for path, h := range handlers {
 		srv.Register(path, h)
 	}
