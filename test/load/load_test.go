@@ -8,9 +8,13 @@
 package load
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path"
@@ -25,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,6 +50,7 @@ import (
 	"github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
+	"github.com/trainguard/trainguard/webhook"
 )
 
 // Settings, overridable from the environment (make load passes them through).
@@ -55,7 +61,10 @@ func setting(name string, def int) int {
 	return def
 }
 
-const noopLabel = "loadtest.trainguard.io/noop"
+const (
+	noopLabel     = "loadtest.trainguard.io/noop"
+	patchingLabel = "loadtest.trainguard.io/patching"
+)
 
 // BenchmarkAdmissionThroughAPIServer is the harness; one iteration is one
 // full three-way run (use -benchtime 1x).
@@ -114,6 +123,7 @@ func setups() []setup {
 	return []setup{
 		{name: "no webhook"},
 		{name: "no-op webhook", labels: map[string]string{noopLabel: "true"}},
+		{name: "patching no-op", labels: map[string]string{patchingLabel: "true"}},
 		{name: "trainguard", ann: map[string]string{policy.AnnotationInject: policy.InjectEnabled}},
 	}
 }
@@ -256,6 +266,13 @@ func report(b *testing.B, kind string, n, clients, rounds int, r map[string]*res
 	tput, p99 := tg.perSecond()/noop.perSecond(), float64(tg.quantile(0.99))/float64(noop.quantile(0.99))
 	fmt.Printf("  trainguard / no-op: throughput %.2fx (target >= 0.90), p50 %.2fx, p99 %.2fx (target <= 1.20)\n",
 		tput, float64(tg.quantile(0.5))/float64(noop.quantile(0.5)), p99)
+	if pn := r["patching no-op"]; pn != nil {
+		fmt.Printf("  trainguard / patching no-op (same patch, no work): throughput %.2fx, p50 %.2fx, p99 %.2fx\n",
+			tg.perSecond()/pn.perSecond(), float64(tg.quantile(0.5))/float64(pn.quantile(0.5)), float64(tg.quantile(0.99))/float64(pn.quantile(0.99)))
+	}
+	if pn := r["patching no-op"]; pn != nil && pn.noopCalls < int64(n) {
+		b.Fatalf("the patching no-op answered %d calls for %d %s: it was not in the path", pn.noopCalls, n, kind)
+	}
 	if noop.noopCalls < int64(n) {
 		b.Fatalf("the no-op webhook answered %d calls for %d %s: it was not in the path", noop.noopCalls, n, kind)
 	}
@@ -463,14 +480,18 @@ func fastClient(cp *controlplane.ControlPlane) (client.Client, error) {
 	return client.New(&cfg, client.Options{})
 }
 
-// startNoop serves a no-op controller-runtime webhook (admission.Webhook,
-// answering Allowed) on its own port with envtest's serving certificate, and
-// registers it like trainguard's: copies of trainguard's installed
-// configurations, renamed, pointed at the no-op server, matching namespaces
-// labelled loadtest.trainguard.io/noop=true. The copies keep rules, failure
-// policies, timeouts and reinvocation; they drop trainguard's
-// matchConditions, so the no-op is called for every pod, as the issue's
-// floor was measured.
+// startNoop serves two no-op controller-runtime webhooks (admission.Webhook)
+// on their own port with envtest's serving certificate, each registered like
+// trainguard's: copies of trainguard's installed configurations, renamed,
+// pointed at the no-op server, matching namespaces with the setup's label.
+// The copies keep rules, failure policies, timeouts and reinvocation; they
+// drop trainguard's matchConditions, so the no-ops are called for every
+// object, as the floor was measured.
+//   - "noop-": answers Allowed, the floor.
+//   - "patching-": answers with the very patch trainguard computed for the
+//     first object of the kind (cached), so the API server does all the work
+//     a mutation causes while the webhook does none: what is left between it
+//     and trainguard is trainguard's own cost.
 func startNoop(ctx context.Context, b *testing.B, cp *controlplane.ControlPlane) error {
 	wio := cp.Env.WebhookInstallOptions
 	addr, err := controlplane.FreeAddr()
@@ -497,24 +518,24 @@ func startNoop(ctx context.Context, b *testing.B, cp *controlplane.ControlPlane)
 	if err := cp.Client.Get(ctx, client.ObjectKey{Name: controlplane.ReleaseName}, v); err != nil {
 		return err
 	}
-	paths := map[string]bool{}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{noopLabel: "true"}}
-	mNoop := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "noop-loadtest"}}
-	for _, w := range m.Webhooks {
-		w.Name = "noop-" + w.Name
-		w.ClientConfig.URL, paths[pathOf(w.ClientConfig.URL)] = ptr(retarget(*w.ClientConfig.URL, addr)), true
-		w.NamespaceSelector, w.MatchConditions = sel, nil
-		mNoop.Webhooks = append(mNoop.Webhooks, w)
-	}
-	vNoop := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "noop-loadtest"}}
-	for _, w := range v.Webhooks {
-		w.Name = "noop-" + w.Name
-		w.ClientConfig.URL, paths[pathOf(w.ClientConfig.URL)] = ptr(retarget(*w.ClientConfig.URL, addr)), true
-		w.NamespaceSelector, w.MatchConditions = sel, nil
-		vNoop.Webhooks = append(vNoop.Webhooks, w)
-	}
-	for p := range paths {
-		srv.Register(p, allow)
+	patching := newPatchingNoop()
+	var configs []client.Object
+	for _, copy := range []struct {
+		prefix, label string
+		mutate        func(path string) http.Handler
+	}{
+		{"noop", noopLabel, func(string) http.Handler { return allow }},
+		{"patching", patchingLabel, patching.handler},
+	} {
+		mc, vc, paths := copies(m, v, copy.prefix, copy.label, addr)
+		for p, mutating := range paths {
+			h := http.Handler(allow)
+			if mutating {
+				h = copy.mutate(strings.TrimPrefix(p, "/"+copy.prefix))
+			}
+			srv.Register(p, h)
+		}
+		configs = append(configs, mc, vc)
 	}
 	go func() {
 		if err := srv.Start(ctx); err != nil {
@@ -526,15 +547,92 @@ func startNoop(ctx context.Context, b *testing.B, cp *controlplane.ControlPlane)
 			return fmt.Errorf("no-op webhook server did not start")
 		}
 	}
-	if err := cp.Client.Create(ctx, mNoop); err != nil {
-		return err
-	}
-	if err := cp.Client.Create(ctx, vNoop); err != nil {
-		return err
+	for _, c := range configs {
+		if err := cp.Client.Create(ctx, c); err != nil {
+			return err
+		}
 	}
 	// The API server picks configurations up asynchronously; each
 	// namespace's warm-up round runs before anything is measured.
 	return nil
+}
+
+// copies returns trainguard's configurations renamed with prefix, matching
+// namespaces labelled label=true, their URLs pointed at addr under /prefix,
+// and the paths to serve (true for mutating ones).
+func copies(m *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration,
+	prefix, label, addr string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, map[string]bool) {
+	paths := map[string]bool{}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}}
+	mc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-loadtest"}}
+	for _, w := range m.DeepCopy().Webhooks {
+		w.Name = prefix + "-" + w.Name
+		p := "/" + prefix + pathOf(w.ClientConfig.URL)
+		w.ClientConfig.URL, paths[p] = ptr(retarget(*w.ClientConfig.URL, addr, p)), true
+		w.NamespaceSelector, w.MatchConditions = sel, nil
+		mc.Webhooks = append(mc.Webhooks, w)
+	}
+	vc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-loadtest"}}
+	for _, w := range v.DeepCopy().Webhooks {
+		w.Name = prefix + "-" + w.Name
+		p := "/" + prefix + pathOf(w.ClientConfig.URL)
+		w.ClientConfig.URL, paths[p] = ptr(retarget(*w.ClientConfig.URL, addr, p)), false
+		w.NamespaceSelector, w.MatchConditions = sel, nil
+		vc.Webhooks = append(vc.Webhooks, w)
+	}
+	return mc, vc, paths
+}
+
+// patchingNoop answers each mutating path with trainguard's patch for the
+// first object it saw there, computed once by trainguard's own handler.
+type patchingNoop struct {
+	tg      map[string]http.Handler
+	mu      sync.Mutex
+	patches map[string][]byte
+}
+
+func newPatchingNoop() *patchingNoop {
+	optedIn := func(context.Context, string) (map[string]string, bool, error) {
+		return map[string]string{policy.AnnotationInject: policy.InjectEnabled}, true, nil
+	}
+	s := webhook.NewServer(webhook.Options{Config: policy.DefaultConfig(), OwnNamespace: controlplane.Namespace}, optedIn, nil, logr.Discard())
+	return &patchingNoop{tg: s.Handlers(), patches: map[string][]byte{}}
+}
+
+func (p *patchingNoop) handler(path string) http.Handler {
+	return &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+		noopCalls.Add(1)
+		patch, err := p.patch(path, req)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		pt := admissionv1.PatchTypeJSONPatch
+		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}}
+	})}
+}
+
+func (p *patchingNoop) patch(path string, req admission.Request) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if patch, ok := p.patches[path]; ok {
+		return patch, nil
+	}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req.AdmissionRequest,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	p.tg[path].ServeHTTP(rec, r)
+	out, err := webhook.DecodeReviewResponse(rec.Body.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	p.patches[path] = out.Response.Patch
+	return out.Response.Patch, nil
 }
 
 // noopCalls counts the no-op webhook's answers, so the report shows it was called.
@@ -551,13 +649,13 @@ func pathOf(u *string) string {
 	return path.Clean(parsed.Path)
 }
 
-// retarget points an envtest webhook URL at addr, keeping the path.
-func retarget(u, addr string) string {
+// retarget points an envtest webhook URL at addr and path.
+func retarget(u, addr, path string) string {
 	parsed, err := url.Parse(u)
 	if err != nil {
 		panic(err)
 	}
-	parsed.Host = addr
+	parsed.Host, parsed.Path = addr, path
 	return parsed.String()
 }
 
