@@ -153,18 +153,30 @@ func TestChartUpdatesFailOpen(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"pods.mutate.trainguard.io", "namespaces.mutate.trainguard.io", "pods.validate.trainguard.io",
-		"pod-updates.validate.trainguard.io", "pytorchjobs-updates.validate.trainguard.io", "namespaces.validate.trainguard.io"} {
+	for _, name := range []string{"namespaces.mutate.trainguard.io", "pod-updates.validate.trainguard.io",
+		"pytorchjobs-updates.validate.trainguard.io", "namespaces.validate.trainguard.io"} {
 		assert.NotEmpty(t, conditions[name], "%s spares calls with matchConditions", name)
 	}
-	// The training container names come from the values, like the Go code's.
-	objs, err = Render(helm, dir, "trainguard", "trainguard-system", "config.trainingContainer.names={trainer}")
+	// Pod CREATE entries carry none by default: the CEL conversion would cost
+	// every training pod (see webhook.podMatchConditions).
+	assert.Empty(t, conditions["pods.mutate.trainguard.io"])
+	assert.Empty(t, conditions["pods.validate.trainguard.io"])
+
+	// Switched on, they do, and the training container names come from the
+	// values, like the Go code's.
+	objs, err = Render(helm, dir, "trainguard", "trainguard-system", "webhook.podMatchConditions=true", "config.trainingContainer.names={trainer}")
 	require.NoError(t, err)
-	m, _, err = WebhookConfigurations(objs)
+	m, v, err = WebhookConfigurations(objs)
 	require.NoError(t, err)
 	for _, w := range m.Webhooks {
 		if w.Name == "pods.mutate.trainguard.io" {
+			require.Len(t, w.MatchConditions, 1)
 			assert.Contains(t, w.MatchConditions[0].Expression, "c.name in ['trainer']")
+		}
+	}
+	for _, w := range v.Webhooks {
+		if w.Name == "pods.validate.trainguard.io" {
+			assert.Len(t, w.MatchConditions, 1)
 		}
 	}
 }

@@ -68,3 +68,22 @@ func TestNetworkPolicyRejectsABadPeer(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "cidr")
 }
+
+// TestPodMatchConditionsPassServerSideDryRun: the optional pod CREATE
+// matchConditions compile in the real API server's CEL environment.
+func TestPodMatchConditionsPassServerSideDryRun(t *testing.T) {
+	helm, err := chart.HelmBin()
+	require.NoError(t, err)
+	dir, err := chart.ChartDir()
+	require.NoError(t, err)
+	ctx := context.Background()
+	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system", "webhook.podMatchConditions=true")
+	require.NoError(t, err)
+	c, warned := warningClient(t)
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		o, err := chart.Find(objs, kind, "trainguard")
+		require.NoError(t, err)
+		require.NoError(t, c.Create(ctx, o.DeepCopy(), client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict)), kind)
+		assert.Empty(t, warned.Take())
+	}
+}
