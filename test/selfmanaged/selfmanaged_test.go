@@ -447,7 +447,7 @@ func TestForcedRotationIsPickedUpWithoutRestartOrFailedRequest(t *testing.T) {
 			return leaf.SerialNumber.Cmp(want.SerialNumber) == 0
 		}, 20*time.Second, 50*time.Millisecond, "rotation %d: the new certificate is never served", round)
 		assert.NotEqual(t, 0, served.SerialNumber.Cmp(before.SerialNumber), "rotation %d: served serial must change", round)
-		l.waitFor(t, 100, fmt.Sprintf("admission must keep working after rotation %d", round))
+		l.waitFor(t, rotationRPS, fmt.Sprintf("admission must keep working for a second after rotation %d", round))
 	}
 
 	failed, firstFailures := l.stop()
