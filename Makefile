@@ -56,7 +56,7 @@ bench: ## Handler benchmarks (figures in README).
 	$(GO) test ./webhook/ -run '^$$' -bench . -benchmem
 
 .PHONY: load
-load: k8s-bins $(HELM) ## Admission cost through a real kube-apiserver: no webhook vs a no-op webhook vs trainguard (LOAD_N, LOAD_CLIENTS, LOAD_PROFILE_DIR).
+load: k8s-bins $(HELM) ## Admission cost through a real kube-apiserver: no webhook, a no-op, a patching no-op, trainguard (LOAD_N, LOAD_CLIENTS, LOAD_ROUNDS, LOAD_PROFILE_DIR, LOAD_CHART_VALUES).
 	$(GO) test ./test/load/ -run '^$$' -bench . -benchtime 1x -timeout 30m
 
 .PHONY: fuzz

@@ -71,7 +71,9 @@ const (
 func BenchmarkAdmissionThroughAPIServer(b *testing.B) {
 	n, clients := setting("LOAD_N", 600), setting("LOAD_CLIENTS", 8)
 	ctrl.SetLogger(logr.Discard())
-	cp, err := controlplane.Start(controlplane.Options{})
+	// LOAD_CHART_VALUES: space-separated --set values for trainguard's
+	// webhook configurations, e.g. webhook.podMatchConditions=true.
+	cp, err := controlplane.Start(controlplane.Options{ChartValues: strings.Fields(os.Getenv("LOAD_CHART_VALUES"))})
 	if err != nil {
 		b.Fatal(err)
 	}
