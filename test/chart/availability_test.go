@@ -60,6 +60,18 @@ func TestChartDefaultsForACriticalWebhook(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, sel.Matches(labels.Set(d.Spec.Template.Labels)))
 
+	// The GC knows the container's memory limit.
+	var memLimit *corev1.EnvVar
+	for i := range pod.Containers[0].Env {
+		if pod.Containers[0].Env[i].Name == "GOMEMLIMIT" {
+			memLimit = &pod.Containers[0].Env[i]
+		}
+	}
+	require.NotNil(t, memLimit, "GOMEMLIMIT from the container's memory limit")
+	require.NotNil(t, memLimit.ValueFrom.ResourceFieldRef)
+	assert.Equal(t, "limits.memory", memLimit.ValueFrom.ResourceFieldRef.Resource)
+	assert.Equal(t, "trainguard", memLimit.ValueFrom.ResourceFieldRef.ContainerName)
+
 	// Metrics: HTTPS with authn/authz, and the RBAC that needs.
 	assert.Contains(t, pod.Containers[0].Args, "--metrics-secure=true")
 	svc := &corev1.Service{}
