@@ -71,6 +71,10 @@ bench-rescheduler-rss: k8s-bins $(HELM) ## Rescheduler manager RSS: 10,000 manag
 	set -o pipefail; $(GO) test -count=1 -tags rssbench -run '^TestManagerRSS$$' -v -timeout 30m ./test/rescheduler/ \
 		| grep -E '^(--- |ok|FAIL|panic)|rss_test.go:[0-9]+: '
 
+.PHONY: load
+load: k8s-bins $(HELM) ## Admission cost through a real kube-apiserver: no webhook, a no-op, a patching no-op, trainguard (LOAD_N, LOAD_CLIENTS, LOAD_ROUNDS, LOAD_PROFILE_DIR, LOAD_CHART_VALUES).
+	$(GO) test ./test/load/ -run '^$$' -bench . -benchtime 1x -timeout 30m
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for 60s.
 	bash hack/fuzz.sh 60s

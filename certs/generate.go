@@ -50,33 +50,85 @@ type Options struct {
 
 // Generate creates a fresh CA and a serving certificate for opts.
 func Generate(opts Options) (*Bundle, error) {
-	if opts.Now.IsZero() {
-		opts.Now = time.Now()
+	opts = opts.withDefaults()
+	ca, err := NewCA(2*opts.Validity, opts.Now)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Validity <= 0 {
-		opts.Validity = 365 * 24 * time.Hour
+	return ca.Issue(opts)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if o.Validity <= 0 {
+		o.Validity = 365 * 24 * time.Hour
+	}
+	return o
+}
+
+// CA is a certificate authority and its key, parsed and PEM encoded.
+type CA struct {
+	Cert    *x509.Certificate
+	Key     *ecdsa.PrivateKey
+	CertPEM []byte
+	KeyPEM  []byte
+}
+
+// NewCA creates a self-signed CA valid from an hour before now for validity.
+func NewCA(validity time.Duration, now time.Time) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating CA key: %w", err)
 	}
-	caTmpl := &x509.Certificate{
+	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: "trainguard-ca"},
-		NotBefore:             opts.Now.Add(-time.Hour),
-		NotAfter:              opts.Now.Add(2 * opts.Validity),
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("signing CA certificate: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, fmt.Errorf("parsing CA certificate: %w", err)
 	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM}, nil
+}
+
+// ParseCA reads a CA certificate and its EC private key.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
+	certs, err := ParseCertificates(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return nil, fmt.Errorf("CA key: no PEM block")
+	}
+	key, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("CA key: %w", err)
+	}
+	if !key.PublicKey.Equal(certs[0].PublicKey) {
+		return nil, fmt.Errorf("CA key does not match the CA certificate")
+	}
+	return &CA{Cert: certs[0], Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
+}
+
+// Issue signs a serving certificate for opts with ca. The bundle's CACert is ca's.
+func (ca *CA) Issue(opts Options) (*Bundle, error) {
+	opts = opts.withDefaults()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating serving key: %w", err)
@@ -95,21 +147,17 @@ func Generate(opts Options) (*Bundle, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
 		return nil, fmt.Errorf("signing serving certificate: %w", err)
-	}
-	caKeyPEM, err := encodeKey(caKey)
-	if err != nil {
-		return nil, err
 	}
 	keyPEM, err := encodeKey(key)
 	if err != nil {
 		return nil, err
 	}
 	return &Bundle{
-		CACert:     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		CAKey:      caKeyPEM,
+		CACert:     ca.CertPEM,
+		CAKey:      ca.KeyPEM,
 		ServerCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		ServerKey:  keyPEM,
 		NotAfter:   tmpl.NotAfter,

@@ -33,11 +33,18 @@ import (
 // newer bundle with an older one.
 const AnnotationGeneration = "trainguard.io/cert-generation"
 
+// Keys of the self-managed Secret besides tls.crt, tls.key and ca.crt: the
+// CA staged for the next rotation, already in ca.crt. Its key never leaves
+// the Secret (it is not written to the cert dir).
+const (
+	NextCAFile    = "ca-next.crt"
+	NextCAKeyFile = "ca-next.key"
+)
+
 // Defaults of SelfManagedOptions.
 const (
 	DefaultSelfManagedValidity = 365 * 24 * time.Hour
 	DefaultRefreshInterval     = 30 * time.Second
-	DefaultBundlePropagation   = 2 * time.Second
 	// maxConflicts bounds optimistic-concurrency retries on the Secret: each
 	// conflict means another replica made progress, so a few always suffice.
 	maxConflicts = 5
@@ -68,12 +75,6 @@ type SelfManagedOptions struct {
 	// RefreshInterval is how often the Secret, the files and the CA bundles
 	// are checked again (so a removed caBundle comes back within it).
 	RefreshInterval time.Duration
-	// BundlePropagation is how long a replica waits between injecting a new
-	// CA bundle and serving the certificate it signs: the API server picks up
-	// webhook configuration changes asynchronously, and a fresh connection
-	// must never meet a certificate it does not trust yet. Default 2s; the
-	// very first certificate is written at once (nothing is served before).
-	BundlePropagation time.Duration
 	// Now is injectable so tests can move past the rotation threshold.
 	Now func() time.Time
 	// Log defaults to the logger in Start's context.
@@ -84,8 +85,11 @@ type SelfManagedOptions struct {
 // it creates a CA and a serving certificate in a Secret, writes them to the
 // cert dir (the webhook server's certwatcher reloads them), injects the CA
 // bundle into every entry of both webhook configurations and rotates before
-// expiry, keeping the previous CA in the bundle so replicas still serving the
-// old certificate stay trusted.
+// expiry without a window: the CA that will sign the next certificate is
+// generated one rotation ahead and kept in the bundle (its key in the
+// Secret), so it is trusted long before anything it signs is served, and a
+// CA leaves the bundle only once it has expired, so replicas still serving
+// an older certificate stay trusted. No sleep stands in for propagation.
 //
 // Every replica runs it (it needs no leader election): they agree on one
 // Secret through the API server's optimistic concurrency, creating it only
@@ -116,9 +120,6 @@ func NewSelfManaged(c client.Client, opts SelfManagedOptions) *SelfManaged {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if opts.BundlePropagation <= 0 {
-		opts.BundlePropagation = DefaultBundlePropagation
 	}
 	return &SelfManaged{c: c, opts: opts}
 }
@@ -233,15 +234,11 @@ func (s *SelfManaged) passLocked(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
+	// No wait between injecting and serving: the CA that signed sec's
+	// certificate has been in the bundle since the previous rotation (see
+	// rotateInto), so every API server already trusts it.
 	if err := s.injectAll(ctx, sec); err != nil {
 		return err
-	}
-	if s.servingOther(sec) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(s.opts.BundlePropagation):
-		}
 	}
 	if err := s.writeFiles(sec); err != nil {
 		return err
@@ -332,15 +329,12 @@ func (s *SelfManaged) ensureSecret(ctx context.Context, force bool) (*corev1.Sec
 		if err != nil {
 			return nil, fmt.Errorf("reading secret %s: %w", key, err)
 		}
-		reason := s.rotationReason(sec)
-		if reason == "" && !force {
-			return sec, nil
+		reason, err := s.update(sec, force)
+		if err != nil {
+			return nil, err
 		}
 		if reason == "" {
-			reason = "rotation requested"
-		}
-		if err := s.rotateInto(sec); err != nil {
-			return nil, err
+			return sec, nil
 		}
 		// Update carries the resourceVersion we read: if another replica
 		// rotated meanwhile, we get a conflict and adopt its result.
@@ -371,7 +365,11 @@ func (s *SelfManaged) newSecret() (*corev1.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.Secret{
+	next, err := s.newCA()
+	if err != nil {
+		return nil, err
+	}
+	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   s.opts.Namespace,
 			Name:        s.opts.SecretName,
@@ -382,42 +380,154 @@ func (s *SelfManaged) newSecret() (*corev1.Secret, error) {
 		Data: map[string][]byte{
 			corev1.TLSCertKey:       b.ServerCert,
 			corev1.TLSPrivateKeyKey: b.ServerKey,
-			CAFile:                  b.CACert,
+			CAFile:                  joinPEM(b.CACert, next.CertPEM),
+			NextCAFile:              next.CertPEM,
+			NextCAKeyFile:           next.KeyPEM,
 		},
-	}, nil
+	}
+	return sec, nil
 }
 
-// rotateInto puts a fresh CA and serving certificate into sec. The CA that
-// signed the certificate being replaced stays in ca.crt behind the new one,
-// so replicas that have not yet picked up the new files are still trusted.
-// Older CAs are dropped: nothing has served with them since the last rotation.
-func (s *SelfManaged) rotateInto(sec *corev1.Secret) error {
-	previous := s.currentCA(sec)
-	b, err := s.generate()
+// update changes sec as needed and says why, or returns "" when it is fine:
+//   - unusable (no pair, wrong names, untrusted): regenerated whole, CA
+//     included, as nothing valid can be served from it anyway;
+//   - no usable staged next CA (a Secret from an older trainguard or from
+//     cert-manager): one is staged in the bundle, and the certificate is
+//     left alone until a later pass, once the bundle carrying it is injected;
+//   - due (a third of the validity left) or forced: rotateInto.
+func (s *SelfManaged) update(sec *corev1.Secret, force bool) (string, error) {
+	if reason := s.unusable(sec); reason != "" {
+		fresh, err := s.newSecret()
+		if err != nil {
+			return "", err
+		}
+		sec.Data = fresh.Data
+		bumpGeneration(sec)
+		return reason, nil
+	}
+	next := s.stagedCA(sec)
+	if next == nil {
+		if err := s.stageNextCA(sec); err != nil {
+			return "", err
+		}
+		return "staging the next CA in the bundle ahead of the rotation that uses it", nil
+	}
+	reason := s.due(sec)
+	if reason == "" && !force {
+		return "", nil
+	}
+	if reason == "" {
+		reason = "rotation requested"
+	}
+	return reason, s.rotateInto(sec, next)
+}
+
+// rotateInto issues the new serving certificate from the staged CA, which
+// the bundle has carried since the previous rotation, and stages a fresh
+// CA for the next one. The bundle keeps every CA that has not expired
+// (replicas may still serve a certificate from any of them) and drops the
+// expired ones.
+func (s *SelfManaged) rotateInto(sec *corev1.Secret, signer *CA) error {
+	b, err := signer.Issue(s.issueOptions())
+	if err != nil {
+		return fmt.Errorf("issuing self-managed certificate: %w", err)
+	}
+	next, err := s.newCA()
 	if err != nil {
 		return err
 	}
-	bundle := append([]byte(nil), b.CACert...)
-	if previous != nil {
-		bundle = append(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: previous.Raw})...)
-	}
-	if sec.Data == nil {
-		sec.Data = map[string][]byte{}
-	}
 	sec.Data[corev1.TLSCertKey] = b.ServerCert
 	sec.Data[corev1.TLSPrivateKeyKey] = b.ServerKey
-	sec.Data[CAFile] = bundle
+	sec.Data[CAFile] = joinPEM(s.unexpired(sec.Data[CAFile]), next.CertPEM)
+	sec.Data[NextCAFile], sec.Data[NextCAKeyFile] = next.CertPEM, next.KeyPEM
+	bumpGeneration(sec)
+	return nil
+}
+
+// stageNextCA adds a fresh CA to the bundle and the Secret without touching
+// the certificate being served.
+func (s *SelfManaged) stageNextCA(sec *corev1.Secret) error {
+	next, err := s.newCA()
+	if err != nil {
+		return err
+	}
+	sec.Data[CAFile] = joinPEM(s.unexpired(sec.Data[CAFile]), next.CertPEM)
+	sec.Data[NextCAFile], sec.Data[NextCAKeyFile] = next.CertPEM, next.KeyPEM
+	bumpGeneration(sec)
+	return nil
+}
+
+// stagedCA is the staged next CA, or nil unless it parses, matches its key,
+// is already in the bundle and outlives a serving certificate issued now.
+func (s *SelfManaged) stagedCA(sec *corev1.Secret) *CA {
+	ca, err := ParseCA(sec.Data[NextCAFile], sec.Data[NextCAKeyFile])
+	if err != nil {
+		return nil
+	}
+	if !ca.Cert.NotAfter.After(s.opts.Now().Add(s.opts.Validity)) {
+		return nil
+	}
+	bundle, err := ParseCertificates(sec.Data[CAFile])
+	if err != nil {
+		return nil
+	}
+	for _, c := range bundle {
+		if c.Equal(ca.Cert) {
+			return ca
+		}
+	}
+	return nil
+}
+
+// unexpired returns the CAs of bundle that have not expired, PEM encoded.
+func (s *SelfManaged) unexpired(bundle []byte) []byte {
+	cas, err := ParseCertificates(bundle)
+	if err != nil {
+		return nil
+	}
+	var out []byte
+	now := s.opts.Now()
+	for _, c := range cas {
+		if now.Before(c.NotAfter) {
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+		}
+	}
+	return out
+}
+
+func (s *SelfManaged) newCA() (*CA, error) {
+	// Twice the serving validity: a CA staged now still outlives the
+	// certificate it will sign at the next rotation.
+	ca, err := NewCA(2*s.opts.Validity, s.opts.Now())
+	if err != nil {
+		return nil, fmt.Errorf("generating self-managed CA: %w", err)
+	}
+	return ca, nil
+}
+
+func (s *SelfManaged) issueOptions() Options {
+	return Options{DNSNames: s.DNSNames(), IPs: s.opts.IPAddresses, Validity: s.opts.Validity, Now: s.opts.Now()}
+}
+
+func joinPEM(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func bumpGeneration(sec *corev1.Secret) {
 	if sec.Annotations == nil {
 		sec.Annotations = map[string]string{}
 	}
 	sec.Annotations[AnnotationGeneration] = strconv.FormatInt(generation(sec)+1, 10)
-	return nil
 }
 
-// rotationReason says why sec cannot be used as it is, or "" if it can. A
+// unusable says why sec cannot be served as it is, or "" if it can. A
 // Secret written by someone else (e.g. cert-manager, before a switch to
 // self-managed mode) is adopted as long as it is valid for the Service.
-func (s *SelfManaged) rotationReason(sec *corev1.Secret) string {
+func (s *SelfManaged) unusable(sec *corev1.Secret) string {
 	certPEM, keyPEM, caPEM := sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey], sec.Data[CAFile]
 	if len(certPEM) == 0 || len(keyPEM) == 0 || len(caPEM) == 0 {
 		return "secret lacks tls.crt, tls.key or ca.crt"
@@ -442,8 +552,16 @@ func (s *SelfManaged) rotationReason(sec *corev1.Secret) string {
 			return "tls.crt does not cover " + ip.String()
 		}
 	}
-	now := s.opts.Now()
-	if total, left := leaf.NotAfter.Sub(leaf.NotBefore), leaf.NotAfter.Sub(now); left < total/3 {
+	return ""
+}
+
+// due says why a usable certificate should be rotated now, or "".
+func (s *SelfManaged) due(sec *corev1.Secret) string {
+	leaf, err := parseLeaf(sec.Data[corev1.TLSCertKey])
+	if err != nil {
+		return err.Error()
+	}
+	if total, left := leaf.NotAfter.Sub(leaf.NotBefore), leaf.NotAfter.Sub(s.opts.Now()); left < total/3 {
 		return fmt.Sprintf("less than a third of its validity left (expires %s)", leaf.NotAfter.Format(time.RFC3339))
 	}
 	return ""
@@ -460,20 +578,6 @@ func (s *SelfManaged) verify(leaf *x509.Certificate, caPEM []byte) ([][]*x509.Ce
 		CurrentTime: s.opts.Now(),
 		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
-}
-
-// currentCA is the CA in sec's ca.crt that the serving certificate chains
-// to now, or nil if there is none worth keeping.
-func (s *SelfManaged) currentCA(sec *corev1.Secret) *x509.Certificate {
-	leaf, err := parseLeaf(sec.Data[corev1.TLSCertKey])
-	if err != nil {
-		return nil
-	}
-	chains, err := s.verify(leaf, sec.Data[CAFile])
-	if err != nil || len(chains) == 0 {
-		return nil
-	}
-	return chains[0][len(chains[0])-1]
 }
 
 // injectAll puts sec's CA bundle into every entry of both configurations.
@@ -545,13 +649,6 @@ func clientConfigs(obj client.Object) []*admissionregistrationv1.WebhookClientCo
 
 // writeFiles puts sec's content into the cert dir, unless it is already there
 // (rewriting would make the certwatcher reload for nothing).
-// servingOther reports whether the cert dir holds a certificate other than
-// sec's: one is being served and is about to be replaced.
-func (s *SelfManaged) servingOther(sec *corev1.Secret) bool {
-	got, err := os.ReadFile(filepath.Join(s.opts.CertDir, CertFile))
-	return err == nil && !bytes.Equal(got, sec.Data[corev1.TLSCertKey])
-}
-
 func (s *SelfManaged) writeFiles(sec *corev1.Secret) error {
 	b := &Bundle{CACert: sec.Data[CAFile], ServerCert: sec.Data[corev1.TLSCertKey], ServerKey: sec.Data[corev1.TLSPrivateKeyKey]}
 	same := true

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"sync"
@@ -93,7 +94,6 @@ func newReplica(t *testing.T, c client.Client, clk *clock) *SelfManaged {
 	return NewSelfManaged(c, SelfManagedOptions{
 		Namespace: testNS, SecretName: testSecret, ServiceName: testService, WebhookConfigName: testConfig,
 		CertDir: t.TempDir(), Validity: testValidity, RefreshInterval: 20 * time.Millisecond, Now: clk.Now,
-		BundlePropagation: time.Millisecond,
 	})
 }
 
@@ -341,9 +341,16 @@ func TestSelfManagedRotationKeepsPreviousCA(t *testing.T) {
 	assert.Equal(t, "2", second.Annotations[AnnotationGeneration])
 	assert.NotEqual(t, first.Data[corev1.TLSCertKey], second.Data[corev1.TLSCertKey])
 	assert.NotEqual(t, first.Data[corev1.TLSPrivateKeyKey], second.Data[corev1.TLSPrivateKeyKey])
+	// The new certificate is signed by the CA staged at creation, which the
+	// first bundle already carried: trusted before it was ever served.
+	assert.True(t, verifies(t, second.Data[corev1.TLSCertKey], first.Data[CAFile], clk.Now()),
+		"the signer of a rotated certificate must be in the bundle of the generation before")
+	assert.Equal(t, first.Data[NextCAFile], certsOfPEM(t, second.Data[CAFile], 1), "the staged CA signs")
 	cas := certsOf(t, second.Data[CAFile])
-	require.Len(t, cas, 2, "new CA plus the previous one")
-	assert.Equal(t, certsOf(t, first.Data[CAFile])[0].Raw, cas[1].Raw, "the previous CA stays behind the new one")
+	require.Len(t, cas, 3, "the first CA (unexpired), the signer, and the next one staged")
+	assert.Equal(t, certsOf(t, first.Data[CAFile])[0].Raw, cas[0].Raw, "the previous CA stays until it expires")
+	assert.Equal(t, second.Data[NextCAFile], certsOfPEM(t, second.Data[CAFile], 2), "a new CA is staged at once")
+	assert.NotEqual(t, first.Data[NextCAFile], second.Data[NextCAFile])
 
 	// The API server trusts both: replica B still serves the old certificate.
 	for _, bundle := range bundles(t, c) {
@@ -351,18 +358,37 @@ func TestSelfManagedRotationKeepsPreviousCA(t *testing.T) {
 		assert.True(t, verifies(t, second.Data[corev1.TLSCertKey], bundle, clk.Now()))
 	}
 	assertFilesMatchSecret(t, a.opts.CertDir, second)
+	assert.NotContains(t, readDir(t, a.opts.CertDir), NextCAKeyFile, "the staged CA's key never leaves the Secret")
 	assert.Equal(t, first.Data[corev1.TLSCertKey], readDir(t, b.opts.CertDir)[CertFile], "B has not synced yet")
 	require.NoError(t, b.Sync(ctx))
 	assertFilesMatchSecret(t, b.opts.CertDir, second)
 
-	// A forced rotation keeps exactly one previous CA: the oldest is dropped.
+	// A forced rotation drops no CA that has not expired.
 	require.NoError(t, b.Rotate(ctx))
 	third := getSecret(t, c)
 	assert.Equal(t, "3", third.Annotations[AnnotationGeneration])
-	cas3 := certsOf(t, third.Data[CAFile])
-	require.Len(t, cas3, 2)
-	assert.Equal(t, cas[0].Raw, cas3[1].Raw)
-	assert.False(t, verifies(t, first.Data[corev1.TLSCertKey], third.Data[CAFile], clk.Now()))
+	assert.True(t, verifies(t, third.Data[corev1.TLSCertKey], second.Data[CAFile], clk.Now()))
+	require.Len(t, certsOf(t, third.Data[CAFile]), 4)
+	assert.True(t, verifies(t, first.Data[corev1.TLSCertKey], third.Data[CAFile], clk.Now()))
+
+	// Once the first CAs have expired, the next pass (due: the certificate
+	// has expired too) drops them from the bundle.
+	clk.Advance(2 * testValidity)
+	require.NoError(t, a.Sync(ctx))
+	fourth := getSecret(t, c)
+	for _, ca := range certsOf(t, fourth.Data[CAFile]) {
+		assert.True(t, clk.Now().Before(ca.NotAfter), "expired CA %x left in the bundle", ca.SerialNumber)
+		assert.False(t, ca.Equal(cas[0]), "the first CA has expired and must be gone")
+	}
+	assert.True(t, verifies(t, fourth.Data[corev1.TLSCertKey], fourth.Data[CAFile], clk.Now()))
+}
+
+// certsOfPEM returns the i-th certificate of a bundle, PEM encoded.
+func certsOfPEM(t *testing.T, bundle []byte, i int) []byte {
+	t.Helper()
+	cs := certsOf(t, bundle)
+	require.Greater(t, len(cs), i)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cs[i].Raw})
 }
 
 func TestSelfManagedRotationConflictAdoptsOtherReplicasResult(t *testing.T) {
@@ -446,7 +472,8 @@ func TestSelfManagedReplacesUnusableSecret(t *testing.T) {
 			require.NoError(t, a.Sync(ctx))
 			sec := getSecret(t, c)
 			assert.Equal(t, "1", sec.Annotations[AnnotationGeneration])
-			assert.Len(t, certsOf(t, sec.Data[CAFile]), 1, "an unusable secret's CA is not kept")
+			require.Len(t, certsOf(t, sec.Data[CAFile]), 2, "an unusable secret's CA is not kept: a fresh signer and the staged next CA")
+			assert.Equal(t, sec.Data[NextCAFile], certsOfPEM(t, sec.Data[CAFile], 1))
 			assert.True(t, verifies(t, sec.Data[corev1.TLSCertKey], sec.Data[CAFile], clk.Now()))
 			assertFilesMatchSecret(t, a.opts.CertDir, sec)
 		})
@@ -469,11 +496,11 @@ func TestSelfManagedAdoptsValidForeignSecret(t *testing.T) {
 	a.c = c
 	require.NoError(t, a.Sync(ctx))
 	sec := getSecret(t, c)
-	assert.Equal(t, b.ServerCert, sec.Data[corev1.TLSCertKey])
-	assert.Empty(t, sec.Annotations[AnnotationGeneration])
+	assert.Equal(t, b.ServerCert, sec.Data[corev1.TLSCertKey], "the foreign certificate keeps being served")
+	assert.Equal(t, "1", sec.Annotations[AnnotationGeneration], "a next CA was staged for the first rotation")
 	assertFilesMatchSecret(t, a.opts.CertDir, sec)
 	for _, bundle := range bundles(t, c) {
-		assert.Equal(t, b.CACert, bundle)
+		assert.Equal(t, joinPEM(b.CACert, sec.Data[NextCAFile]), bundle, "the foreign CA stays trusted, the staged one is added")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -25,6 +26,12 @@ type serveOptions struct {
 	devCerts           bool
 	webhookPort        int
 	metricsAddr        string
+	metricsSecure      bool
+	agentImage         string
+	readTimeout        time.Duration
+	writeTimeout       time.Duration
+	idleTimeout        time.Duration
+	limits             server.LimiterOptions
 	probeAddr          string
 	namespace          string
 	leaderElect        bool
@@ -53,7 +60,17 @@ rotated by trainguard itself with --cert-mode=self-managed. For a laptop,
 when none exists.
 
 Probes: /healthz and /readyz on --health-probe-bind-address (ready only once
-TLS is serving); Prometheus metrics on --metrics-bind-address.`,
+TLS is serving); Prometheus metrics on --metrics-bind-address, over HTTPS
+with the webhook's certificate, readable only by callers the API server
+authenticates and authorizes for GET /metrics (--metrics-secure=false serves
+plain HTTP to anyone, for local use).
+
+Cost per request is bounded: a review body over 7 MiB is refused (413); at
+most --max-concurrent-reviews reviews and --max-inflight-request-bytes of
+review bodies are handled at once, and a review that finds no room within
+--review-queue-wait is answered 429 Too Many Requests with Retry-After (the
+API server retries, then applies the webhook's failurePolicy); every
+connection has read, write and idle timeouts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o, cmd.Flags())
@@ -66,6 +83,14 @@ TLS is serving); Prometheus metrics on --metrics-bind-address.`,
 	fs.BoolVar(&o.devCerts, "dev-certs", false, "generate a self-signed CA and serving certificate into --cert-dir if none exists (local development only)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the TLS webhook server")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS (certificate from --cert-dir) with TokenReview/SubjectAccessReview authentication and authorization; false serves plain HTTP")
+	fs.StringVar(&o.agentImage, "agent-image", policy.DefaultAgentImage, "image of the injected trainguard-agent init container when the config file names none (pinned to this release; the config file's agent.image wins)")
+	fs.DurationVar(&o.readTimeout, "webhook-read-timeout", server.DefaultReadTimeout, "time allowed to read one admission request, headers and body")
+	fs.DurationVar(&o.writeTimeout, "webhook-write-timeout", server.DefaultWriteTimeout, "time allowed from the end of the request headers to the end of the response")
+	fs.DurationVar(&o.idleTimeout, "webhook-idle-timeout", server.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.IntVar(&o.limits.MaxConcurrent, "max-concurrent-reviews", server.DefaultMaxConcurrent, "admission reviews handled at once; more wait up to --review-queue-wait, then get 429")
+	fs.Int64Var(&o.limits.MaxInFlightBytes, "max-inflight-request-bytes", server.DefaultMaxInFlightBytes, "bytes of admission review bodies handled at once (by Content-Length; at least 7 MiB); bounds memory, since decoding costs a few times the body")
+	fs.DurationVar(&o.limits.QueueWait, "review-queue-wait", server.DefaultQueueWait, "how long a review waits for room under the limits before a 429; keep it below the webhooks' timeoutSeconds")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&o.namespace, "namespace", ownNamespaceDefault(), "trainguard's own namespace: never mutated, holds the leader lease, the rescheduler's bad-node records (no other namespace's ConfigMaps are ever read) and the self-managed Secret (default $POD_NAMESPACE, else trainguard-system)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles (set in the Helm chart)")
@@ -95,6 +120,9 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	if o.resched, err = reschedulerOptions(cfg.Rescheduler, flags); err != nil {
 		return exitWith(2, err.Error())
 	}
+	if !cfgSetsAgentImage(o.configPath, cfg) {
+		cfg.Agent.Image = o.agentImage
+	}
 	if o.certMode != server.CertModeFiles && o.certMode != server.CertModeSelfManaged {
 		return exitWith(2, fmt.Sprintf("--cert-mode=%q: use %s or %s", o.certMode, server.CertModeFiles, server.CertModeSelfManaged))
 	}
@@ -111,7 +139,8 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	ctx = ctrlContext(ctx)
 	mgr, err := server.New(ctx, restCfg, server.Options{
 		Config: cfg, CertDir: o.certDir, CertMode: o.certMode, WebhookPort: o.webhookPort,
-		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
+		MetricsAddr: o.metricsAddr, MetricsSecure: o.metricsSecure, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout,
+		IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
 		CertSecret: o.certSecret, WebhookService: o.webhookService, WebhookConfigName: o.webhookConfigName,
 		NamespaceMirror: o.namespaceMirroring, Rescheduler: o.resched, Log: ctrl.Log,
 	})
@@ -145,4 +174,12 @@ func ownNamespaceDefault() string {
 		return ns
 	}
 	return "trainguard-system"
+}
+
+// cfgSetsAgentImage reports whether the policy file chose the agent image,
+// which then wins over --agent-image. Loading applied the default, so a
+// value other than the built-in default can only come from the file; the
+// default itself, written in the file, means the same image either way.
+func cfgSetsAgentImage(path string, cfg *policy.Config) bool {
+	return path != "" && cfg.Agent.Image != policy.DefaultAgentImage
 }

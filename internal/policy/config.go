@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/version"
 )
 
 // Versioned file format, like kueue's and jobset's Configuration.
@@ -129,7 +130,7 @@ const (
 	DefaultFaultScheduling   = "grace"
 	DefaultGPUResource       = "nvidia.com/gpu"
 	DefaultGPUCount          = 1
-	DefaultAgentImage        = "ghcr.io/trainguard/trainguard:latest"
+	DefaultAgentImage        = version.Image // pinned to this release, never latest
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
 

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/trainguard/trainguard/certs"
 	"github.com/trainguard/trainguard/internal/optin"
@@ -47,7 +47,15 @@ type Options struct {
 	WebhookHost string
 	WebhookPort int
 	MetricsAddr string
-	ProbeAddr   string
+	// MetricsSecure serves /metrics over HTTPS (the webhook's certificate)
+	// and lets only callers the API server authenticates and authorizes for
+	// GET /metrics read it (TokenReview + SubjectAccessReview).
+	MetricsSecure bool
+	ProbeAddr     string
+	// Timeouts of webhook connections; zero means the defaults.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// Limits bound the admission reviews in flight.
+	Limits LimiterOptions
 	// Namespace is trainguard's own namespace.
 	Namespace         string
 	LeaderElect       bool
@@ -90,20 +98,16 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (ctrl.Manager, er
 }
 
 // newManager builds the manager: a TLS-only webhook server with HTTP/2
-// disabled (HTTP/2 rapid reset, CVE-2023-44487) and TLS >= 1.2.
+// disabled, timeouts and a concurrency limit (see NewWebhookServer).
 func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
-	hooks := ctrlwebhook.NewServer(ctrlwebhook.Options{
-		Host:    o.WebhookHost,
-		Port:    o.WebhookPort,
-		CertDir: o.CertDir,
-		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-			c.NextProtos = []string{"http/1.1"}
-			c.MinVersion = tls.VersionTLS12
-		}},
+	hooks := NewWebhookServer(WebhookServerOptions{
+		Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir,
+		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
+		Limits: o.Limits, TLSOpts: []func(*tls.Config){tlsHardening}, Log: o.Log.WithName("webhook-server"),
 	})
 	id := o.LeaderElectionID
 	if id == "" {
@@ -114,7 +118,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Scheme:                        scheme,
 		Logger:                        o.Log,
 		WebhookServer:                 hooks,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              id,
@@ -133,6 +137,28 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	return mgr, nil
+}
+
+// tlsHardening: TLS >= 1.2 and HTTP/1.1 only (HTTP/2 rapid reset, CVE-2023-44487).
+func tlsHardening(c *tls.Config) {
+	c.NextProtos = []string{"http/1.1"}
+	c.MinVersion = tls.VersionTLS12
+}
+
+// metricsOptions serves /metrics over HTTPS with the webhook's certificate
+// and controller-runtime's authn/authz filter when MetricsSecure is set:
+// the metrics name every webhook and its decisions, which a tenant has no
+// business reading.
+func metricsOptions(o Options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if !o.MetricsSecure {
+		return m
+	}
+	m.SecureServing = true
+	m.CertDir = o.CertDir
+	m.TLSOpts = []func(*tls.Config){tlsHardening}
+	m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	return m
 }
 
 // wire registers the webhooks, controllers and probes on mgr.

@@ -14,6 +14,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,6 +126,8 @@ func typedFor(kind string) any {
 		return &cmapi.Issuer{}
 	case "Certificate":
 		return &cmapi.Certificate{}
+	case "NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}
 	}
 	return nil
 }
@@ -152,14 +155,17 @@ func servingCertName(tc renderCase) string { return tc.fullname + "-serving-cert
 func secretName(tc renderCase) string      { return tc.fullname + "-tls" }
 
 var wantPaths = map[string]string{
-	"pytorchjobs.mutate.trainguard.io":          "/mutate-kubeflow-org-v1-pytorchjob",
-	"kubedl-pytorchjobs.mutate.trainguard.io":   "/mutate-training-kubedl-io-v1alpha1-pytorchjob",
-	"pods.mutate.trainguard.io":                 "/mutate-v1-pod",
-	"namespaces.mutate.trainguard.io":           "/mutate-v1-namespace",
-	"pytorchjobs.validate.trainguard.io":        "/validate-kubeflow-org-v1-pytorchjob",
-	"kubedl-pytorchjobs.validate.trainguard.io": "/validate-training-kubedl-io-v1alpha1-pytorchjob",
-	"pods.validate.trainguard.io":               "/validate-v1-pod",
-	"namespaces.validate.trainguard.io":         "/validate-v1-namespace",
+	"pytorchjobs.mutate.trainguard.io":                  "/mutate-kubeflow-org-v1-pytorchjob",
+	"kubedl-pytorchjobs.mutate.trainguard.io":           "/mutate-training-kubedl-io-v1alpha1-pytorchjob",
+	"pods.mutate.trainguard.io":                         "/mutate-v1-pod",
+	"namespaces.mutate.trainguard.io":                   "/mutate-v1-namespace",
+	"pytorchjobs.validate.trainguard.io":                "/validate-kubeflow-org-v1-pytorchjob",
+	"kubedl-pytorchjobs.validate.trainguard.io":         "/validate-training-kubedl-io-v1alpha1-pytorchjob",
+	"pods.validate.trainguard.io":                       "/validate-v1-pod",
+	"pytorchjobs-updates.validate.trainguard.io":        "/validate-kubeflow-org-v1-pytorchjob",
+	"kubedl-pytorchjobs-updates.validate.trainguard.io": "/validate-training-kubedl-io-v1alpha1-pytorchjob",
+	"pod-updates.validate.trainguard.io":                "/validate-v1-pod",
+	"namespaces.validate.trainguard.io":                 "/validate-v1-namespace",
 }
 
 // webhookEntry is the part of a Mutating or Validating webhook every check needs.
@@ -242,7 +248,11 @@ func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured, tc renderCas
 				assert.True(t, sel.Matches(nsLabels("team-a", nil)), "the annotation mirror must see namespaces that have not opted in yet")
 				return
 			}
-			assert.Equal(t, tc.workloadPolicy, *w.failurePolicy)
+			if strings.Contains(w.name, "updates.") {
+				assert.Equal(t, admissionregistrationv1.Ignore, *w.failurePolicy, "updates never wedge while trainguard is down")
+			} else {
+				assert.Equal(t, tc.workloadPolicy, *w.failurePolicy)
+			}
 			optedIn := sel.Matches(nsLabels("team-a", map[string]string{"trainguard.io/inject": "enabled"}))
 			plain := sel.Matches(nsLabels("team-b", nil))
 			optedOut := sel.Matches(nsLabels("team-c", map[string]string{"trainguard.io/inject": "disabled"}))
@@ -262,9 +272,12 @@ func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured, tc renderCas
 	assert.Equal(t, admissionregistrationv1.IfNeededReinvocationPolicy, *podHook.ReinvocationPolicy)
 	for _, w := range all {
 		for _, r := range w.rules {
-			if strings.HasPrefix(w.name, "namespaces.") || strings.Contains(w.name, ".validate.") {
+			switch {
+			case strings.HasPrefix(w.name, "namespaces."):
 				assert.ElementsMatch(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, r.Operations, w.name)
-			} else {
+			case strings.Contains(w.name, "updates."):
+				assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, r.Operations, w.name)
+			default:
 				assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, r.Operations, w.name)
 			}
 		}
@@ -363,7 +376,7 @@ func checkDeployment(t *testing.T, objs []*unstructured.Unstructured, tc renderC
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type)
 	assert.NotEmpty(t, c.Resources.Requests)
 	assert.NotEmpty(t, c.Resources.Limits)
-	assert.Empty(t, pod.PriorityClassName)
+	assert.Equal(t, "system-cluster-critical", pod.PriorityClassName, "a fail-closed webhook must not be preempted")
 
 	// Spread over nodes.
 	require.NotNil(t, pod.Affinity)
@@ -394,7 +407,7 @@ func checkDeployment(t *testing.T, objs []*unstructured.Unstructured, tc renderC
 	assert.Equal(t, "serve", c.Args[0])
 	wantArgs := []string{
 		"--config=/etc/trainguard/config.yaml", "--cert-dir=/etc/trainguard/certs", "--webhook-port=9443",
-		"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--namespace=" + tc.namespace,
+		"--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081", "--namespace=" + tc.namespace,
 		"--leader-elect=true", fmt.Sprintf("--rescheduler=%t", tc.rescheduler),
 	}
 	if tc.certManager {

@@ -150,7 +150,8 @@ func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 		return err
 	}
 	rbac := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-	installed := 0
+	// Every kind at least once (metrics.secure adds its own ClusterRoles and binding).
+	kinds := map[string]bool{}
 	for _, o := range objs {
 		if !slices.Contains(rbac, o.GetKind()) {
 			continue
@@ -158,10 +159,10 @@ func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 		if err := env.c.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
-		installed++
+		kinds[o.GetKind()] = true
 	}
-	if installed != len(rbac) {
-		return fmt.Errorf("chart rendered %d of the %d RBAC objects expected", installed, len(rbac))
+	if len(kinds) != len(rbac) {
+		return fmt.Errorf("chart rendered RBAC kinds %v, want all of %v", kinds, rbac)
 	}
 	return nil
 }

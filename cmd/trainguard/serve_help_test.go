@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/version"
+)
+
+// TestServeHelpPinsTheAgentImage: the agent image a cluster pulls when the
+// config names none is this release's, shown in --help, never `latest`.
+func TestServeHelpPinsTheAgentImage(t *testing.T) {
+	res := runCLI(t, "", "serve", "--help")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.NotContains(t, strings.ToLower(res.stdout), "latest")
+	assert.Contains(t, res.stdout, `--agent-image string`)
+	assert.Contains(t, res.stdout, `(default "`+version.Image+`")`)
+	assert.Equal(t, version.Image, policy.DefaultConfig().Agent.Image)
+	for _, flag := range []string{"--metrics-secure", "--max-concurrent-reviews", "--max-inflight-request-bytes",
+		"--review-queue-wait", "--webhook-read-timeout", "--webhook-write-timeout", "--webhook-idle-timeout"} {
+		assert.Contains(t, res.stdout, flag)
+	}
+}
+
+func TestConfigFileAgentImageWinsOverTheFlag(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	assert.False(t, cfgSetsAgentImage("", cfg), "no file: the flag decides")
+	assert.False(t, cfgSetsAgentImage("/etc/trainguard/config.yaml", cfg), "file without agent.image: the flag decides")
+	cfg.Agent.Image = "registry.example/trainguard:1.2.3"
+	assert.True(t, cfgSetsAgentImage("/etc/trainguard/config.yaml", cfg))
+}

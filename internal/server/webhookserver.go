@@ -1,0 +1,189 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Defaults of the webhook server's limits. The API server gives a webhook at
+// most 30 s (timeoutSeconds) and the chart sets 5 s: nothing legitimate
+// holds a connection longer than that, and an idle keep-alive connection is
+// reused by the API server within seconds or never.
+const (
+	DefaultReadTimeout  = 10 * time.Second
+	DefaultWriteTimeout = 15 * time.Second
+	DefaultIdleTimeout  = 90 * time.Second
+	// DefaultMaxConcurrent is how many reviews are handled at once. 64 is far
+	// above what one replica sees at hundreds of pods per second (a review
+	// takes well under a millisecond of CPU), and low enough that a flood of
+	// small reviews cannot pile up goroutines and buffers without bound.
+	DefaultMaxConcurrent = 64
+	// DefaultMaxInFlightBytes bounds the request bodies being decoded at
+	// once. Decoding costs about 5x the body in heap; 16 MiB admits two
+	// reviews of the maximum size (7 MiB, see webhook.MaxRequestBytes) at a
+	// time, about 80 MiB of heap, under half the chart's 256 MiB limit.
+	DefaultMaxInFlightBytes = 16 << 20
+	// DefaultQueueWait is how long a review waits for a slot before it is
+	// answered 429: below the chart's 5 s admission timeout, so the API
+	// server sees a clear "too many requests" instead of its own timeout.
+	DefaultQueueWait = 3 * time.Second
+	maxHeaderBytes   = 64 << 10
+)
+
+// WebhookServerOptions configure the hardened webhook server.
+type WebhookServerOptions struct {
+	Host    string
+	Port    int
+	CertDir string
+	// Read, write and idle timeouts of every connection; zero means the default.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	Limits                                 LimiterOptions
+	TLSOpts                                []func(*tls.Config)
+	Log                                    logr.Logger
+}
+
+// webhookServer is controller-runtime's webhook.Server with the limits its
+// DefaultServer lacks: read/write/idle timeouts (it sets only a 32 s header
+// timeout, so a client trickling a 7 MiB body holds a goroutine and its
+// buffer for ever) and admission control in front of every endpoint, so a
+// burst of large reviews is queued or refused instead of exhausting memory.
+type webhookServer struct {
+	opts    WebhookServerOptions
+	mux     *http.ServeMux
+	limiter *Limiter
+	conns   prometheus.Counter
+	mu      sync.Mutex
+	started bool
+}
+
+var _ ctrlwebhook.Server = (*webhookServer)(nil)
+
+// NewWebhookServer builds the server; it listens when the manager starts it.
+func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Port == 0 {
+		o.Port = ctrlwebhook.DefaultPort
+	}
+	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log),
+		conns: registerOnce(prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trainguard_webhook_connections_total",
+			Help: "TLS connections accepted by the webhook server. Growing with requests means callers are not reusing connections (each costs a handshake).",
+		}))}
+}
+
+// NeedLeaderElection is false: every replica answers admission requests.
+func (s *webhookServer) NeedLeaderElection() bool { return false }
+
+// Register serves hook at path behind the limiter.
+func (s *webhookServer) Register(path string, hook http.Handler) {
+	s.mux.Handle(path, s.limiter.Wrap(hook))
+	s.opts.Log.Info("registering webhook", "path", path)
+}
+
+// WebhookMux is the mux the endpoints are registered on.
+func (s *webhookServer) WebhookMux() *http.ServeMux { return s.mux }
+
+// Start serves TLS until ctx ends, reloading the certificate when its files change.
+func (s *webhookServer) Start(ctx context.Context) error {
+	cfg := &tls.Config{NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
+	for _, op := range s.opts.TLSOpts {
+		op(cfg)
+	}
+	if cfg.GetCertificate == nil {
+		w, err := certwatcher.New(filepath.Join(s.opts.CertDir, "tls.crt"), filepath.Join(s.opts.CertDir, "tls.key"))
+		if err != nil {
+			return fmt.Errorf("loading the webhook serving certificate from %s: %w", s.opts.CertDir, err)
+		}
+		cfg.GetCertificate = w.GetCertificate
+		go func() {
+			if err := w.Start(ctx); err != nil {
+				s.opts.Log.Error(err, "certificate watcher stopped")
+			}
+		}()
+	}
+	ln, err := tls.Listen("tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)), cfg)
+	if err != nil {
+		return fmt.Errorf("listening for webhooks: %w", err)
+	}
+	srv := s.httpServer(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			s.opts.Log.Error(err, "shutting down the webhook server")
+		}
+	}()
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
+	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "readTimeout", s.opts.ReadTimeout,
+		"writeTimeout", s.opts.WriteTimeout, "maxConcurrent", s.limiter.maxConcurrent, "maxInFlightBytes", s.limiter.maxBytes)
+	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		return err
+	}
+	<-done
+	return nil
+}
+
+func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
+	return &http.Server{
+		Handler:           s.mux,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: s.opts.ReadTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				s.conns.Inc()
+			}
+		},
+		// TLS handshake failures from scanners are noise; keep them out of the log.
+		ErrorLog: nil,
+		// HTTP/2 stays off even if TLSOpts re-enable h2 in NextProtos.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+}
+
+// StartedChecker reports ready once the server accepts TLS connections.
+func (s *webhookServer) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		s.mu.Lock()
+		started := s.started
+		s.mu.Unlock()
+		if !started {
+			return fmt.Errorf("webhook server has not started yet")
+		}
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		conn, err := tls.DialWithDialer(d, "tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only checks that TLS is served
+		if err != nil {
+			return fmt.Errorf("webhook server is not reachable: %w", err)
+		}
+		return conn.Close()
+	}
+}
