@@ -23,9 +23,11 @@ func loadConfig(path string, stderr io.Writer) (*policy.Config, error) {
 // reschedulerOptions are the rescheduler's settings: the config file's,
 // then every rescheduler flag given on the command line on top. A flag
 // wins only when it was set, so a file value is never overwritten by a
-// flag's default.
-func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet) (rescheduler.Options, error) {
+// flag's default. namespace is trainguard's own (serve --namespace), where
+// the records live.
+func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet, namespace string) (rescheduler.Options, error) {
 	o := rescheduler.Options{
+		Namespace:        namespace,
 		Enabled:          *c.Enabled,
 		NodeLostGrace:    c.NodeLostGrace.Duration,
 		GraceOverTime:    c.GraceOverTime.Duration,
@@ -34,6 +36,11 @@ func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet) (resch
 		DefaultRetryable: c.UnknownExitCodeRetryable,
 		BackoffBase:      c.BackoffBase.Duration,
 		BackoffMax:       c.BackoffMax.Duration,
+
+		ForceDeleteAfter:       c.ForceDeleteAfter.Duration,
+		NodeEvictionRate:       *c.NodeEvictionRate,
+		NodeEvictionBurst:      c.NodeEvictionBurst,
+		UnhealthyZoneThreshold: *c.UnhealthyZoneThreshold,
 	}
 	// Replay the set flags onto a flag set bound to o: the rescheduler's
 	// own BindFlags stays the one list of its flags.

@@ -23,9 +23,11 @@ func serveFlags(t *testing.T, args ...string) *pflag.FlagSet {
 }
 
 func TestConfigurationDefaultsAreTheReschedulersDefaults(t *testing.T) {
-	o, err := reschedulerOptions(policy.DefaultConfig().Rescheduler, serveFlags(t))
+	o, err := reschedulerOptions(policy.DefaultConfig().Rescheduler, serveFlags(t), "trainguard-system")
 	require.NoError(t, err)
-	assert.Equal(t, rescheduler.DefaultOptions(), o, "the Configuration's defaulting and the rescheduler's own defaults must not drift")
+	want := rescheduler.DefaultOptions()
+	want.Namespace = "trainguard-system"
+	assert.Equal(t, want, o, "the Configuration's defaulting and the rescheduler's own defaults must not drift")
 }
 
 func TestFlagsOverrideTheConfigurationOnlyWhenGiven(t *testing.T) {
@@ -37,7 +39,7 @@ rescheduler:
   unknownExitCodeRetryable: true
 `))
 	require.NoError(t, err)
-	o, err := reschedulerOptions(cfg.Rescheduler, serveFlags(t, "--max-bad-nodes=3", "--rescheduler=false"))
+	o, err := reschedulerOptions(cfg.Rescheduler, serveFlags(t, "--max-bad-nodes=3", "--rescheduler=false"), "trainguard-system")
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Minute, o.NodeLostGrace, "from the file: the flag was not given")
 	assert.True(t, o.DefaultRetryable, "from the file")
@@ -45,7 +47,7 @@ rescheduler:
 	assert.False(t, o.Enabled, "the flag wins over the default")
 	assert.Equal(t, policy.DefaultBadNodeTTL, o.BadNodeTTL, "defaulted")
 
-	_, err = reschedulerOptions(cfg.Rescheduler, serveFlags(t, "--reschedule-backoff-max=1s"))
+	_, err = reschedulerOptions(cfg.Rescheduler, serveFlags(t, "--reschedule-backoff-max=1s"), "trainguard-system")
 	require.ErrorContains(t, err, "reschedule-backoff-max", "the merged options are validated")
 }
 

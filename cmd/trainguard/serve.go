@@ -117,7 +117,7 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	for _, w := range warnings {
 		log.Info("WARNING: "+w, "config", o.configPath)
 	}
-	if o.resched, err = reschedulerOptions(cfg.Rescheduler, flags); err != nil {
+	if o.resched, err = reschedulerOptions(cfg.Rescheduler, flags, o.namespace); err != nil {
 		return exitWith(2, err.Error())
 	}
 	if !cfgSetsAgentImage(o.configPath, cfg) {

@@ -31,10 +31,23 @@ const (
 )
 
 // Paths a checkpoint may not be mounted under: mounting there would shadow
-// kernel interfaces or the service-account token.
-// /var/run is commonly a link to /run, so both spellings are refused.
+// kernel interfaces, the service-account token, the system's own files or
+// trainguard-agent, and the agent would create and append to files there.
+// /var/run is commonly a link to /run, so both spellings are refused. A
+// trailing "*" matches any first path component with that prefix (/lib,
+// /lib64, /libx32). trainguard-agent refuses the same list at run time
+// (internal/agent/safety.go; a test keeps the two equal).
 func forbiddenCheckpointRoots() []string {
-	return []string{"/proc", "/sys", "/dev", "/var/run/secrets", "/run/secrets"}
+	return []string{"/etc", "/usr", "/bin", "/sbin", "/lib*", "/boot", "/opt/trainguard",
+		"/proc", "/sys", "/dev", "/var/run/secrets", "/run/secrets"}
+}
+
+func underForbiddenRoot(p, root string) bool {
+	if prefix, ok := strings.CutSuffix(root, "*"); ok {
+		first := "/" + strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]
+		return strings.HasPrefix(first, prefix)
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
 }
 
 // ParseRecoverStrategy checks a comma-separated subset of the MindCluster strategies.
@@ -93,8 +106,8 @@ func ParseCheckpointPath(v string) (string, error) {
 		return "", fmt.Errorf("must not be the root directory; use e.g. /checkpoint")
 	}
 	for _, root := range forbiddenCheckpointRoots() {
-		if v == root || strings.HasPrefix(v, root+"/") {
-			return "", fmt.Errorf("must not be under %s; use e.g. /checkpoint", root)
+		if underForbiddenRoot(v, root) {
+			return "", fmt.Errorf("must not be under the system directory %s; use e.g. /checkpoint", strings.TrimSuffix(root, "*"))
 		}
 	}
 	return v, nil

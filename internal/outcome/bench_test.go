@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // BenchmarkPodEvent is what the reader adds to each managed pod event the
@@ -19,7 +19,7 @@ func BenchmarkPodEvent(b *testing.B) {
 	line := Outcome{Outcome: Saved, Step: 1200, Bytes: 3 << 30, Seconds: 12.5}.Line()
 	pod := func(state corev1.ContainerState) *corev1.Pod {
 		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "job-worker-0", UID: "u", Labels: map[string]string{policy.LabelManaged: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "job-worker-0", UID: "u", Labels: map[string]string{contract.LabelManaged: "true"}},
 			Status:     corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "pytorch", State: state}, {Name: "sidecar", State: state}}},
 		}
 	}

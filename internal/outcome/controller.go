@@ -137,7 +137,7 @@ func (r *Reconciler) handler() handler.TypedEventHandler[*corev1.Pod, item] {
 // an outcome: the current state (the container stopped for good) and the
 // last state (it stopped and was restarted).
 func itemsOf(pod *corev1.Pod) []item {
-	if pod.Labels[policy.LabelManaged] != "true" {
+	if pod.Labels[contract.LabelManaged] != "true" {
 		return nil
 	}
 	var out []item

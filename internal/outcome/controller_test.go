@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -27,7 +28,7 @@ func TestItemsOf(t *testing.T) {
 	now := time.Now()
 	line := Outcome{Outcome: Saved, Step: 1, Bytes: 1, Seconds: 1}.Line()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1", Labels: map[string]string{policy.LabelManaged: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1", Labels: map[string]string{contract.LabelManaged: "true"}},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
 			{Name: "pytorch", RestartCount: 2, State: corev1.ContainerState{Terminated: terminated(line, now)},
 				LastTerminationState: corev1.ContainerState{Terminated: terminated("garbage "+line, now)}},
@@ -56,7 +57,7 @@ func newTestReconciler(t *testing.T, nsAnnotations map[string]string) (*Reconcil
 }
 
 func TestReconcileOnceAndForget(t *testing.T) {
-	r, rec := newTestReconciler(t, map[string]string{policy.AnnotationInject: policy.InjectEnabled})
+	r, rec := newTestReconciler(t, map[string]string{contract.AnnotationInject: contract.InjectEnabled})
 	ctx := logr.NewContext(context.Background(), logr.Discard())
 	it := item{Namespace: "team", Pod: "p", UID: "u1", Container: "pytorch", Message: Outcome{Outcome: Timeout, Step: 3, Seconds: 60}.Line(), Finished: time.Now()}
 	for range 3 {
@@ -76,7 +77,7 @@ func TestReconcileSkips(t *testing.T) {
 	ctx := logr.NewContext(context.Background(), logr.Discard())
 	line := Outcome{Outcome: Saved, Step: 1, Bytes: 1, Seconds: 1}.Line()
 
-	r, rec := newTestReconciler(t, map[string]string{policy.AnnotationInject: policy.InjectEnabled})
+	r, rec := newTestReconciler(t, map[string]string{contract.AnnotationInject: contract.InjectEnabled})
 	old := item{Namespace: "team", Pod: "p", UID: "u1", Container: "c", Message: line, Finished: time.Now().Add(-time.Hour)}
 	_, _ = r.Reconcile(ctx, old)
 	assert.Empty(t, rec.Events, "terminations from long before the controller started are not reported again")

@@ -74,6 +74,17 @@ type ReschedulerConfig struct {
 	// of one job (--reschedule-backoff-base, --reschedule-backoff-max).
 	BackoffBase *metav1.Duration `json:"backoffBase,omitempty"`
 	BackoffMax  *metav1.Duration `json:"backoffMax,omitempty"`
+	// ForceDeleteAfter: how long a node must have been unreachable before
+	// pods on it may be force-deleted, bypassing PodDisruptionBudgets (--force-delete-after).
+	ForceDeleteAfter *metav1.Duration `json:"forceDeleteAfter,omitempty"`
+	// NodeEvictionRate and NodeEvictionBurst: the token bucket on nodes acted
+	// on, as kube-controller-manager's --node-eviction-rate (--node-eviction-rate,
+	// --node-eviction-burst). A rate of 0 stops all action.
+	NodeEvictionRate  *float64 `json:"nodeEvictionRate,omitempty"`
+	NodeEvictionBurst int      `json:"nodeEvictionBurst,omitempty"`
+	// UnhealthyZoneThreshold: the partition brake, as kube-controller-manager's
+	// --unhealthy-zone-threshold (--unhealthy-zone-threshold). 1 disables it.
+	UnhealthyZoneThreshold *float64 `json:"unhealthyZoneThreshold,omitempty"`
 }
 
 // CheckpointConfig describes the checkpoint volume and the preStop hook.
@@ -142,6 +153,11 @@ const (
 	DefaultMaxBadNodes   = 16
 	DefaultBackoffBase   = 10 * time.Second
 	DefaultBackoffMax    = 5 * time.Minute
+
+	DefaultForceDeleteAfter       = 5 * time.Minute
+	DefaultNodeEvictionRate       = 0.1
+	DefaultNodeEvictionBurst      = 3
+	DefaultUnhealthyZoneThreshold = 0.55
 )
 
 // DefaultConfig returns the configuration used when no file is given.
@@ -265,7 +281,7 @@ func (r *ReschedulerConfig) applyDefaults() {
 		def   time.Duration
 	}{
 		{&r.NodeLostGrace, DefaultNodeLostGrace}, {&r.GraceOverTime, DefaultGraceOverTime}, {&r.BadNodeTTL, DefaultBadNodeTTL},
-		{&r.BackoffBase, DefaultBackoffBase}, {&r.BackoffMax, DefaultBackoffMax},
+		{&r.BackoffBase, DefaultBackoffBase}, {&r.BackoffMax, DefaultBackoffMax}, {&r.ForceDeleteAfter, DefaultForceDeleteAfter},
 	} {
 		if *d.field == nil {
 			*d.field = &metav1.Duration{Duration: d.def}
@@ -274,13 +290,25 @@ func (r *ReschedulerConfig) applyDefaults() {
 	if r.MaxBadNodes == 0 {
 		r.MaxBadNodes = DefaultMaxBadNodes
 	}
+	if r.NodeEvictionBurst == 0 {
+		r.NodeEvictionBurst = DefaultNodeEvictionBurst
+	}
+	for _, f := range []struct {
+		field **float64
+		def   float64
+	}{{&r.NodeEvictionRate, DefaultNodeEvictionRate}, {&r.UnhealthyZoneThreshold, DefaultUnhealthyZoneThreshold}} {
+		if *f.field == nil {
+			v := f.def
+			*f.field = &v
+		}
+	}
 }
 
 // validate refuses settings the rescheduler cannot work with.
 func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for name, d := range map[string]*metav1.Duration{"nodeLostGrace": r.NodeLostGrace, "graceOverTime": r.GraceOverTime,
-		"badNodeTTL": r.BadNodeTTL, "backoffBase": r.BackoffBase, "backoffMax": r.BackoffMax} {
+		"badNodeTTL": r.BadNodeTTL, "backoffBase": r.BackoffBase, "backoffMax": r.BackoffMax, "forceDeleteAfter": r.ForceDeleteAfter} {
 		if d.Duration <= 0 {
 			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
 		}

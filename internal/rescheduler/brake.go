@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // Storm brakes, after the node lifecycle controller (NLC): a token bucket on
@@ -196,7 +196,7 @@ func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, err
 func (r *Reconciler) carriesManagedPods(ctx context.Context, node string) (bool, error) {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPodNodeName: node},
-		client.MatchingLabels{policy.LabelManaged: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+		client.MatchingLabels{contract.LabelManaged: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing pods on node %s: %w", node, err)
 	}
 	return len(pods.Items) > 0, nil

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // CacheByObject returns the cache settings the manager must be created with.
@@ -28,7 +28,7 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 	}
 	return map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {
-			Label:     labels.SelectorFromSet(labels.Set{policy.LabelManaged: "true"}),
+			Label:     labels.SelectorFromSet(labels.Set{contract.LabelManaged: "true"}),
 			Transform: TransformPod,
 		},
 		&corev1.ConfigMap{}: {
@@ -42,7 +42,7 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 // keptLabel says whether the rescheduler reads a pod label.
 func keptLabel(k string) bool {
 	switch k {
-	case policy.LabelManaged, policy.LabelMindClusterFaultScheduling, labelKubeflowJobName, labelJobName, labelGroupName:
+	case contract.LabelManaged, contract.LabelMindClusterFaultScheduling, labelKubeflowJobName, labelJobName, labelGroupName:
 		return true
 	}
 	return false
@@ -51,7 +51,7 @@ func keptLabel(k string) bool {
 // keptAnnotation says whether the rescheduler reads a pod annotation: the
 // trainguard.io/ policy overrides and MindCluster's recover strategy.
 func keptAnnotation(k string) bool {
-	return strings.HasPrefix(k, policy.Prefix) || k == policy.AnnotationMindClusterRecoverStrategy
+	return strings.HasPrefix(k, contract.Prefix) || k == contract.AnnotationMindClusterRecoverStrategy
 }
 
 // maxKeptMessage bounds the status messages kept (the kubelet's are short;

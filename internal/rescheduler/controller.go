@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/optin"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -89,7 +90,7 @@ type Reconciler struct {
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager) error {
 	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[policy.LabelManaged] == "true"
+		return o.GetLabels()[contract.LabelManaged] == "true"
 	})
 	records := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.opts.Namespace && o.GetLabels()[LabelBadNodes] == "true"
@@ -130,7 +131,7 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 
 func (r *Reconciler) podsOnNode(ctx context.Context, o client.Object) []reconcile.Request {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPodNodeName: o.GetName()}, client.MatchingLabels{policy.LabelManaged: "true"}); err != nil {
+	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPodNodeName: o.GetName()}, client.MatchingLabels{contract.LabelManaged: "true"}); err != nil {
 		log.FromContext(ctx).Error(err, "listing pods on node", "node", o.GetName())
 		return nil
 	}
@@ -166,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, fmt.Errorf("getting pod %s: %w", req, err)
 	}
-	if pod.Labels[policy.LabelManaged] != "true" || pod.Spec.NodeName == "" {
+	if pod.Labels[contract.LabelManaged] != "true" || pod.Spec.NodeName == "" {
 		return reconcile.Result{}, nil
 	}
 	if ok, err := r.optedIn(ctx, pod.Namespace, pod.Annotations); !ok || err != nil {

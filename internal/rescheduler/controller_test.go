@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -55,7 +56,7 @@ func testOptions() Options {
 
 // optedIn is the tenant namespace the pods live in.
 func optedIn() *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Annotations: map[string]string{policy.AnnotationInject: policy.InjectEnabled}}}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Annotations: map[string]string{contract.AnnotationInject: contract.InjectEnabled}}}
 }
 
 func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
@@ -209,7 +210,7 @@ func TestNodeNotReadyWithinGraceWaits(t *testing.T) {
 // fault-scheduling=force on a node lost for less than --force-delete-after:
 // evicted with grace period 0, so a PodDisruptionBudget still holds.
 func TestForceModeEvictsNowBeforeTheBound(t *testing.T) {
-	pod := newPod(label(policy.LabelMindClusterFaultScheduling, "force"))
+	pod := newPod(label(contract.LabelMindClusterFaultScheduling, "force"))
 	h := newHarness(t, false, pod, lostNode())
 
 	h.reconcile(t, "team", pod.Name)
@@ -227,7 +228,7 @@ func TestForceModeEvictsNowBeforeTheBound(t *testing.T) {
 // Past --force-delete-after (or with the Node object gone), force mode
 // deletes with grace period 0, and the Event says why.
 func TestForceDeletePastTheBound(t *testing.T) {
-	pod := newPod(label(policy.LabelMindClusterFaultScheduling, "force"))
+	pod := newPod(label(contract.LabelMindClusterFaultScheduling, "force"))
 	h := newHarness(t, false, pod, newNode("n1", corev1.ConditionUnknown, 6*time.Minute))
 
 	h.reconcile(t, "team", pod.Name)
@@ -256,7 +257,7 @@ func TestGracefulDeleteHangingOnLostNodeIsForced(t *testing.T) {
 }
 
 func TestRetryableExitWithCap(t *testing.T) {
-	pod := newPod(exited(137, "Error"), annotation(policy.AnnotationMaxReschedules, "2"))
+	pod := newPod(exited(137, "Error"), annotation(contract.AnnotationMaxReschedules, "2"))
 	h := newHarness(t, false, pod, readyNode())
 
 	h.reconcile(t, "team", pod.Name)
@@ -312,7 +313,7 @@ func TestJobAnnotationSetsCap(t *testing.T) {
 	pod := newPod()
 	key := JobKeyOf(pod)
 	job := pytorchJob()
-	job.SetAnnotations(map[string]string{policy.AnnotationMaxReschedules: "3"})
+	job.SetAnnotations(map[string]string{contract.AnnotationMaxReschedules: "3"})
 	rec := recordCM(t, key, Record{Reschedules: 3, RoundStart: t0.Add(-time.Hour)})
 	h := newHarness(t, true, pod, lostNode(), rec, job)
 
@@ -338,8 +339,8 @@ func TestPermanentFailureUntouchedEventOnce(t *testing.T) {
 
 func TestRecoverInPlaceAndOffLeavePodAlone(t *testing.T) {
 	for _, opt := range []podOpt{
-		annotation(policy.AnnotationMindClusterRecoverStrategy, "recover-in-place"),
-		label(policy.LabelMindClusterFaultScheduling, "off"),
+		annotation(contract.AnnotationMindClusterRecoverStrategy, "recover-in-place"),
+		label(contract.LabelMindClusterFaultScheduling, "off"),
 	} {
 		pod := newPod(opt)
 		h := newHarness(t, false, pod, lostNode())
@@ -408,7 +409,7 @@ func TestBarePodRecreated(t *testing.T) {
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Empty(t, got.Spec.NodeName)
 	assert.Equal(t, corev1.PodStatus{}, got.Status)
-	assert.Equal(t, "true", got.Labels[policy.LabelManaged])
+	assert.Equal(t, "true", got.Labels[contract.LabelManaged])
 	assert.Nil(t, got.Spec.Priority)
 	assert.Equal(t, []corev1.Volume{{Name: "data"}}, got.Spec.Volumes)
 	assert.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}, got.Spec.Containers[0].VolumeMounts)
@@ -607,16 +608,16 @@ func (h *harness) removals() int { return len(h.deletes) + len(h.evictions) }
 
 // TransformPod keeps what JobKeyOf and the policy read, drops the rest.
 func TestTransformPodKeepsOnlyWhatIsRead(t *testing.T) {
-	pod := newPod(annotation(policy.AnnotationMaxReschedules, "3"), annotation("team.example.com/notes", strings.Repeat("x", 4096)),
-		label("unrelated", "x"), label(policy.LabelMindClusterFaultScheduling, "force"), exited(137, "Error"))
+	pod := newPod(annotation(contract.AnnotationMaxReschedules, "3"), annotation("team.example.com/notes", strings.Repeat("x", 4096)),
+		label("unrelated", "x"), label(contract.LabelMindClusterFaultScheduling, "force"), exited(137, "Error"))
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: strings.Repeat("y", 4096)}}
 	pod.Status.Message = strings.Repeat("z", 1000)
 	out, err := TransformPod(pod.DeepCopy())
 	require.NoError(t, err)
 	got := out.(*corev1.Pod)
 	assert.Equal(t, JobKeyOf(pod), JobKeyOf(got))
-	assert.Equal(t, map[string]string{policy.AnnotationMaxReschedules: "3"}, got.Annotations)
-	assert.Equal(t, map[string]string{policy.LabelManaged: "true", labelKubeflowJobName: "job", policy.LabelMindClusterFaultScheduling: "force"}, got.Labels)
+	assert.Equal(t, map[string]string{contract.AnnotationMaxReschedules: "3"}, got.Annotations)
+	assert.Equal(t, map[string]string{contract.LabelManaged: "true", labelKubeflowJobName: "job", contract.LabelMindClusterFaultScheduling: "force"}, got.Labels)
 	assert.Equal(t, []corev1.Container{{Name: "pytorch"}}, got.Spec.Containers)
 	assert.Len(t, got.Status.Message, maxKeptMessage+3)
 	assert.Equal(t, int32(137), got.Status.ContainerStatuses[0].State.Terminated.ExitCode)

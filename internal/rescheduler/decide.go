@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -275,20 +276,20 @@ func faultScheduling(pod *corev1.Pod, def string) (mode, note string) {
 	if def == "" {
 		def = policy.DefaultFaultScheduling
 	}
-	v, ok := pod.Labels[policy.LabelMindClusterFaultScheduling]
+	v, ok := pod.Labels[contract.LabelMindClusterFaultScheduling]
 	if !ok {
 		return def, ""
 	}
-	if _, err := policy.ParseFaultScheduling(v); err != nil {
-		return def, fmt.Sprintf(" (label %s=%q ignored: %v; using %s)", policy.LabelMindClusterFaultScheduling, v, err, def)
+	if _, err := contract.ParseFaultScheduling(v); err != nil {
+		return def, fmt.Sprintf(" (label %s=%q ignored: %v; using %s)", contract.LabelMindClusterFaultScheduling, v, err, def)
 	}
 	return v, ""
 }
 
 func recoverStrategy(pod *corev1.Pod, def string) string {
-	for _, key := range []string{policy.AnnotationMindClusterRecoverStrategy, policy.AnnotationRecoverStrategy} {
+	for _, key := range []string{contract.AnnotationMindClusterRecoverStrategy, contract.AnnotationRecoverStrategy} {
 		if v, ok := pod.Annotations[key]; ok {
-			if _, err := policy.ParseRecoverStrategy(v); err == nil {
+			if _, err := contract.ParseRecoverStrategy(v); err == nil {
 				return v
 			}
 		}
@@ -303,9 +304,9 @@ func recoverStrategy(pod *corev1.Pod, def string) string {
 // cannot host the restart, so when the strategy lists both recover and
 // recover-in-place, node faults migrate and process faults restart in place.
 func inPlace(strategy, cause string) bool {
-	if !policy.HasStrategy(strategy, strategyRecoverInPlace) {
+	if !contract.HasStrategy(strategy, strategyRecoverInPlace) {
 		return false
 	}
 	nodeFault := cause == ReasonNodeLost
-	return !(nodeFault && policy.HasStrategy(strategy, strategyRecover))
+	return !(nodeFault && contract.HasStrategy(strategy, strategyRecover))
 }

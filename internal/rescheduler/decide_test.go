@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 func TestDecide(t *testing.T) {
 	const (
-		fs = policy.LabelMindClusterFaultScheduling
-		rs = policy.AnnotationMindClusterRecoverStrategy
+		fs = contract.LabelMindClusterFaultScheduling
+		rs = contract.AnnotationMindClusterRecoverStrategy
 	)
 	notReady := func(since time.Duration) *corev1.Node { return newNode("n1", corev1.ConditionFalse, since) }
 	unknown := func(since time.Duration) *corev1.Node { return newNode("n1", corev1.ConditionUnknown, since) }
@@ -146,7 +146,7 @@ func TestDecide(t *testing.T) {
 		{name: "both: lost node migrates", pod: newPod(annotation(rs, "recover,recover-in-place")), node: nil, want: graceful(ReasonNodeLost)},
 		{name: "both: retryable exit restarts in place", pod: newPod(annotation(rs, "recover-in-place,recover"), exited(143, "Error")), node: readyNode(),
 			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace}},
-		{name: "trainguard.io annotation when MindCluster's is absent", pod: newPod(annotation(policy.AnnotationRecoverStrategy, "recover-in-place")), node: nil,
+		{name: "trainguard.io annotation when MindCluster's is absent", pod: newPod(annotation(contract.AnnotationRecoverStrategy, "recover-in-place")), node: nil,
 			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRestartInPlace}},
 
 		// Terminating pods.

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // t0 is the tests' "now".
@@ -21,7 +21,7 @@ func newPod(opts ...podOpt) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "team", Name: "job-worker-0", UID: "uid-1",
-			Labels: map[string]string{policy.LabelManaged: "true", labelKubeflowJobName: "job"},
+			Labels: map[string]string{contract.LabelManaged: "true", labelKubeflowJobName: "job"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "job", UID: "job-uid", Controller: ptr.To(true),
 			}},
@@ -41,7 +41,7 @@ func newPod(opts ...podOpt) *corev1.Pod {
 func bare(p *corev1.Pod) {
 	p.Name = "elastic-0"
 	p.OwnerReferences = nil
-	p.Labels = map[string]string{policy.LabelManaged: "true"}
+	p.Labels = map[string]string{contract.LabelManaged: "true"}
 }
 
 func label(k, v string) podOpt { return func(p *corev1.Pod) { p.Labels[k] = v } }

@@ -1,6 +1,6 @@
 package rescheduler
 
-import "github.com/trainguard/trainguard/internal/policy"
+import "github.com/trainguard/trainguard/internal/contract"
 
 // Keys the rescheduler reads and writes. They belong to the trainguard.io/
 // contract; the lead may move them into policy/keys.go.
@@ -9,14 +9,14 @@ const (
 	// trainguard's own namespace. The manager's cache watches only
 	// ConfigMaps of that namespace with this label set to "true"; the label
 	// on a ConfigMap anywhere else means nothing.
-	LabelBadNodes = policy.Prefix + "bad-nodes"
+	LabelBadNodes = contract.Prefix + "bad-nodes"
 	// AnnotationDecision on a pod remembers the last no-action decision
 	// (PermanentFailure, RestartInPlace, ...), so the same Event is not emitted
 	// again each time the pod is reconciled.
-	AnnotationDecision = policy.Prefix + "rescheduler-decision"
+	AnnotationDecision = contract.Prefix + "rescheduler-decision"
 	// AnnotationReschedulesExhausted is set on the job (or the bare pod) when
 	// its reschedule cap is reached; the value is the number of reschedules.
-	AnnotationReschedulesExhausted = policy.Prefix + "reschedules-exhausted"
+	AnnotationReschedulesExhausted = contract.Prefix + "reschedules-exhausted"
 
 	// Labels the training operators put on their pods.
 	labelKubeflowJobName = "training.kubeflow.org/job-name"

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainguard/trainguard/certs"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/webhook"
 )
@@ -93,7 +94,7 @@ func startServerWith(tb testing.TB, limits LimiterOptions, handlers map[string]h
 func startServerOpts(tb testing.TB, opts WebhookServerOptions) (string, func()) {
 	tb.Helper()
 	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return map[string]string{policy.AnnotationInject: policy.InjectEnabled}, true, nil
+		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
 	}
 	s := webhook.NewServer(webhook.Options{Config: policy.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
 	return startServerHandlers(tb, opts, s.Handlers())

@@ -25,8 +25,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/outcome"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/test/chart"
 )
 
@@ -183,7 +183,7 @@ func exercise(t *testing.T) {
 	c := env.cp.Client
 	ns := "obs-metrics"
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: ns, Annotations: map[string]string{policy.AnnotationInject: policy.InjectEnabled},
+		Name: ns, Annotations: map[string]string{contract.AnnotationInject: contract.InjectEnabled},
 	}}))
 	job := &unstructured.Unstructured{}
 	require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprintf(jobYAML, ns)), &job.Object))
@@ -193,7 +193,7 @@ func exercise(t *testing.T) {
 	pod := workerOf(t, job)
 	pod.Spec.NodeName = node
 	require.NoError(t, c.Create(ctx, pod))
-	require.Equal(t, "true", pod.Labels[policy.LabelManaged])
+	require.Equal(t, "true", pod.Labels[contract.LabelManaged])
 	saved := outcome.Outcome{Outcome: outcome.Saved, Step: 10, Bytes: 5 << 20, Seconds: 2.5}
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &corev1.Pod{}

@@ -23,8 +23,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/outcome"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 const (
@@ -132,7 +132,7 @@ func TestReportedOncePerTermination(t *testing.T) {
 func TestNotOptedInIgnored(t *testing.T) {
 	ns := namespace(t, false)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged", Labels: map[string]string{policy.LabelManaged: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged", Labels: map[string]string{contract.LabelManaged: "true"}},
 		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "pytorch", Image: "example.com/train:1"}}},
 	}
 	require.NoError(t, env.c.Create(context.Background(), pod))
@@ -212,7 +212,7 @@ func namespace(t *testing.T, optIn bool) string {
 	name := fmt.Sprintf("oc-%d", nsCounter.Add(1))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if optIn {
-		ns.Annotations = map[string]string{policy.AnnotationInject: policy.InjectEnabled}
+		ns.Annotations = map[string]string{contract.AnnotationInject: contract.InjectEnabled}
 	}
 	require.NoError(t, env.c.Create(ctx, ns))
 	if !optIn {
@@ -223,7 +223,7 @@ func namespace(t *testing.T, optIn bool) string {
 			ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "probe"},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pytorch", Image: "example.com/train:1"}}},
 		}
-		return env.c.Create(ctx, probe, client.DryRunAll) == nil && probe.Labels[policy.LabelManaged] == "true"
+		return env.c.Create(ctx, probe, client.DryRunAll) == nil && probe.Labels[contract.LabelManaged] == "true"
 	}, waitFor, tick, "the pod webhook must inject pods in namespace %s", name)
 	return name
 }
@@ -263,7 +263,7 @@ func workerSpecPod(t *testing.T, job *unstructured.Unstructured) *corev1.Pod {
 	require.True(t, found)
 	var tmpl corev1.PodTemplateSpec
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tmpl))
-	require.Equal(t, "true", tmpl.Labels[policy.LabelManaged], "the job's template was injected")
+	require.Equal(t, "true", tmpl.Labels[contract.LabelManaged], "the job's template was injected")
 	pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 	pod.Namespace, pod.Name = job.GetNamespace(), job.GetName()+"-worker-0"
 	pod.Labels["training.kubeflow.org/job-name"] = job.GetName()
@@ -278,7 +278,7 @@ func workerOf(t *testing.T, job *unstructured.Unstructured) *corev1.Pod {
 	t.Helper()
 	pod := workerSpecPod(t, job)
 	require.NoError(t, env.c.Create(context.Background(), pod))
-	require.Equal(t, "true", pod.Labels[policy.LabelManaged])
+	require.Equal(t, "true", pod.Labels[contract.LabelManaged])
 	return pod
 }
 
@@ -294,7 +294,7 @@ func barePodWith(t *testing.T, ns, name string, restart corev1.RestartPolicy) *c
 		Spec:       corev1.PodSpec{RestartPolicy: restart, Containers: []corev1.Container{{Name: "pytorch", Image: "example.com/train:1"}}},
 	}
 	require.NoError(t, env.c.Create(context.Background(), pod))
-	require.Equal(t, "true", pod.Labels[policy.LabelManaged])
+	require.Equal(t, "true", pod.Labels[contract.LabelManaged])
 	return pod
 }
 

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	resched "github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
@@ -46,7 +46,7 @@ func namespace(t *testing.T) string {
 	name := fmt.Sprintf("rs-%d", nsCounter.Add(1))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
-		Annotations: map[string]string{policy.AnnotationInject: policy.InjectEnabled},
+		Annotations: map[string]string{contract.AnnotationInject: contract.InjectEnabled},
 	}}
 	require.NoError(t, env.c.Create(ctx, ns))
 	require.Eventually(t, func() bool {
@@ -54,7 +54,7 @@ func namespace(t *testing.T) string {
 		if err := env.c.Create(ctx, probe, client.DryRunAll); err != nil {
 			return false
 		}
-		return probe.Labels[policy.LabelManaged] == "true"
+		return probe.Labels[contract.LabelManaged] == "true"
 	}, waitFor, tick, "the pod webhook must inject pods in namespace %s", name)
 	return name
 }
@@ -160,7 +160,7 @@ func workerOf(t *testing.T, job *unstructured.Unstructured) *podBuilder {
 	require.True(t, found)
 	var tmpl corev1.PodTemplateSpec
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tmpl))
-	require.Contains(t, tmpl.Annotations, policy.AnnotationInjected, "the job's template was injected")
+	require.Contains(t, tmpl.Annotations, contract.AnnotationInjected, "the job's template was injected")
 	pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 	pod.Namespace, pod.Name = job.GetNamespace(), job.GetName()+"-worker-0"
 	if pod.Labels == nil {
@@ -207,7 +207,7 @@ func (b *podBuilder) create(t *testing.T) *corev1.Pod {
 	t.Helper()
 	p := b.obj()
 	require.NoError(t, env.c.Create(context.Background(), p))
-	require.Equal(t, "true", p.Labels[policy.LabelManaged], "the webhook marks the pod managed, so the rescheduler watches it")
+	require.Equal(t, "true", p.Labels[contract.LabelManaged], "the webhook marks the pod managed, so the rescheduler watches it")
 	return p
 }
 

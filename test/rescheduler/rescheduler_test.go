@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	resched "github.com/trainguard/trainguard/internal/rescheduler"
 )
 
@@ -51,7 +51,7 @@ func TestNodeNotReadyPastGraceDeletesGracefullyAndReplacementAvoidsNode(t *testi
 	confirmDeletion(t, pod)
 	replacement := workerOf(t, job).create(t)
 	assert.Equal(t, []string{bad}, avoidedNodes(t, replacement), "the replacement avoids the lost node")
-	assert.Contains(t, replacement.Annotations[policy.AnnotationInjected], policy.InjectionAvoidNodes)
+	assert.Contains(t, replacement.Annotations[contract.AnnotationInjected], contract.InjectionAvoidNodes)
 	assert.NotContains(t, avoidedNodes(t, replacement), good)
 }
 
@@ -113,7 +113,7 @@ func TestRecoverInPlaceIsNotMigrated(t *testing.T) {
 	ns := namespace(t)
 	node := readyNode(t, ns, "a")
 	pod := workerOf(t, pytorchJob(t, ns, "in-place", nil)).
-		annotate(policy.AnnotationMindClusterRecoverStrategy, "recover-in-place").
+		annotate(contract.AnnotationMindClusterRecoverStrategy, "recover-in-place").
 		restartPolicy(corev1.RestartPolicyOnFailure).
 		onNode(node).create(t)
 	exited(t, pod, 137) // crash-looping: restarted in place by the kubelet
@@ -127,7 +127,7 @@ func TestFaultSchedulingOffDoesNothing(t *testing.T) {
 	ns := namespace(t)
 	node := readyNode(t, ns, "a")
 	pod := workerOf(t, pytorchJob(t, ns, "hands-off", nil)).
-		label(policy.LabelMindClusterFaultScheduling, resched.FaultSchedulingOff).
+		label(contract.LabelMindClusterFaultScheduling, resched.FaultSchedulingOff).
 		onNode(node).create(t)
 	running(t, pod)
 	setNodeReady(t, node, corev1.ConditionUnknown, time.Now().Add(-time.Hour)) // long past the grace
@@ -142,7 +142,7 @@ func TestFaultSchedulingForceForceDeletes(t *testing.T) {
 	ns := namespace(t)
 	node := readyNode(t, ns, "a")
 	pod := workerOf(t, pytorchJob(t, ns, "forced", nil)).
-		label(policy.LabelMindClusterFaultScheduling, resched.FaultSchedulingForce).
+		label(contract.LabelMindClusterFaultScheduling, resched.FaultSchedulingForce).
 		onNode(node).create(t)
 	running(t, pod)
 	setNodeReady(t, node, corev1.ConditionUnknown, time.Now().Add(-time.Hour))
@@ -159,7 +159,7 @@ func TestRescheduleCapStopsAfterN(t *testing.T) {
 	ctx := context.Background()
 	const capN = 2
 	ns := namespace(t)
-	job := pytorchJob(t, ns, "flaky", map[string]string{policy.AnnotationMaxReschedules: "2"})
+	job := pytorchJob(t, ns, "flaky", map[string]string{contract.AnnotationMaxReschedules: "2"})
 	var nodes []string
 	for i := 0; ; i++ {
 		require.LessOrEqual(t, i, capN, "the cap stops the rescheduling after %d rounds", capN)
@@ -217,7 +217,7 @@ func TestBarePodIsRecreatedWithAntiAffinity(t *testing.T) {
 	}, waitFor, tick, "the bare pod is recreated")
 	assert.Empty(t, replacement.Spec.NodeName, "left to the scheduler")
 	assert.Equal(t, []string{node}, avoidedNodes(t, &replacement))
-	assert.Equal(t, "true", replacement.Labels[policy.LabelManaged])
+	assert.Equal(t, "true", replacement.Labels[contract.LabelManaged])
 	assert.Equal(t, pod.Spec.Containers[0].Image, replacement.Spec.Containers[0].Image)
 	waitEvent(t, &replacement, resched.ReasonBarePodRecreated)
 	require.Eventually(t, func() bool {
@@ -268,7 +268,7 @@ func testExpiredRecordAddsNoAffinity(t *testing.T, ttl time.Duration) {
 	assert.False(t, time.Now().Before(expiry), "avoided until the expiry")
 	replacement := workerOf(t, job).create(t)
 	assert.Empty(t, avoidedNodes(t, replacement))
-	assert.NotContains(t, replacement.Annotations[policy.AnnotationInjected], policy.InjectionAvoidNodes)
+	assert.NotContains(t, replacement.Annotations[contract.AnnotationInjected], contract.InjectionAvoidNodes)
 }
 
 // With fault-scheduling=grace, the kubelet of a lost node never confirms the

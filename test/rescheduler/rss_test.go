@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	resched "github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -106,7 +107,7 @@ func runRSSChild(cfg rssConfig) error {
 	cacheOpts := cache.Options{ByObject: resched.CacheByObject(controlplane.Namespace), DefaultTransform: cache.TransformStripManagedFields()}
 	if cfg.Baseline {
 		cacheOpts = cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:       {Label: labels.SelectorFromSet(labels.Set{policy.LabelManaged: "true"})},
+			&corev1.Pod{}:       {Label: labels.SelectorFromSet(labels.Set{contract.LabelManaged: "true"})},
 			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{resched.LabelBadNodes: "true"})},
 		}}
 	}

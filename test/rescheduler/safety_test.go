@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	resched "github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
@@ -58,7 +58,7 @@ func oldRecordName(podName string) string {
 func hostilePod(ns, name string) *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{policy.LabelManaged: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{contract.LabelManaged: "true"}},
 		Spec: corev1.PodSpec{
 			HostPID:            true,
 			ServiceAccountName: "node-admin",
@@ -219,7 +219,7 @@ func TestManagedLabelOutsideOptedInNamespaceIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	plain, opted := plainNamespace(t), namespace(t)
 	node := readyNode(t, plain, "a")
-	fake := barePod(plain, "self-labelled").label(policy.LabelManaged, "true").onNode(node).obj()
+	fake := barePod(plain, "self-labelled").label(contract.LabelManaged, "true").onNode(node).obj()
 	require.NoError(t, env.c.Create(ctx, fake))
 	exited(t, fake, 137)
 

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -111,7 +111,7 @@ func servedLeaf(roots *x509.CertPool) (*x509.Certificate, error) {
 func optedInNamespace(t *testing.T) string {
 	t.Helper()
 	name := fmt.Sprintf("sm-%d", nsCounter.Add(1))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{policy.AnnotationInject: policy.InjectEnabled}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{contract.AnnotationInject: contract.InjectEnabled}}}
 	require.NoError(t, env.c.Create(context.Background(), ns))
 	return name
 }
@@ -137,8 +137,8 @@ func admit(ctx context.Context, ns string, real bool) (*corev1.Pod, error) {
 	if err := env.c.Create(ctx, pod, opts...); err != nil {
 		return nil, err
 	}
-	if _, ok := pod.Annotations[policy.AnnotationInjected]; !ok {
-		return pod, fmt.Errorf("pod %s/%s admitted without %s", ns, pod.Name, policy.AnnotationInjected)
+	if _, ok := pod.Annotations[contract.AnnotationInjected]; !ok {
+		return pod, fmt.Errorf("pod %s/%s admitted without %s", ns, pod.Name, contract.AnnotationInjected)
 	}
 	return pod, nil
 }
@@ -223,10 +223,10 @@ func TestAdmissionWorksThroughSelfManagedCertificate(t *testing.T) {
 
 	pod, err := admit(ctx, ns, true)
 	require.NoError(t, err)
-	assert.NotEmpty(t, pod.Annotations[policy.AnnotationInjected])
+	assert.NotEmpty(t, pod.Annotations[contract.AnnotationInjected])
 	stored := &corev1.Pod{}
 	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(pod), stored))
-	assert.Equal(t, pod.Annotations[policy.AnnotationInjected], stored.Annotations[policy.AnnotationInjected])
+	assert.Equal(t, pod.Annotations[contract.AnnotationInjected], stored.Annotations[contract.AnnotationInjected])
 }
 
 // failures counts failures from several goroutines, keeping the first few
