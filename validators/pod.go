@@ -15,7 +15,7 @@ import (
 // the namespace, an etcd for the rendezvous or the pods of an opted-out
 // job, owes TaskD nothing and must not be refused for it.
 func (v *Validator) checkJob(job jobs.Job, nsAnnotations map[string]string) Result {
-	res := kindRules(job)
+	res := v.kindRules(job)
 	ann := job.Meta().Annotations
 	if _, isPod := job.(jobs.PodJob); contract.OptedOut(ann) || (isPod && !contract.Injected(ann)) {
 		return res
@@ -29,7 +29,13 @@ func (v *Validator) checkJob(job jobs.Job, nsAnnotations map[string]string) Resu
 // kindRules are the checks particular to one kind, which need no policy.
 // A kind without any gets the generic ones: the trainguard annotations and
 // labels of the object and of each pod template.
-func kindRules(job jobs.Job) Result {
+func (v *Validator) kindRules(job jobs.Job) Result {
+	if res, ok := v.trainJobRules(job); ok {
+		return res
+	}
+	if res, ok := runtimeRules(job); ok {
+		return res
+	}
 	if j, ok := jobs.KubeflowJob(job); ok {
 		return validateKubeflowJob(j)
 	}

@@ -95,6 +95,9 @@ func Builtin() Kinds {
 		KubeflowPyTorchJob{},
 		KubeDLPyTorchJob{},
 		Pod{},
+		TrainJob{},
+		TrainingRuntime{},
+		ClusterTrainingRuntime{},
 	}}
 }
 
