@@ -50,6 +50,8 @@ type Options struct {
 	// TrainJobs reads TrainJobs for their pods; Setup fills it from the
 	// manager's cache when nil.
 	TrainJobs TrainJobLookup
+	// Runtimes finds a TrainJob's runtime for validation; Setup reads live when nil.
+	Runtimes validators.RuntimeLookup
 }
 
 // Server holds what every trainguard admission endpoint shares.
@@ -67,7 +69,7 @@ func NewServer(opts Options, lookup NamespaceAnnotations, m *admissionMetrics, l
 	return &Server{
 		scope:     &scope,
 		injector:  &Injector{Scope: scope, Avoider: opts.Avoider, Kinds: opts.Kinds, TrainJobs: opts.TrainJobs},
-		validator: validators.New(opts.Config).WithKinds(opts.Kinds),
+		validator: withRuntimes(validators.New(opts.Config).WithKinds(opts.Kinds), opts.Runtimes),
 		metrics:   m,
 		log:       log,
 	}
@@ -86,6 +88,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if opts.TrainJobs == nil {
 		opts.TrainJobs = setupTrainJobs(mgr)
+	}
+	if opts.Runtimes == nil {
+		opts.Runtimes = LiveRuntimes(mgr.GetAPIReader())
 	}
 	s := NewServer(opts, CachedNamespaces(mgr.GetCache(), mgr.GetAPIReader()), m, mgr.GetLogger().WithName("webhook"))
 	if err := mgr.AddReadyzCheck("informers-synced", cacheSynced(mgr.GetCache())); err != nil {

@@ -3,10 +3,12 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +17,7 @@ import (
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/validators"
 )
 
 // TrainJobLookup returns the annotations of TrainJob name in namespace;
@@ -149,4 +152,47 @@ func setupTrainJobs(mgr ctrl.Manager) TrainJobLookup {
 		return CachedTrainJobs(mgr.GetAPIReader(), nil)
 	}
 	return CachedTrainJobs(mgr.GetCache(), mgr.GetAPIReader())
+}
+
+// LiveRuntimes reads a TrainJob's runtime from the API server. It runs once
+// per TrainJob admission (TrainJobs are created rarely, unlike pods), so
+// trainguard keeps no cache of every runtime's JobSet template. A
+// ClusterTrainingRuntime is read cluster-wide; a TrainingRuntime only in
+// the TrainJob's own namespace.
+func LiveRuntimes(live client.Reader) validators.RuntimeLookup {
+	return func(namespace, kind, name string) (*trainerv1alpha1.TrainingRuntimeSpec, bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), runtimeReadTimeout)
+		defer cancel()
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(trainerv1alpha1.GroupVersion.WithKind(kind))
+		key := types.NamespacedName{Name: name}
+		if kind == trainerv1alpha1.TrainingRuntimeKind {
+			key.Namespace = namespace
+		}
+		err := live.Get(ctx, key, u)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, true, nil
+		case err != nil:
+			return nil, false, err
+		}
+		raw, err := u.MarshalJSON()
+		if err != nil {
+			return nil, false, err
+		}
+		var rt trainerv1alpha1.TrainingRuntime
+		if err := jobs.Decode(raw, &rt); err != nil {
+			return nil, false, fmt.Errorf("decoding %s %s: %w", kind, name, err)
+		}
+		return &rt.Spec, true, nil
+	}
+}
+
+// runtimeReadTimeout bounds the runtime read well inside the webhook's
+// own timeout.
+const runtimeReadTimeout = 3 * time.Second
+
+func withRuntimes(v *validators.Validator, rt validators.RuntimeLookup) *validators.Validator {
+	v.Runtimes = rt
+	return v
 }
