@@ -123,3 +123,20 @@ func TestTrainJobUpdateRules(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.Errors)
 }
+
+// TestRuntimeWithoutDisruptionRuleWarns: evictions for node faults must not
+// burn the trainer Job's backoffLimit; a runtime that lets them is warned.
+func TestRuntimeWithoutDisruptionRuleWarns(t *testing.T) {
+	rt := func(pfp string) []byte {
+		return []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainingRuntime","metadata":{"name":"r","namespace":"a"},
+"spec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{` + pfp + `"template":{"spec":{"containers":[{"name":"node","image":"i"}]}}}}}]}}}}`)
+	}
+	v := New(nil)
+	res, err := v.Validate(Object{GVK: jobs.TrainingRuntime{}.GVK(), Raw: rt("")})
+	require.NoError(t, err)
+	require.Len(t, res.Warnings, 1)
+	assert.Contains(t, res.Warnings[0], "spec.template.spec.replicatedJobs[0].template.spec.podFailurePolicy")
+	res, err = v.Validate(Object{GVK: jobs.TrainingRuntime{}.GVK(), Raw: rt(`"podFailurePolicy":{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]},`)})
+	require.NoError(t, err)
+	assert.Empty(t, res.Warnings)
+}

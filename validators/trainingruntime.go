@@ -3,6 +3,8 @@ package validators
 import (
 	"fmt"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -33,7 +35,39 @@ func runtimeRules(j jobs.Job) (Result, bool) {
 	}
 	errs = append(errs, validateReplicatedJobs(spec.Template.Spec.ReplicatedJobs, specPath.Child("template", "spec", "replicatedJobs"))...)
 	warnings, mlErrs := validateMLPolicy(spec.MLPolicy, specPath.Child("mlPolicy"))
+	warnings = append(warnings, disruptionWarning(spec, specPath.Child("template", "spec", "replicatedJobs"))...)
 	return Result{Errors: append(errs, mlErrs...), Warnings: warnings}, true
+}
+
+// disruptionWarning: when trainguard (or a drain) evicts a trainer pod off
+// a failing node, Kubernetes marks it DisruptionTarget; unless the Job's pod
+// failure policy ignores that condition, the eviction counts against
+// backoffLimit, and enough of them fail the Job and with it the JobSet.
+func disruptionWarning(spec *trainerv1alpha1.TrainingRuntimeSpec, rjPath *field.Path) []string {
+	i := jobs.TrainerReplicatedJob(spec)
+	if i < 0 {
+		return nil
+	}
+	js := spec.Template.Spec.ReplicatedJobs[i].Template.Spec
+	if js.PodFailurePolicy != nil && disruptionIgnored(js.PodFailurePolicy.Rules) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: no podFailurePolicy rule ignores pods with the DisruptionTarget condition, so every pod evicted from a failing or drained node counts against backoffLimit and can fail the TrainJob; "+
+		"add podFailurePolicy.rules: [{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}] (see docs/trainjob.md)", rjPath.Index(i).Child("template", "spec", "podFailurePolicy"))}
+}
+
+func disruptionIgnored(rules []batchv1.PodFailurePolicyRule) bool {
+	for _, r := range rules {
+		if r.Action != batchv1.PodFailurePolicyActionIgnore {
+			continue
+		}
+		for _, c := range r.OnPodConditions {
+			if c.Type == corev1.DisruptionTarget && (c.Status == "" || c.Status == corev1.ConditionTrue) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // validateReplicatedJobs: Trainer runs the launcher and every job labelled

@@ -11,6 +11,7 @@ package v1alpha1
 
 import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -160,7 +161,10 @@ type JobTemplateSpec struct {
 
 // JobSpec is the part of batch/v1 JobSpec trainguard reads.
 type JobSpec struct {
-	Template corev1.PodTemplateSpec `json:"template"`
+	// PodFailurePolicy decides whether a pod evicted for a node fault
+	// (condition DisruptionTarget) counts against backoffLimit.
+	PodFailurePolicy *batchv1.PodFailurePolicy `json:"podFailurePolicy,omitempty"`
+	Template         corev1.PodTemplateSpec    `json:"template"`
 }
 
 // MLPolicy is the runtime's ML configuration.
