@@ -23,6 +23,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/trainguard/trainguard/test/chart"
@@ -99,6 +100,11 @@ func installThirdParty(cp *controlplane.ControlPlane) error {
 			return err
 		}
 	}
+	// Trainer's manifests ship this Secret empty; its rotator fills it.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kubeflow-system", Name: "kubeflow-trainer-webhook-cert"}}
+	if err := cp.Client.Create(ctx, secret); err != nil {
+		return err
+	}
 	return cp.Client.Create(ctx, trainerWebhook())
 }
 
@@ -144,8 +150,11 @@ func startControllers(ctx context.Context, cp *controlplane.ControlPlane, b bins
 	if err != nil {
 		return stop, err
 	}
-	jobsetArgs, jobsetProbe, err := jobsetArgs(dir, kubeconfig)
+	jobsetArgs, jobsetProbe, jobsetHook, err := jobsetArgs(dir, kubeconfig)
 	if err != nil {
+		return stop, err
+	}
+	if err := registerJobSetWebhooks(ctx, cp, jobsetHook, filepath.Join(dir, "jobset-certs", "tls.crt")); err != nil {
 		return stop, err
 	}
 	trainerProbe, err := controlplane.FreeAddr()
@@ -170,6 +179,7 @@ func startControllers(ctx context.Context, cp *controlplane.ControlPlane, b bins
 		}
 		procs = append(procs, p)
 	}
+	go mountTrainerCerts(ctx, cp)
 	for name, probe := range map[string]string{"jobset": jobsetProbe, "trainer": trainerProbe} {
 		if err := waitReady(ctx, probe, filepath.Join(dir, name+".log")); err != nil {
 			return stop, fmt.Errorf("%s controller: %w", name, err)
@@ -194,18 +204,18 @@ func writeKubeconfig(cp *controlplane.ControlPlane, dir string) (string, error) 
 // jobsetArgs configures JobSet without its internal certificate
 // management (which would need its Service): its webhook server gets a
 // certificate of the suite's own and is not registered with the API server.
-func jobsetArgs(dir, kubeconfig string) ([]string, string, error) {
+func jobsetArgs(dir, kubeconfig string) ([]string, string, string, error) {
 	certDir := filepath.Join(dir, "jobset-certs")
 	if err := writeSelfSigned(certDir); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	probe, err := controlplane.FreeAddr()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	hook, err := controlplane.FreeAddr()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	_, port, _ := net.SplitHostPort(hook)
 	cfg := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
@@ -218,9 +228,9 @@ webhook: {port: %s, host: 127.0.0.1, certDir: "%s"}
 `, probe, port, certDir)
 	path := filepath.Join(dir, "jobset-config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	return []string{"--kubeconfig=" + kubeconfig, "--config=" + path, "--health-probe-bind-address=" + probe, "--metrics-bind-address=0"}, probe, nil
+	return []string{"--kubeconfig=" + kubeconfig, "--config=" + path, "--health-probe-bind-address=" + probe, "--metrics-bind-address=0"}, probe, hook, nil
 }
 
 func writeSelfSigned(dir string) error {
@@ -232,8 +242,8 @@ func writeSelfSigned(dir string) error {
 		return err
 	}
 	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "jobset-webhook"}, NotBefore: time.Now().Add(-time.Minute),
-		NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
 	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
 	if err != nil {
 		return err
@@ -294,4 +304,69 @@ func waitReady(ctx context.Context, addr, logPath string) error {
 		tail = tail[len(tail)-3000:]
 	}
 	return errors.New("not ready after 120s; log tail:\n" + string(tail))
+}
+
+// trainerCertDir is where Trainer v2.0.0's certificate rotator (a constant in
+// its pkg/util/cert) expects its Secret mounted, as the kubelet would.
+const trainerCertDir = "/tmp/k8s-webhook-server/serving-certs"
+
+// mountTrainerCerts plays the kubelet's part for Trainer's webhook Secret:
+// it copies the certificate the rotator stores into the directory the
+// rotator and the webhook server read, and keeps it current.
+func mountTrainerCerts(ctx context.Context, cp *controlplane.ControlPlane) {
+	var last string
+	for ctx.Err() == nil {
+		var secret corev1.Secret
+		err := cp.Client.Get(ctx, types.NamespacedName{Namespace: "kubeflow-system", Name: "kubeflow-trainer-webhook-cert"}, &secret)
+		if err == nil && len(secret.Data["tls.crt"]) > 0 && len(secret.Data["tls.key"]) > 0 && string(secret.Data["tls.crt"]) != last {
+			if writeCerts(secret.Data) == nil {
+				last = string(secret.Data["tls.crt"])
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func writeCerts(data map[string][]byte) error {
+	if err := os.MkdirAll(trainerCertDir, 0o700); err != nil {
+		return err
+	}
+	// The key first: the rotator takes tls.crt's presence as "mounted".
+	for _, name := range []string{"tls.key", "ca.crt", "tls.crt"} {
+		tmp := filepath.Join(trainerCertDir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, data[name], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(trainerCertDir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerJobSetWebhooks registers JobSet's own defaulting and validating
+// webhooks, served by the JobSet controller on loopback with the suite's
+// certificate: JobSet's controller relies on its defaulting (e.g.
+// spec.network) and fails on JobSets that did not go through it.
+func registerJobSetWebhooks(ctx context.Context, cp *controlplane.ControlPlane, addr, caFile string) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"jobset.x-k8s.io"}, APIVersions: []string{"v1alpha2"}, Resources: []string{"jobsets"}},
+	}}
+	url := func(path string) *string { u := "https://" + addr + path; return &u }
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "jobset-mutating-webhook-configuration"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "mjobset.kb.io", Rules: rules, FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url("/mutate-jobset-x-k8s-io-v1alpha2-jobset"), CABundle: ca}}}}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "jobset-validating-webhook-configuration"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "vjobset.kb.io", Rules: rules, FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url("/validate-jobset-x-k8s-io-v1alpha2-jobset"), CABundle: ca}}}}
+	if err := cp.Client.Create(ctx, m); err != nil {
+		return err
+	}
+	return cp.Client.Create(ctx, v)
 }
