@@ -53,7 +53,7 @@ func disruptionWarning(spec *trainerv1alpha1.TrainingRuntimeSpec, rjPath *field.
 		return nil
 	}
 	return []string{fmt.Sprintf("%s: no podFailurePolicy rule ignores pods with the DisruptionTarget condition, so every pod evicted from a failing or drained node counts against backoffLimit and can fail the TrainJob; "+
-		"add podFailurePolicy.rules: [{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}] (see docs/trainjob.md)", rjPath.Index(i).Child("template", "spec", "podFailurePolicy"))}
+		"add podFailurePolicy.rules: [{action: Ignore, onPodConditions: [{type: DisruptionTarget, status: \"True\"}]}] (see docs/trainjob.md)", rjPath.Index(i).Child("template", "spec", "podFailurePolicy"))}
 }
 
 func disruptionIgnored(rules []batchv1.PodFailurePolicyRule) bool {

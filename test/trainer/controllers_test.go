@@ -145,6 +145,7 @@ func startControllers(ctx context.Context, cp *controlplane.ControlPlane, b bins
 			stopProcess(p)
 		}
 		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(trainerCertDir)
 	}
 	kubeconfig, err := writeKubeconfig(cp, dir)
 	if err != nil {

@@ -18,8 +18,11 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
+
+const nodeLostGrace = 2 * time.Second
 
 type suite struct {
 	cp *controlplane.ControlPlane
@@ -61,7 +64,10 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	// trainguard starts after Trainer's CRDs exist, as the chart expects.
-	tg, err := cp.StartTrainguard(ctx, controlplane.TrainguardOptions{})
+	// A short node-lost grace, so the node-loss test does not wait a minute.
+	resched := rescheduler.DefaultOptions()
+	resched.NodeLostGrace = nodeLostGrace
+	tg, err := cp.StartTrainguard(ctx, controlplane.TrainguardOptions{Rescheduler: &resched})
 	if err != nil {
 		return 1, err
 	}

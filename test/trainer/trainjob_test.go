@@ -99,7 +99,7 @@ func jobOf(t *testing.T, ns, trainJob string) *batchv1.Job {
 // podOfJob creates the pod the Job controller would create for index i:
 // the Job's pod template, its completion index, owned by the Job. The API
 // server sends it through trainguard's pod webhook.
-func podOfJob(t *testing.T, job *batchv1.Job, i int) *corev1.Pod {
+func podOfJob(t *testing.T, job *batchv1.Job, i int, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
 	tpl := job.Spec.Template.DeepCopy()
 	idx := strconv.Itoa(i)
@@ -115,6 +115,9 @@ func podOfJob(t *testing.T, job *batchv1.Job, i int) *corev1.Pod {
 	pod.Labels["batch.kubernetes.io/job-name"] = job.Name
 	pod.Annotations[batchv1.JobCompletionIndexAnnotation] = idx
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
+	for _, m := range mutate {
+		m(pod)
+	}
 	require.NoError(t, env.c.Create(context.Background(), pod))
 	return pod
 }
