@@ -161,6 +161,8 @@ func TestOptedOutTrainJobAndSpoofedLabels(t *testing.T) {
 	pod := podOfJob(t, jobOf(t, ns, "quiet"), 0)
 	assert.NotContains(t, pod.Annotations, contract.AnnotationInjected, "the TrainJob's opt-out holds for its pods")
 	assert.Nil(t, nodeContainer(t, pod).Lifecycle)
+	widened := podOfJob(t, jobOf(t, ns, "quiet"), 1, func(p *corev1.Pod) { p.Annotations[contract.AnnotationInject] = contract.InjectEnabled })
+	assert.NotContains(t, widened.Annotations, contract.AnnotationInjected, "a pod annotation never widens its TrainJob's opt-out")
 
 	// A pod whose labels name a TrainJob that does not exist is not a
 	// TrainJob pod: labels alone opt nothing in.
