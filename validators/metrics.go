@@ -37,8 +37,8 @@ func validateMetric(m *autoscalingv2.MetricSpec, p *field.Path) field.ErrorList 
 		return field.ErrorList{field.Required(p.Child(member[t]), fmt.Sprintf("must be specified for a metric of type %s", t))}
 	}
 	var errs field.ErrorList
-	for other, set := range source {
-		if set && other != t {
+	for _, other := range metricTypes() { // sorted: errors in a stable order
+		if source[other] && other != t {
 			errs = append(errs, field.Forbidden(p.Child(member[other]), fmt.Sprintf("must not be set for a metric of type %s", t)))
 		}
 	}

@@ -110,7 +110,7 @@ func validateMLPolicy(ml *trainerv1alpha1.MLPolicy, mlPath *field.Path) ([]strin
 		return nil, errs
 	}
 	torchPath := mlPath.Child("torch")
-	errs = append(errs, validateRuntimeNproc(ml.Torch.NumProcPerNode, torchPath.Child("numProcPerNode"))...)
+	errs = append(errs, validateRuntimeNproc(intOrString(ml.Torch.NumProcPerNode), torchPath.Child("numProcPerNode"))...)
 	ep := ml.Torch.ElasticPolicy
 	if ep == nil {
 		return nil, errs

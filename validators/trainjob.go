@@ -112,7 +112,7 @@ func validateTrainer(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.Training
 		errs = append(errs, field.Invalid(trPath.Child("numNodes"), *tr.NumNodes, "must be at least 1"))
 	}
 	mpi := rt != nil && rt.MLPolicy != nil && rt.MLPolicy.MPI != nil
-	errs = append(errs, validateTrainJobNproc(tr.NumProcPerNode, mpi, trPath.Child("numProcPerNode"))...)
+	errs = append(errs, validateTrainJobNproc(intOrString(tr.NumProcPerNode), mpi, trPath.Child("numProcPerNode"))...)
 	if mpi {
 		return append(errs, validateMPINodes(job, rt, trPath.Child("numNodes"))...)
 	}
@@ -210,4 +210,12 @@ func ptrString(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// intOrString unwraps the local type's value; nil stays nil.
+func intOrString(n *trainerv1alpha1.IntOrString) *intstr.IntOrString {
+	if n == nil {
+		return nil
+	}
+	return &n.IntOrString
 }

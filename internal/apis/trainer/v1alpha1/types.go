@@ -10,6 +10,8 @@
 package v1alpha1
 
 import (
+	"errors"
+
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -91,7 +93,7 @@ type Trainer struct {
 	Env              []corev1.EnvVar              `json:"env,omitempty"`
 	NumNodes         *int32                       `json:"numNodes,omitempty"`
 	ResourcesPerNode *corev1.ResourceRequirements `json:"resourcesPerNode,omitempty"`
-	NumProcPerNode   *intstr.IntOrString          `json:"numProcPerNode,omitempty"`
+	NumProcPerNode   *IntOrString                 `json:"numProcPerNode,omitempty"`
 }
 
 // PodSpecOverride is a TrainJob's override of some runtime jobs' pods.
@@ -176,7 +178,7 @@ type MLPolicy struct {
 
 // TorchMLPolicySource configures torchrun.
 type TorchMLPolicySource struct {
-	NumProcPerNode *intstr.IntOrString `json:"numProcPerNode,omitempty"`
+	NumProcPerNode *IntOrString        `json:"numProcPerNode,omitempty"`
 	ElasticPolicy  *TorchElasticPolicy `json:"elasticPolicy,omitempty"`
 }
 
@@ -195,3 +197,22 @@ type MPIMLPolicySource struct {
 	MPIImplementation *string `json:"mpiImplementation,omitempty"`
 	RunLauncherAsNode *bool   `json:"runLauncherAsNode,omitempty"`
 }
+
+// IntOrString is intstr.IntOrString with a decoder that refuses empty
+// input: intstr's own UnmarshalJSON indexes its first byte, and the
+// webhook's streaming decoder hands it an empty value for a truncated
+// document (found by FuzzValidateTrainer).
+type IntOrString struct{ intstr.IntOrString }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (i *IntOrString) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 {
+		return errEmptyIntOrString
+	}
+	return i.IntOrString.UnmarshalJSON(b)
+}
+
+// MarshalJSON implements json.Marshaler.
+func (i IntOrString) MarshalJSON() ([]byte, error) { return i.IntOrString.MarshalJSON() }
+
+var errEmptyIntOrString = errors.New("int or string: empty value") //nolint:gochecknoglobals // immutable sentinel error.
