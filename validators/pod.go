@@ -21,6 +21,7 @@ func (v *Validator) checkJob(job jobs.Job, nsAnnotations map[string]string) Resu
 		return res
 	}
 	errs, warnings := v.crossCheck(job, nsAnnotations)
+	errs, warnings = runtimeCrossCheck(job, errs, warnings)
 	res.Errors = append(res.Errors, errs...)
 	res.Warnings = append(res.Warnings, warnings...)
 	return res
@@ -54,7 +55,7 @@ func (v *Validator) kindRules(job jobs.Job) Result {
 // crossCheck compares the object with its effective policy.
 func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (field.ErrorList, []string) {
 	meta := job.Meta()
-	p, warnings := v.resolve(nsAnnotations, meta.Annotations)
+	p, warnings := v.resolveFor(job, nsAnnotations)
 	e := job.Elastic()
 	var errs field.ErrorList
 	for _, tpl := range job.Templates() {

@@ -166,3 +166,17 @@ func validateTorchElastic(ep *trainerv1alpha1.TorchElasticPolicy, epPath *field.
 	}
 	return warnings, errs
 }
+
+// runtimeCrossCheck turns a runtime's policy cross-check errors into
+// warnings: a runtime serves TrainJobs with different policies (one may
+// turn TaskD off and use port 9601 itself), so only its TrainJobs' pods,
+// checked against their own TrainJob's policy, can be refused.
+func runtimeCrossCheck(job jobs.Job, errs field.ErrorList, warnings []string) (field.ErrorList, []string) {
+	if _, ok := jobs.RuntimeSpecOf(job); !ok || len(errs) == 0 {
+		return errs, warnings
+	}
+	for _, e := range errs {
+		warnings = append(warnings, e.Error()+" (for TrainJobs under the default policy; their pods are refused if it applies to them)")
+	}
+	return nil, warnings
+}

@@ -39,7 +39,9 @@ type Validator struct {
 	Config *policy.Config
 	// Runtimes finds a TrainJob's runtime; nil skips the checks that need it.
 	Runtimes RuntimeLookup
-	kinds    jobs.Kinds
+	// TrainJobs reads a trainer pod's TrainJob; nil checks pods on their own.
+	TrainJobs TrainJobAnnotations
+	kinds     jobs.Kinds
 }
 
 // New returns a Validator for cfg and the built-in kinds; a nil cfg means

@@ -69,7 +69,7 @@ func NewServer(opts Options, lookup NamespaceAnnotations, m *admissionMetrics, l
 	return &Server{
 		scope:     &scope,
 		injector:  &Injector{Scope: scope, Avoider: opts.Avoider, Kinds: opts.Kinds, TrainJobs: opts.TrainJobs},
-		validator: withRuntimes(validators.New(opts.Config).WithKinds(opts.Kinds), opts.Runtimes),
+		validator: withRuntimes(validators.New(opts.Config).WithKinds(opts.Kinds), opts.Runtimes, opts.TrainJobs),
 		metrics:   m,
 		log:       log,
 	}

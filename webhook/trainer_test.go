@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -183,4 +184,38 @@ func TestTrainerTypesKeepUnknownFields(t *testing.T) {
 func mustPolicy() *contract.Policy {
 	p, _ := policy.Resolve(policy.DefaultConfig(), nil, nil)
 	return p
+}
+
+// TestTrainerPodIsValidatedAgainstItsTrainJobsPolicy: a TrainJob that
+// turned TaskD off may use port 9601 for its own purpose; its pod, injected
+// without TaskD, must not then be refused by the pod validator judging the
+// pod's own annotations alone.
+func TestTrainerPodIsValidatedAgainstItsTrainJobsPolicy(t *testing.T) {
+	tjs := &trainJobs{m: map[string]map[string]string{"team-a/metrics": {contract.AnnotationTaskD: contract.InjectDisabled}}}
+	s := NewServer(Options{Config: policy.DefaultConfig(), TrainJobs: tjs.lookup}, namespaces(optedIn()), nil, logr.Discard())
+	p := trainerPod("team-a", "metrics").With(func(p *corev1.Pod) {
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9601}}
+	})
+	raw, err := json.Marshal(&p.Pod)
+	require.NoError(t, err)
+	_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
+	require.True(t, out.Response.Allowed)
+	mutated, err := ApplyPatch(raw, Result{Patch: decodePatch(t, out.Response.Patch)})
+	require.NoError(t, err)
+	assert.NotContains(t, string(mutated), contract.TaskDPortName, "the TrainJob turned TaskD off")
+	assert.Contains(t, string(mutated), contract.AnnotationInjected)
+	_, vout := post(t, s, PathValidatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", mutated, false)), -1)
+	assert.True(t, vout.Response.Allowed, "validated with the TrainJob's policy: %v", vout.Response.Result)
+
+	// Without its TrainJob's policy, the same pod would have been refused.
+	bare := NewServer(Options{Config: policy.DefaultConfig()}, namespaces(optedIn()), nil, logr.Discard())
+	_, vout = post(t, bare, PathValidatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", mutated, false)), -1)
+	assert.False(t, vout.Response.Allowed)
+}
+
+func decodePatch(t *testing.T, b []byte) []jsonpatch.Operation {
+	t.Helper()
+	var ops []jsonpatch.Operation
+	require.NoError(t, json.Unmarshal(b, &ops))
+	return ops
 }

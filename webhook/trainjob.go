@@ -192,7 +192,14 @@ func LiveRuntimes(live client.Reader) validators.RuntimeLookup {
 // own timeout.
 const runtimeReadTimeout = 3 * time.Second
 
-func withRuntimes(v *validators.Validator, rt validators.RuntimeLookup) *validators.Validator {
+func withRuntimes(v *validators.Validator, rt validators.RuntimeLookup, tj TrainJobLookup) *validators.Validator {
 	v.Runtimes = rt
+	if tj != nil {
+		v.TrainJobs = func(namespace, name string) (map[string]string, bool, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), runtimeReadTimeout)
+			defer cancel()
+			return tj(ctx, namespace, name)
+		}
+	}
 	return v
 }

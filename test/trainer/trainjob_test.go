@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -237,4 +238,19 @@ func ports(c corev1.Container) []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// TestTrainJobPolicyHoldsAtValidation: a TrainJob that turns TaskD off may
+// use port 9601 itself; its pod is injected without TaskD and the pod
+// validator, reading the same TrainJob, admits it.
+func TestTrainJobPolicyHoldsAtValidation(t *testing.T) {
+	ns := namespace(t, true)
+	rt := strings.Replace(torchDistributed("torch-9601-"+ns), `command: [torchrun, /workspace/train.py]`,
+		`command: [torchrun, /workspace/train.py]
+                      ports: [{name: metrics, containerPort: 9601}]`, 1)
+	require.NoError(t, apply(t, rt))
+	require.NoError(t, apply(t, trainJob(ns, "metrics", "torch-9601-"+ns, `trainguard.io/taskd: disabled`)))
+	pod := podOfJob(t, jobOf(t, ns, "metrics"), 0)
+	assert.Contains(t, pod.Annotations[contract.AnnotationInjected], "prestop")
+	assert.NotContains(t, ports(nodeContainer(t, pod)), contract.TaskDPortName)
 }
