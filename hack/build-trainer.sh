@@ -20,6 +20,7 @@ build() { # name version package
   echo "building $1 $2 (~1-2 min)..."
   (cd "$root/hack/tools/trainer" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/$1.tmp" "$3")
   mv "$out/$1.tmp" "$out/$1"
+  echo "built $out/$1 ($2)"
   echo "$2" >"$out/.$1.version"
 }
 
