@@ -25,7 +25,11 @@ k8s-bins: ## Build kube-apiserver and etcd from Go modules into bin/k8s (cached)
 	bash hack/build-k8s.sh all
 
 .PHONY: tools
-tools: $(HELM) k8s-bins python-deps ## Install every tool the tests need.
+tools: $(HELM) k8s-bins trainer-bins python-deps ## Install every tool the tests need.
+
+.PHONY: trainer-bins
+trainer-bins: ## Build Kubeflow Trainer v2.0.0's controller manager and JobSet v0.8.2 into bin/trainer (cached).
+	bash hack/build-trainer.sh all
 
 $(HELM):
 	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
@@ -43,14 +47,19 @@ python-deps: ## Debian's python3-torch for the checkpoint end-to-end tests.
 
 .PHONY: test
 test: tools build ## Unit, golden, fuzz-seed, chart, checkpoint, Python and integration tests.
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/test/integration$$' -e '/test/rescheduler$$')
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/test/integration$$' -e '/test/rescheduler$$' -e '/test/trainer$$')
 	$(MAKE) test-integration
+	$(MAKE) test-trainer
 	$(MAKE) test-python
 
 .PHONY: test-integration
 test-integration: ## Integration and rescheduler suites against a real kube-apiserver; prints wall time and figures.
 	set -o pipefail; $(GO) test -count=1 -v ./test/integration/ ./test/rescheduler/ \
 		| grep -E '^(--- |ok|FAIL|panic|integration suite)|_test.go:[0-9]+: |median'
+
+.PHONY: test-trainer
+test-trainer: ## TrainJob suite: real kube-apiserver, Trainer v2.0.0 and JobSet v0.8.2 controllers, trainguard.
+	set -o pipefail; $(GO) test -count=1 -v ./test/trainer/ | grep -E '^(--- |ok|FAIL|panic|trainer suite)|_test.go:[0-9]+: '
 
 .PHONY: test-python
 test-python:

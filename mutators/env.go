@@ -87,6 +87,9 @@ func checkpointKey(t *Target) string {
 	if _, err := contract.ParseCheckpointKey(t.Policy.CheckpointKey); err == nil {
 		return "key/" + t.Policy.CheckpointKey
 	}
+	if t.Policy.JobDirectory != "" {
+		return t.Policy.JobDirectory
+	}
 	if t.Where != "" {
 		return "pytorchjob/$(" + contract.EnvKubeflowJobName + ")/$(" + contract.EnvOperatorJobName + ")"
 	}

@@ -15,12 +15,13 @@ import (
 // the namespace, an etcd for the rendezvous or the pods of an opted-out
 // job, owes TaskD nothing and must not be refused for it.
 func (v *Validator) checkJob(job jobs.Job, nsAnnotations map[string]string) Result {
-	res := kindRules(job)
+	res := v.kindRules(job)
 	ann := job.Meta().Annotations
 	if _, isPod := job.(jobs.PodJob); contract.OptedOut(ann) || (isPod && !contract.Injected(ann)) {
 		return res
 	}
 	errs, warnings := v.crossCheck(job, nsAnnotations)
+	errs, warnings = runtimeCrossCheck(job, errs, warnings)
 	res.Errors = append(res.Errors, errs...)
 	res.Warnings = append(res.Warnings, warnings...)
 	return res
@@ -29,7 +30,13 @@ func (v *Validator) checkJob(job jobs.Job, nsAnnotations map[string]string) Resu
 // kindRules are the checks particular to one kind, which need no policy.
 // A kind without any gets the generic ones: the trainguard annotations and
 // labels of the object and of each pod template.
-func kindRules(job jobs.Job) Result {
+func (v *Validator) kindRules(job jobs.Job) Result {
+	if res, ok := v.trainJobRules(job); ok {
+		return res
+	}
+	if res, ok := runtimeRules(job); ok {
+		return res
+	}
 	if j, ok := jobs.KubeflowJob(job); ok {
 		return validateKubeflowJob(j)
 	}
@@ -48,7 +55,7 @@ func kindRules(job jobs.Job) Result {
 // crossCheck compares the object with its effective policy.
 func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (field.ErrorList, []string) {
 	meta := job.Meta()
-	p, warnings := v.resolve(nsAnnotations, meta.Annotations)
+	p, warnings := v.resolveFor(job, nsAnnotations)
 	e := job.Elastic()
 	var errs field.ErrorList
 	for _, tpl := range job.Templates() {

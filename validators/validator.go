@@ -37,7 +37,11 @@ type Result struct {
 // Validator checks objects against the rules and the policy file.
 type Validator struct {
 	Config *policy.Config
-	kinds  jobs.Kinds
+	// Runtimes finds a TrainJob's runtime; nil skips the checks that need it.
+	Runtimes RuntimeLookup
+	// TrainJobs reads a trainer pod's TrainJob; nil checks pods on their own.
+	TrainJobs TrainJobAnnotations
+	kinds     jobs.Kinds
 }
 
 // New returns a Validator for cfg and the built-in kinds; a nil cfg means
@@ -114,6 +118,9 @@ func (v *Validator) Validate(obj Object) (Result, error) {
 func updateRules(gvk schema.GroupVersionKind, raw, oldRaw []byte) field.ErrorList {
 	if gvk == kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind) {
 		return validateKubeflowUpdate(raw, oldRaw)
+	}
+	if gvk == (jobs.TrainJob{}).GVK() {
+		return validateTrainJobUpdate(raw, oldRaw)
 	}
 	return nil
 }

@@ -64,7 +64,8 @@ func (s *Server) validate(want schema.GroupVersionKind) admitFunc {
 			return allowed(nil)
 		}
 		var nsAnn map[string]string
-		if gvk != namespaceGVK() {
+		// A cluster-scoped kind (ClusterTrainingRuntime) has no namespace to opt in.
+		if gvk != namespaceGVK() && !s.injector.kinds().IsClusterScoped(gvk) {
 			ann, skip, err := s.scope.Namespace(r.Context(), req.Namespace)
 			if err != nil {
 				log.Error(err, "refused: cannot read namespace")

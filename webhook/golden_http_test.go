@@ -28,13 +28,15 @@ type httpGolden struct {
 	t          *testing.T
 	server     *Server
 	namespaces map[string]map[string]string
-	warnings   []string
+	// trainJobs are read like the offline injector's (trainjob.go).
+	trainJobs *Offline
+	warnings  []string
 }
 
 func runHTTP(t *testing.T, cfg *policy.Config, in []byte) ([]byte, []string) {
 	t.Helper()
-	g := &httpGolden{t: t, namespaces: map[string]map[string]string{}}
-	g.server = NewServer(Options{Config: cfg}, g.lookup, nil, logr.Discard())
+	g := &httpGolden{t: t, namespaces: map[string]map[string]string{}, trainJobs: NewOffline(cfg)}
+	g.server = NewServer(Options{Config: cfg, TrainJobs: g.trainJobs.trainJob}, g.lookup, nil, logr.Discard())
 	var out bytes.Buffer
 	for i, doc := range splitDocs(t, in) {
 		if i > 0 {
@@ -79,6 +81,9 @@ func (g *httpGolden) object(raw []byte) []byte {
 	}
 	if h.IsList() {
 		return g.list(raw)
+	}
+	if h.GVK() == (jobs.TrainJob{}).GVK() {
+		g.trainJobs.rememberTrainJob(h)
 	}
 	if _, ok := jobs.Builtin().For(h.GVK()); !ok {
 		return nil

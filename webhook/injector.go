@@ -13,7 +13,6 @@ import (
 
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
 )
 
@@ -24,7 +23,10 @@ type Injector struct {
 	Avoider mutators.NodeAvoider
 	// Kinds are the kinds handled; the zero value means jobs.Builtin().
 	Kinds *jobs.Kinds
-	types typeCache
+	// TrainJobs reads the TrainJob a pod's labels name; nil means pods
+	// are never taken for TrainJob pods (see trainjob.go).
+	TrainJobs TrainJobLookup
+	types     typeCache
 }
 
 // Request is one object to mutate.
@@ -71,6 +73,9 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if nm, ok := job.(jobs.NotMutated); ok {
+		return Result{Skipped: nm.NotMutatedReason()}, nil
+	}
 	if contract.OptedOut(job.Meta().Annotations) {
 		return Result{Skipped: adapter.GVK().Kind + " opted out with " + contract.AnnotationInject + "=" + contract.InjectDisabled}, nil
 	}
@@ -78,9 +83,11 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	p, warnings := policy.Resolve(i.Config, nsAnn, job.Meta().Annotations)
+	p, warnings, skip, err := i.resolvePolicy(ctx, job, nsAnn, req.Namespace)
+	if err != nil || skip != "" {
+		return Result{Skipped: skip}, err
+	}
 	var more []string
-	var skip string
 	if pod, isPod := job.(jobs.PodJob); isPod {
 		more, skip, err = i.mutatePod(ctx, pod, p, req.Namespace)
 	} else {

@@ -19,11 +19,14 @@ import (
 type Offline struct {
 	Injector   *Injector
 	namespaces map[string]map[string]string
+	trainJobs  map[string]map[string]string
 }
 
 // NewOffline returns an offline injector using cfg.
 func NewOffline(cfg *policy.Config) *Offline {
-	return &Offline{Injector: &Injector{Scope: Scope{Config: cfg}}, namespaces: map[string]map[string]string{}}
+	o := &Offline{Injector: &Injector{Scope: Scope{Config: cfg}}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
+	o.Injector.TrainJobs = o.trainJob
+	return o
 }
 
 // InjectDocument returns doc mutated, or doc unchanged (byte for byte) when
@@ -58,6 +61,8 @@ func (o *Offline) injectObject(ctx context.Context, raw []byte) ([]byte, []strin
 		return nil, nil, nil
 	case h.IsList():
 		return o.injectList(ctx, raw)
+	case h.GVK() == (jobs.TrainJob{}).GVK():
+		o.rememberTrainJob(h)
 	}
 	nsAnn := o.namespaces[h.Metadata.Namespace]
 	if nsAnn == nil {

@@ -47,6 +47,11 @@ type Options struct {
 	Avoider mutators.NodeAvoider
 	// Kinds are the kinds served; nil means jobs.Builtin().
 	Kinds *jobs.Kinds
+	// TrainJobs reads TrainJobs for their pods; Setup fills it from the
+	// manager's cache when nil.
+	TrainJobs TrainJobLookup
+	// Runtimes finds a TrainJob's runtime for validation; Setup reads live when nil.
+	Runtimes validators.RuntimeLookup
 }
 
 // Server holds what every trainguard admission endpoint shares.
@@ -63,8 +68,8 @@ func NewServer(opts Options, lookup NamespaceAnnotations, m *admissionMetrics, l
 	scope := Scope{Config: opts.Config, OwnNamespace: opts.OwnNamespace, Namespaces: lookup}
 	return &Server{
 		scope:     &scope,
-		injector:  &Injector{Scope: scope, Avoider: opts.Avoider, Kinds: opts.Kinds},
-		validator: validators.New(opts.Config).WithKinds(opts.Kinds),
+		injector:  &Injector{Scope: scope, Avoider: opts.Avoider, Kinds: opts.Kinds, TrainJobs: opts.TrainJobs},
+		validator: withRuntimes(validators.New(opts.Config).WithKinds(opts.Kinds), opts.Runtimes, opts.TrainJobs),
 		metrics:   m,
 		log:       log,
 	}
@@ -80,6 +85,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// cache instead of on the first admission request.
 	if _, err := mgr.GetCache().GetInformer(context.Background(), namespaceMeta()); err != nil {
 		return fmt.Errorf("registering the namespace informer: %w", err)
+	}
+	if opts.TrainJobs == nil {
+		opts.TrainJobs = setupTrainJobs(mgr)
+	}
+	if opts.Runtimes == nil {
+		opts.Runtimes = LiveRuntimes(mgr.GetAPIReader())
 	}
 	s := NewServer(opts, CachedNamespaces(mgr.GetCache(), mgr.GetAPIReader()), m, mgr.GetLogger().WithName("webhook"))
 	if err := mgr.AddReadyzCheck("informers-synced", cacheSynced(mgr.GetCache())); err != nil {

@@ -22,6 +22,11 @@ same rules the validating webhook applies:
     nprocPerNode);
   - training.kubedl.io/v1alpha1 PyTorchJob: enableElastic, elasticPolicy,
     rdzvEndpoint, min/max replicas, nProcPerNode;
+  - trainer.kubeflow.org/v1alpha1 TrainJob, TrainingRuntime and
+    ClusterTrainingRuntime (Kubeflow Trainer v2): everything Trainer's own
+    webhook and CRD refuse, plus the torch elastic policy (minNodes,
+    maxNodes, maxRestarts, metrics); a TrainJob is checked against its
+    runtime when the runtime is in the same input;
   - trainguard.io/ and MindCluster annotations and the fault-scheduling label
     on jobs, pod templates, Pods and Namespaces;
   - cross-field checks against the effective policy (TaskD port, GPU limit
@@ -73,6 +78,7 @@ func runValidate(stdin io.Reader, stdout, stderr io.Writer, file, configPath str
 		return err
 	}
 	v := validators.New(cfg)
+	v.Runtimes = runtimesIn(docs).Lookup
 	invalid := 0
 	for i, doc := range docs {
 		if isEmptyDocument(doc) {

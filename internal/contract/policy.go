@@ -11,9 +11,14 @@ import (
 // file, the namespace's annotations and the object's own annotations
 // (policy.Resolve builds the first layer, Overlay adds the others).
 type Policy struct {
-	CheckpointClaim    string
-	CheckpointPath     string
-	CheckpointKey      string // from AnnotationCheckpointKey on the object itself; "" derives one
+	CheckpointClaim string
+	CheckpointPath  string
+	CheckpointKey   string // from AnnotationCheckpointKey on the object itself; "" derives one
+	// JobDirectory is the job's checkpoint directory below the namespace's
+	// (e.g. trainjob/<name>), set by the webhook from a job identity it
+	// verified (a TrainJob read from the API server), never from
+	// annotations or labels. Empty lets the mutator derive it.
+	JobDirectory       string
 	PreStopTimeout     time.Duration
 	GracePeriodMargin  time.Duration
 	TaskD              bool

@@ -97,6 +97,9 @@ func Builtin() Kinds {
 		KubeflowPyTorchJob{},
 		KubeDLPyTorchJob{},
 		Pod{},
+		TrainJob{},
+		TrainingRuntime{},
+		ClusterTrainingRuntime{},
 	}}
 }
 

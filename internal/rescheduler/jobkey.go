@@ -80,6 +80,9 @@ func parseJobKey(s, apiVersion string) (JobKey, bool) {
 // namespace only in the request, not in the object.
 func JobKeyOf(pod *corev1.Pod) JobKey {
 	ns := pod.Namespace
+	if k, ok := jobSetKeyOf(pod); ok { // JobSet (Trainer v2) pods: see jobset.go
+		return k
+	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		return JobKey{Namespace: ns, APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name}
 	}
