@@ -23,14 +23,21 @@ var update = flag.Bool("update", false, "rewrite README.md's included sections f
 
 var includeRE = regexp.MustCompile(`(?s)<!-- BEGIN include ([^ #]+)(?:#([a-z-]+))? -->\n(.*?)<!-- END include -->`)
 
-const readmePath = "../../README.md"
+// includingFiles are the Markdown files with include markers.
+func includingFiles() []string { return []string{"../../README.md", "../../docs/cli.md"} }
 
 func TestReadmeIncludesAreFresh(t *testing.T) {
+	for _, path := range includingFiles() {
+		t.Run(filepath.Base(path), func(t *testing.T) { checkIncludes(t, path) })
+	}
+}
+
+func checkIncludes(t *testing.T, readmePath string) {
 	data, err := os.ReadFile(readmePath)
 	require.NoError(t, err)
 	readme := string(data)
 	matches := includeRE.FindAllStringSubmatch(readme, -1)
-	require.NotEmpty(t, matches, "README.md has no include markers")
+	require.NotEmpty(t, matches, "%s has no include markers", readmePath)
 	fresh := includeRE.ReplaceAllStringFunc(readme, func(block string) string {
 		m := includeRE.FindStringSubmatch(block)
 		body, err := render(m[1], m[2])
@@ -41,7 +48,7 @@ func TestReadmeIncludesAreFresh(t *testing.T) {
 		require.NoError(t, os.WriteFile(readmePath, []byte(fresh), 0o644))
 		return
 	}
-	assert.Equal(t, fresh, readme, "README.md is stale; run: go test ./test/readme -update")
+	assert.Equal(t, fresh, readme, "%s is stale; run: go test ./test/readme -update", readmePath)
 }
 
 func suffix(marker string) string {
