@@ -18,11 +18,13 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // LinePrefix starts the agent's line in the termination message. The JSON
 // object follows it on the same line.
-const LinePrefix = "trainguard.io/checkpoint "
+const LinePrefix = contract.CheckpointOutcomePrefix
 
 // Outcomes the agent reports.
 const (
@@ -35,11 +37,10 @@ const (
 // Outcomes lists every outcome, in the order metrics are initialised.
 func Outcomes() []string { return []string{Saved, Timeout, NoTrainer, Failed} }
 
-// Bounds on what is read. The kubelet keeps at most 4096 bytes of a
-// container's message; anything longer did not come from a kubelet.
+// Bounds on what is read (contract.CheckpointOutcomeLine reads only the
+// message's tail, as the kubelet keeps it).
 const (
-	maxMessage = 4096
-	maxLine    = 512
+	maxLine = contract.MaxCheckpointOutcomeLine
 	// maxSeconds is a day: no preStop hook runs that long, so a larger
 	// figure is garbage, not a slow checkpoint.
 	maxSeconds = 86400
@@ -71,33 +72,14 @@ var ErrNoOutcome = errors.New("no checkpoint outcome line")
 // without the prefix are ignored, and the last prefixed line wins because
 // the agent appends when the hook ends.
 func Parse(message string) (Outcome, error) {
-	if len(message) > maxMessage {
-		// Keep the tail, as the kubelet does: the agent appends.
-		message = message[len(message)-maxMessage:]
-	}
-	line, ok := lastPrefixedLine(message)
-	if !ok {
+	line := contract.CheckpointOutcomeLine(message)
+	if line == "" {
 		return Outcome{}, ErrNoOutcome
 	}
 	if len(line) > maxLine {
 		return Outcome{}, fmt.Errorf("checkpoint outcome line is %d bytes, more than %d", len(line), maxLine)
 	}
 	return decode(strings.TrimPrefix(line, LinePrefix))
-}
-
-func lastPrefixedLine(message string) (string, bool) {
-	for message != "" {
-		i := strings.LastIndexByte(message, '\n')
-		line := strings.TrimRight(message[i+1:], "\r")
-		if strings.HasPrefix(line, LinePrefix) {
-			return line, true
-		}
-		if i < 0 {
-			break
-		}
-		message = message[:i]
-	}
-	return "", false
 }
 
 // decode is strict: one JSON object, no unknown or missing fields, integers

@@ -95,18 +95,32 @@ func transformPodStatus(s *corev1.PodStatus) corev1.PodStatus {
 		}
 	}
 	// Only terminated or crash-looping containers say anything to
-	// classifyTermination; a running container's status is dropped.
+	// classifyTermination, and only a previous run's checkpoint outcome
+	// line to the outcome reader; any other running container's status is
+	// dropped.
 	for _, cs := range s.ContainerStatuses {
-		if cs.State.Terminated == nil && (cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff") {
+		if !statusWorthKeeping(&cs) {
 			continue
 		}
 		out.ContainerStatuses = append(out.ContainerStatuses, corev1.ContainerStatus{
 			Name:                 cs.Name,
+			RestartCount:         cs.RestartCount,
 			State:                transformState(cs.State),
 			LastTerminationState: transformState(cs.LastTerminationState),
 		})
 	}
 	return out
+}
+
+func statusWorthKeeping(cs *corev1.ContainerStatus) bool {
+	switch {
+	case cs.State.Terminated != nil:
+		return true
+	case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff":
+		return true
+	}
+	last := cs.LastTerminationState.Terminated
+	return last != nil && contract.CheckpointOutcomeLine(last.Message) != ""
 }
 
 func transformState(s corev1.ContainerState) corev1.ContainerState {
@@ -118,7 +132,10 @@ func transformState(s corev1.ContainerState) corev1.ContainerState {
 		out.Running = &corev1.ContainerStateRunning{}
 	}
 	if t := s.Terminated; t != nil {
-		out.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason}
+		// Of the message only the agent's checkpoint outcome line is kept
+		// (bounded), for the outcome reader that shares this cache.
+		out.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason,
+			Message: contract.CheckpointOutcomeLine(t.Message)}
 	}
 	return out
 }

@@ -1,0 +1,42 @@
+package contract
+
+import "strings"
+
+// CheckpointOutcomePrefix starts trainguard-agent's line in a container's
+// termination message (the JSON outcome follows on the same line).
+const CheckpointOutcomePrefix = "trainguard.io/checkpoint "
+
+// Bounds on a termination message: the kubelet keeps at most 4096 bytes of
+// one, and the agent's line is far shorter than MaxCheckpointOutcomeLine.
+const (
+	maxTerminationMessage    = 4096
+	MaxCheckpointOutcomeLine = 512
+)
+
+// CheckpointOutcomeLine returns the last line of a termination message that
+// starts with CheckpointOutcomePrefix, or "" when there is none. A user's
+// own message may share the file; the agent appends when the hook ends, so
+// the last prefixed line wins. Only the message's tail is read (as the
+// kubelet keeps it), and an overlong line is cut one byte past the limit so
+// that a parser still sees it is too long. The rescheduler's pod cache keeps
+// only this line of each message, so memory stays bounded.
+func CheckpointOutcomeLine(message string) string {
+	if len(message) > maxTerminationMessage {
+		message = message[len(message)-maxTerminationMessage:]
+	}
+	for message != "" {
+		i := strings.LastIndexByte(message, '\n')
+		line := strings.TrimRight(message[i+1:], "\r")
+		if strings.HasPrefix(line, CheckpointOutcomePrefix) {
+			if len(line) > MaxCheckpointOutcomeLine+1 {
+				line = line[:MaxCheckpointOutcomeLine+1]
+			}
+			return line
+		}
+		if i < 0 {
+			break
+		}
+		message = message[:i]
+	}
+	return ""
+}
