@@ -20,8 +20,10 @@ func writeAtomic(path string, mode os.FileMode, write func(io.Writer) error) err
 	committed := false
 	defer func() {
 		if !committed {
-			tmp.Close()
-			os.Remove(tmpName)
+			// Best effort: the write already failed and that error is
+			// what the caller sees; a leftover temp file is never read.
+			_ = tmp.Close()
+			_ = os.Remove(tmpName)
 		}
 	}()
 	if err := write(tmp); err != nil {
@@ -50,7 +52,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("open dir %s: %w", dir, err)
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // a directory opened only to fsync it: Sync's error is the one that matters
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}

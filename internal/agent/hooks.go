@@ -91,9 +91,11 @@ func httpGet(ctx context.Context, rawURL string, headers []string) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("connect: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // the response was read (or failed) before this
 	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
+		if err := conn.SetDeadline(dl); err != nil {
+			return 0, fmt.Errorf("set deadline: %w", err)
+		}
 	}
 	var b strings.Builder
 	b.WriteString("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: trainguard-agent\r\nConnection: close\r\n")

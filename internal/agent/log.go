@@ -24,7 +24,7 @@ func newEventLog(stderr io.Writer, dir, name, prefix string) *eventLog {
 
 func (l *eventLog) printf(format string, a ...any) {
 	line := time.Now().Format("2006-01-02 15:04:05.000") + " " + l.prefix + fmt.Sprintf(format, a...) + "\n"
-	io.WriteString(l.stderr, line)
+	_, _ = io.WriteString(l.stderr, line) // stderr is the last resort: nowhere to report its failure
 	if l.fileErr != nil {
 		return
 	}
@@ -44,7 +44,7 @@ func appendLine(path, line string) error {
 		return err
 	}
 	if _, err := io.WriteString(f, line); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return err
 	}
 	return f.Close()

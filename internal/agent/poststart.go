@@ -9,7 +9,7 @@ import (
 // look at the checkpoint volume shows each pod's lifetime.
 func runPoststart(args []string, env Env, stderr io.Writer) int {
 	if len(args) != 0 {
-		io.WriteString(stderr, "usage: trainguard-agent poststart\n")
+		_, _ = io.WriteString(stderr, "usage: trainguard-agent poststart\n") // console: nowhere better to report
 		return ExitUsage
 	}
 	dir := firstNonEmpty(env("TRAINGUARD_CHECKPOINT_DIR"), env("MIGRATION_CKPT_PATH"), defaultCheckpointDir)

@@ -90,7 +90,7 @@ func newNonce() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("open /dev/urandom for the request nonce: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	var b [16]byte
 	if _, err := io.ReadFull(f, b[:]); err != nil {
 		return "", fmt.Errorf("read /dev/urandom for the request nonce: %w", err)

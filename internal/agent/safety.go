@@ -121,7 +121,7 @@ func readNoFollow(path string) ([]byte, error) {
 		}
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func openAppendNoFollow(path string) (*os.File, error) {
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		f.Close()
+		_ = f.Close() // refused before any write; the refusal is the error
 		if err == nil {
 			err = fmt.Errorf("%s is not a regular file", path)
 		}

@@ -59,7 +59,7 @@ func appendRecord(path, line string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // second Close after the checked one below is a no-op
 	if needsNewline(f) {
 		line = "\n" + line
 	}

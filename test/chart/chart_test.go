@@ -69,7 +69,7 @@ func helmAndChart(t *testing.T) (string, string) {
 	t.Helper()
 	helm, err := HelmBin()
 	require.NoError(t, err, "the chart tests need the real helm binary")
-	dir, err := ChartDir()
+	dir, err := Dir()
 	require.NoError(t, err)
 	return helm, dir
 }

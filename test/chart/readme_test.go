@@ -199,7 +199,7 @@ func valueKeys(prefix string, m map[string]any, out *[]string) {
 }
 
 func TestReadmeValuesTableCoversEveryValue(t *testing.T) {
-	dir, err := ChartDir()
+	dir, err := Dir()
 	require.NoError(t, err)
 	raw, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
 	require.NoError(t, err)

@@ -49,8 +49,8 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// ChartDir is charts/trainguard in the repository.
-func ChartDir() (string, error) {
+// Dir is charts/trainguard in the repository.
+func Dir() (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err

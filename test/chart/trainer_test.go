@@ -18,7 +18,7 @@ import (
 func TestTrainerSupportFollowsTheAPI(t *testing.T) {
 	helm, err := HelmBin()
 	require.NoError(t, err)
-	dir, err := ChartDir()
+	dir, err := Dir()
 	require.NoError(t, err)
 	api := []string{"--api-versions", "trainer.kubeflow.org/v1alpha1"}
 	for name, tc := range map[string]struct {

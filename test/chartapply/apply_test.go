@@ -74,7 +74,7 @@ func describe(o *unstructured.Unstructured) string {
 func TestEveryRenderedManifestPassesServerSideDryRun(t *testing.T) {
 	helm, err := chart.HelmBin()
 	require.NoError(t, err, "the chart tests need the real helm binary")
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	c, warned := warningClient(t)
 
@@ -129,7 +129,7 @@ func TestEveryRenderedManifestPassesServerSideDryRun(t *testing.T) {
 func TestDryRunRejectsInvalidManifests(t *testing.T) {
 	helm, err := chart.HelmBin()
 	require.NoError(t, err)
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	ctx := context.Background()
 	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system")

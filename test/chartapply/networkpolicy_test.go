@@ -20,7 +20,7 @@ import (
 func TestNetworkPolicyWithPeersPassesServerSideDryRun(t *testing.T) {
 	helm, err := chart.HelmBin()
 	require.NoError(t, err)
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	ctx := context.Background()
 	ensureNamespace(t, ctx, "trainguard-system")
@@ -56,7 +56,7 @@ func TestNetworkPolicyWithPeersPassesServerSideDryRun(t *testing.T) {
 func TestNetworkPolicyRejectsABadPeer(t *testing.T) {
 	helm, err := chart.HelmBin()
 	require.NoError(t, err)
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	ctx := context.Background()
 	ensureNamespace(t, ctx, "trainguard-system")
@@ -74,7 +74,7 @@ func TestNetworkPolicyRejectsABadPeer(t *testing.T) {
 func TestPodMatchConditionsPassServerSideDryRun(t *testing.T) {
 	helm, err := chart.HelmBin()
 	require.NoError(t, err)
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	ctx := context.Background()
 	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system", "webhook.podMatchConditions=true")

@@ -35,7 +35,7 @@ func installFence(t *testing.T, release, namespace string, set ...string) client
 	ctx := context.Background()
 	helm, err := chart.HelmBin()
 	require.NoError(t, err)
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	objs, err := chart.Render(helm, dir, release, namespace, set...)
 	require.NoError(t, err)

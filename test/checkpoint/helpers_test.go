@@ -218,7 +218,7 @@ func writeJSONFile(t testing.TB, path string, v any) {
 // compareStates runs the example's comparison helper (torch.equal on every tensor).
 func compareStates(t testing.TB, args ...string) {
 	t.Helper()
-	cmd := exec.Command(python, append([]string{filepath.Join(world.repo, "examples/trainer/compare_state.py")}, args...)...)
+	cmd := exec.Command(python, append([]string{filepath.Join(world.repo, "examples", "trainer", "compare_state.py")}, args...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "states differ: %s", out)
 	require.Contains(t, string(out), "IDENTICAL")

@@ -220,7 +220,7 @@ func renderWebhooks(values []string) (*admissionregistrationv1.MutatingWebhookCo
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -56,7 +56,7 @@ func TestMonitoringObjectsServerSideDryRun(t *testing.T) {
 func TestMonitoringOffByDefault(t *testing.T) {
 	helm, err := chart.HelmBin()
 	require.NoError(t, err)
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system")
 	require.NoError(t, err)

@@ -101,7 +101,7 @@ func render(t *testing.T, extra ...string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("the observability tests need the real helm binary: %v", err)
 	}
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	if err != nil {
 		t.Fatal(err)
 	}

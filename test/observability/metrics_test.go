@@ -124,7 +124,7 @@ func usedMetrics(t *testing.T, objs []*unstructured.Unstructured) map[string][]s
 
 func dashboardJSON(t *testing.T) string {
 	t.Helper()
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	require.NoError(t, err)
 	raw, err := os.ReadFile(filepath.Join(dir, "dashboards", "trainguard.json"))
 	require.NoError(t, err)

@@ -141,7 +141,7 @@ func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dir, err := chart.ChartDir()
+	dir, err := chart.Dir()
 	if err != nil {
 		return err
 	}
