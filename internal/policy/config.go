@@ -145,8 +145,8 @@ const (
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
 
-	// Rescheduler defaults; cmd/trainguard's tests hold them equal to
-	// rescheduler.DefaultOptions().
+	// Rescheduler defaults (docs/rescheduler.md); rescheduler.DefaultOptions
+	// is built from them.
 	DefaultNodeLostGrace = 60 * time.Second
 	DefaultGraceOverTime = 900 * time.Second
 	DefaultBadNodeTTL    = time.Hour
@@ -154,9 +154,18 @@ const (
 	DefaultBackoffBase   = 10 * time.Second
 	DefaultBackoffMax    = 5 * time.Minute
 
-	DefaultForceDeleteAfter       = 5 * time.Minute
-	DefaultNodeEvictionRate       = 0.1
-	DefaultNodeEvictionBurst      = 3
+	// DefaultForceDeleteAfter matches the 300 s tolerationSeconds the API
+	// server gives every pod for node.kubernetes.io/unreachable: the point
+	// at which Kubernetes itself gives up on the node's kubelet.
+	DefaultForceDeleteAfter = 5 * time.Minute
+	// DefaultNodeEvictionRate is the node lifecycle controller's own
+	// default: one node every 10 s.
+	DefaultNodeEvictionRate = 0.1
+	// DefaultNodeEvictionBurst lets an incident of up to 3 nodes (a rack, a
+	// switch) be handled at once; the node lifecycle controller has a burst
+	// of 1 but evicts only after 5 minutes, trainguard after 60 s.
+	DefaultNodeEvictionBurst = 3
+	// DefaultUnhealthyZoneThreshold is the node lifecycle controller's.
 	DefaultUnhealthyZoneThreshold = 0.55
 )
 

@@ -475,9 +475,9 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 	key := JobKeyOf(pod)
 	var rec Record
 	for i := 0; i < 20; i++ {
-		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, DefaultMaxBadNodes)
+		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, policy.DefaultMaxBadNodes)
 	}
-	require.Len(t, rec.Nodes, DefaultMaxBadNodes, "bounded at 16")
+	require.Len(t, rec.Nodes, policy.DefaultMaxBadNodes, "bounded at 16")
 	assert.NotContains(t, rec.Nodes, "n00", "the oldest go first")
 	assert.Contains(t, rec.Nodes, "n19")
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // Options configure the rescheduler; `trainguard serve` binds them to flags.
@@ -51,44 +52,22 @@ type Options struct {
 	Namespace string
 }
 
-// Defaults, documented in docs/rescheduler.md.
-const (
-	DefaultNodeLostGrace = 60 * time.Second
-	DefaultGraceOverTime = 900 * time.Second
-	DefaultBadNodeTTL    = time.Hour
-	DefaultMaxBadNodes   = 16
-	DefaultBackoffBase   = 10 * time.Second
-	DefaultBackoffMax    = 5 * time.Minute
-	// DefaultForceDeleteAfter matches the 300 s tolerationSeconds the API
-	// server gives every pod for node.kubernetes.io/unreachable: the point
-	// at which Kubernetes itself gives up on the node's kubelet.
-	DefaultForceDeleteAfter = 5 * time.Minute
-	// DefaultNodeEvictionRate is the node lifecycle controller's own
-	// default: one node every 10 s.
-	DefaultNodeEvictionRate = 0.1
-	// DefaultNodeEvictionBurst lets an incident of up to 3 nodes (a rack, a
-	// switch) be handled at once; the node lifecycle controller has a burst
-	// of 1 but evicts only after 5 minutes, trainguard after 60 s.
-	DefaultNodeEvictionBurst = 3
-	// DefaultUnhealthyZoneThreshold is the node lifecycle controller's.
-	DefaultUnhealthyZoneThreshold = 0.55
-)
-
-// DefaultOptions returns the options used when no flag is given.
+// DefaultOptions returns the options used when no flag is given: the
+// Configuration's defaults (internal/policy, the one place they are written).
 func DefaultOptions() Options {
 	return Options{
 		Enabled:       true,
-		NodeLostGrace: DefaultNodeLostGrace,
-		GraceOverTime: DefaultGraceOverTime,
-		BadNodeTTL:    DefaultBadNodeTTL,
-		MaxBadNodes:   DefaultMaxBadNodes,
-		BackoffBase:   DefaultBackoffBase,
-		BackoffMax:    DefaultBackoffMax,
+		NodeLostGrace: policy.DefaultNodeLostGrace,
+		GraceOverTime: policy.DefaultGraceOverTime,
+		BadNodeTTL:    policy.DefaultBadNodeTTL,
+		MaxBadNodes:   policy.DefaultMaxBadNodes,
+		BackoffBase:   policy.DefaultBackoffBase,
+		BackoffMax:    policy.DefaultBackoffMax,
 
-		ForceDeleteAfter:       DefaultForceDeleteAfter,
-		NodeEvictionRate:       DefaultNodeEvictionRate,
-		NodeEvictionBurst:      DefaultNodeEvictionBurst,
-		UnhealthyZoneThreshold: DefaultUnhealthyZoneThreshold,
+		ForceDeleteAfter:       policy.DefaultForceDeleteAfter,
+		NodeEvictionRate:       policy.DefaultNodeEvictionRate,
+		NodeEvictionBurst:      policy.DefaultNodeEvictionBurst,
+		UnhealthyZoneThreshold: policy.DefaultUnhealthyZoneThreshold,
 	}
 }
 

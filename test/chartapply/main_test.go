@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/trainguard/trainguard/test/chart"
+	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 // apiServer is the control plane every test in the package shares.
@@ -25,14 +26,7 @@ var apiServer struct { //nolint:gochecknoglobals // TestMain's fixture.
 }
 
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chartapply:", err)
-		code = 1
-	}
-	fmt.Printf("chartapply wall time: %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
+	os.Exit(controlplane.RunSuite("chartapply", m, run))
 }
 
 func run(m *testing.M) (int, error) {

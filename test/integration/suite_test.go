@@ -5,10 +5,8 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,14 +25,7 @@ type suite struct {
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration suite:", err)
-		code = 1
-	}
-	fmt.Printf("integration suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
+	os.Exit(controlplane.RunSuite("integration suite", m, run))
 }
 
 func run(m *testing.M) (int, error) {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,14 +32,7 @@ type suite struct {
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "observability suite:", err)
-		code = 1
-	}
-	fmt.Printf("observability suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
+	os.Exit(controlplane.RunSuite("observability suite", m, run))
 }
 
 func run(m *testing.M) (int, error) {

@@ -6,10 +6,8 @@ package outcome
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,14 +22,7 @@ type suite struct {
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "outcome suite:", err)
-		code = 1
-	}
-	fmt.Printf("outcome suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
+	os.Exit(controlplane.RunSuite("outcome suite", m, run))
 }
 
 func run(m *testing.M) (int, error) {

@@ -96,14 +96,7 @@ func TestMain(m *testing.M) {
 			os.Exit(code)
 		}
 	}
-	start := time.Now()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rescheduler integration suite:", err)
-		code = 1
-	}
-	fmt.Printf("rescheduler integration suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
+	os.Exit(controlplane.RunSuite("rescheduler integration suite", m, run))
 }
 
 func run(m *testing.M) (code int, err error) {

@@ -61,15 +61,8 @@ var env struct { //nolint:gochecknoglobals // TestMain's fixture.
 }
 
 func TestMain(m *testing.M) {
-	start := time.Now()
 	ctrl.SetLogger(logr.Discard())
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "selfmanaged suite:", err)
-		code = 1
-	}
-	fmt.Printf("selfmanaged suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
+	os.Exit(controlplane.RunSuite("selfmanaged suite", m, run))
 }
 
 func run(m *testing.M) (int, error) {

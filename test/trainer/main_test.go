@@ -12,7 +12,6 @@ package trainer
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -38,14 +37,7 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
 		os.Exit(m.Run())
 	}
-	start := time.Now()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "trainer suite:", err)
-		code = 1
-	}
-	fmt.Printf("trainer suite wall time: %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
+	os.Exit(controlplane.RunSuite("trainer suite", m, run))
 }
 
 func run(m *testing.M) (int, error) {
