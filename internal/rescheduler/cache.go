@@ -42,7 +42,8 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 // keptLabel says whether the rescheduler reads a pod label.
 func keptLabel(k string) bool {
 	switch k {
-	case contract.LabelManaged, contract.LabelMindClusterFaultScheduling, labelKubeflowJobName, labelJobName, labelGroupName:
+	case contract.LabelManaged, contract.LabelMindClusterFaultScheduling, labelKubeflowJobName, labelJobName, labelGroupName,
+		labelJobSetName, labelJobSetReplicatedJob, labelJobSetJobIndex:
 		return true
 	}
 	return false

@@ -30,6 +30,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
 var pytorchJobGVK = schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
@@ -625,6 +626,24 @@ func TestTransformPodKeepsOnlyWhatIsRead(t *testing.T) {
 	same, err := TransformPod(tomb)
 	require.NoError(t, err)
 	assert.Equal(t, tomb, same, "anything but a pod passes unchanged")
+}
+
+// The pods of a JobSet (Trainer v2) keep the labels their job identity is
+// read from, and a terminated container keeps its checkpoint outcome line
+// (for the outcome reader that shares this cache) and nothing else of its
+// message.
+func TestTransformPodKeepsJobSetIdentityAndOutcomeLine(t *testing.T) {
+	pod := newPod(label(labelJobSetName, "resilient"), label(labelJobSetReplicatedJob, "node"), label(labelJobSetJobIndex, "0"),
+		exited(137, "Error"))
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "resilient-node-0", UID: "u", Controller: builders.Ptr(true)}}
+	line := contract.CheckpointOutcomePrefix + `{"outcome":"saved","step":3,"bytes":10,"seconds":0.5}`
+	pod.Status.ContainerStatuses[0].State.Terminated.Message = strings.Repeat("user output\n", 300) + line + "\n"
+	out, err := TransformPod(pod.DeepCopy())
+	require.NoError(t, err)
+	got := out.(*corev1.Pod)
+	assert.Equal(t, JobKeyOf(pod), JobKeyOf(got))
+	assert.Equal(t, "JobSet", JobKeyOf(got).Kind)
+	assert.Equal(t, line, got.Status.ContainerStatuses[0].State.Terminated.Message)
 }
 
 func toolscacheTombstone() any { return "not a pod" }

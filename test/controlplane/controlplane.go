@@ -16,6 +16,10 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
@@ -140,6 +144,12 @@ type TrainguardOptions struct {
 // certificates envtest registered in the webhook configurations, and waits
 // until it serves TLS.
 func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions) (*Trainguard, error) {
+	// trainguard's own namespace holds its lease and the rescheduler's
+	// records; the chart is installed into it, so it always exists.
+	ownNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if err := cp.Client.Create(ctx, ownNS); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating %s: %w", Namespace, err)
+	}
 	cfg := o.Config
 	if cfg == nil {
 		cfg = policy.DefaultConfig()

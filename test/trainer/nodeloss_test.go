@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/rescheduler"
+	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 // resilientRuntime is torch-distributed plus what docs/trainjob.md asks
@@ -63,7 +64,7 @@ func TestNodeLostTrainerPodIsReplacedElsewhere(t *testing.T) {
 
 	key := rescheduler.JobKey{Namespace: ns, APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "resilient"}
 	cm := &corev1.ConfigMap{}
-	require.NoError(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: key.RecordName()}, cm), "one record for the whole JobSet")
+	require.NoError(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: controlplane.Namespace, Name: key.RecordName()}, cm), "one record for the whole JobSet, in trainguard's own namespace")
 	assert.Contains(t, strings.Join(mapValues(cm.Data), " "), bad)
 
 	// The kubelet of a dead node never confirms; the pod goes, and the Job
