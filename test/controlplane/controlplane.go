@@ -145,10 +145,13 @@ type TrainguardOptions struct {
 // until it serves TLS.
 func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions) (*Trainguard, error) {
 	// trainguard's own namespace holds its lease and the rescheduler's
-	// records; the chart is installed into it, so it always exists.
-	ownNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	if err := cp.Client.Create(ctx, ownNS); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating %s: %w", Namespace, err)
+	// records; the chart is installed into it, so it always exists. (A
+	// manager in a child process has no client: its parent created it.)
+	if cp.Client != nil {
+		ownNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+		if err := cp.Client.Create(ctx, ownNS); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating %s: %w", Namespace, err)
+		}
 	}
 	cfg := o.Config
 	if cfg == nil {
