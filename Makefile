@@ -89,3 +89,28 @@ chart-lint: $(HELM) ## helm lint --strict the chart for each supported mode.
 .PHONY: image
 image: ## Build the container image (needs a Docker engine with BuildKit; not available in CI here).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+# ---- Real multi-node cluster on this machine (docs/e2e.md) -------------------
+E2E_TIMEOUT ?= 40m
+
+.PHONY: cluster
+cluster: build k8s-bins $(HELM) ## Real local cluster: control plane, 3 nodes (kubelet + containerd), CNI, DNS, cert-manager, training-operator.
+	bash hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it made (processes, mounts, cgroups, links, iptables).
+	bash hack/cluster/down.sh
+
+.PHONY: cluster-clean
+cluster-clean: cluster-down ## cluster-down plus the nodes' cached image stores.
+	rm -rf bin/cluster/cache
+
+.PHONY: e2e-images
+e2e-images: build ## Build every image the local cluster runs (tarballs in bin/cluster/images).
+	bash hack/cluster/build-bins.sh all
+	bash hack/cluster/images.sh
+
+.PHONY: e2e
+e2e: cluster ## Scenarios on the local cluster (drain, node crash, exit codes, trainguard down, upgrade); prints one table.
+	set -o pipefail; KUBECONFIG=/tmp/trainguard-cluster/kubeconfig $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/ \
+		2>&1 | tee /tmp/trainguard-e2e.log | grep -E '^(--- |=== RUN|ok|FAIL|panic)|e2e_test.go:[0-9]+: |^\||^e2e'
