@@ -14,6 +14,10 @@ mkdir -p "$work"
 infra_sched='{"e2e.trainguard.io/infra":"true"}'
 infra_tol='[{"key":"e2e.trainguard.io/infra","operator":"Exists","effect":"NoSchedule"}]'
 
+no_pulls() {
+  kc apply -f "$root/hack/cluster/manifests/no-pulls.yaml" >/dev/null
+}
+
 coredns() {
   sed "s/__DNS_SVC_IP__/$DNS_SVC_IP/" "$root/hack/cluster/manifests/coredns.yaml" | kc apply -f - >/dev/null
 }
@@ -25,7 +29,7 @@ cert_manager() {
   sed -e 's/v0.1.0/v1.11.5/' -e 's/{{IS_PRERELEASE}}/false/' "$c/Chart.template.yaml" >"$c/Chart.yaml"
   cp "$src"/crds/crd-*.yaml "$c/templates/"
   local img=localhost/cert-manager
-  "$helm" template cert-manager "$c" --namespace cert-manager \
+  "$helm" template cert-manager "$c" --namespace cert-manager --kube-version 1.36.3 \
     --set image.repository=$img-controller,image.tag=$IMAGE_TAG,image.pullPolicy=Never \
     --set webhook.image.repository=$img-webhook,webhook.image.tag=$IMAGE_TAG,webhook.image.pullPolicy=Never \
     --set cainjector.image.repository=$img-cainjector,cainjector.image.tag=$IMAGE_TAG,cainjector.image.pullPolicy=Never \
@@ -39,11 +43,14 @@ cert_manager() {
 
 training_operator() {
   local src=$modcache/github.com/kubeflow/training-operator@v1.8.1/manifests k=$work/training-operator
-  mkdir -p "$k"
+  [ -d "$src" ] || (cd /tmp && GOFLAGS=-mod=mod go mod download github.com/kubeflow/training-operator@v1.8.1)
+  # kustomize takes relative paths only: work on a copy of the upstream manifests.
+  rm -rf "$k"; mkdir -p "$k"; cp -r "$src" "$k/upstream"; chmod -R u+w "$k/upstream"
   cat >"$k/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-resources: [$src/overlays/standalone]
+namespace: kubeflow
+resources: [upstream/overlays/standalone]
 images: [{name: kubeflow/training-operator, newName: localhost/training-operator, newTag: $IMAGE_TAG}]
 patches:
 - target: {kind: Deployment, name: training-operator}
@@ -51,8 +58,16 @@ patches:
     - {op: add, path: /spec/template/spec/nodeSelector, value: $infra_sched}
     - {op: add, path: /spec/template/spec/tolerations, value: $infra_tol}
     - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}
+    - {op: add, path: /spec/template/spec/containers/0/args, value: ["--pytorch-init-container-image=localhost/pytorch:$IMAGE_TAG"]}
+    - {op: add, path: /spec/template/spec/volumes/-, value: {name: init-template, configMap: {name: pytorch-init-container}}}
+    - {op: add, path: /spec/template/spec/containers/0/volumeMounts/-, value: {name: init-template, mountPath: /etc/config, readOnly: true}}
+configMapGenerator:
+- name: pytorch-init-container
+  options: {disableNameSuffixHash: true}
+  files: [initContainer.yaml]
 YAML
-  kc kustomize "$k" --load-restrictor LoadRestrictionsNone >"$work/training-operator.yaml"
+  cp "$root/hack/cluster/manifests/pytorch-init-container.yaml" "$k/initContainer.yaml"
+  kc kustomize "$k" >"$work/training-operator.yaml"
   kc apply --server-side -f "$work/training-operator.yaml" >/dev/null
 }
 
@@ -62,6 +77,7 @@ available() { # NAMESPACE DEPLOYMENT...
     die "deployments $* in $ns not available; see kubectl -n $ns describe pods"
 }
 
+no_pulls
 coredns
 cert_manager
 training_operator

@@ -55,13 +55,22 @@ func pytorchJob(ns, name string, master, worker replica, suspend bool) *unstruct
 // trainScript runs the repository's example trainer (DDP over gloo, the
 // trainguard SDK) and writes its state dumps under /checkpoint/e2e-dumps/JOB,
 // on the shared claim, where the harness reads them from the host.
+//
+// The trainer is not PID 1: the kernel drops signals whose action is the
+// default for a PID namespace's init, so a python3 PID 1 without its own
+// handler ignores the kubelet's SIGTERM and trains on until SIGKILL at the
+// end of the grace period. sh forwards SIGTERM to it instead.
 func trainScript(job string, steps int, delay float64, saveEvery int) string {
 	d := "/checkpoint/e2e-dumps/" + job
 	return strings.Join([]string{
-		"mkdir -p " + d,
-		fmt.Sprintf("exec python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --dump-state %s/resumed --dump-final %s/final",
+		"mkdir -p " + d + " || exit 1",
+		fmt.Sprintf("python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --dump-state %s/resumed --dump-final %s/final & pid=$!",
 			steps, delay, saveEvery, d, d),
-	}, " && ")
+		`trap 'kill -TERM $pid' TERM`,
+		`wait $pid; rc=$?`,
+		`if kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; fi`,
+		`exit $rc`,
+	}, "; ")
 }
 
 // sleepScript keeps a replica alive without training (exit-code scenarios).
