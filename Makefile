@@ -92,6 +92,7 @@ image: ## Build the container image (needs a Docker engine with BuildKit; not av
 
 # ---- Real multi-node cluster on this machine (docs/e2e.md) -------------------
 E2E_TIMEOUT ?= 40m
+E2E_RUN     ?= TestE2E
 
 .PHONY: cluster
 cluster: build k8s-bins $(HELM) ## Real local cluster: control plane, 3 nodes (kubelet + containerd), CNI, DNS, cert-manager, training-operator.

@@ -10,7 +10,7 @@ action=${1:?usage: $0 kill|start NODE_INDEX}; i=${2:?usage: $0 kill|start NODE_I
 case "$i" in [1-9]) ;; *) die "node index must be 1-9, got $i" ;; esac
 case "$action" in
   kill)
-    kill_node "$i"; log "node $(node_name "$i") killed" ;;
+    kill_node "$i" || true; log "node $(node_name "$i") killed" ;;
   start) start_node "$i"; log "node $(node_name "$i") started" ;;
   *) die "unknown action $action (kill|start)" ;;
 esac

@@ -75,10 +75,10 @@ func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit
 	idx := strings.TrimPrefix(node, "tg-node-")
 	t.Logf("%s: killing node %s at master step %d", job, node, lastStep(e.logs(ctx, ns, master)))
 	tKill := time.Now()
+	defer e.restartNode(ctx, t, idx)
 	if _, err := e.run(ctx, "bash", "hack/cluster/node-ctl.sh", "kill", idx); err != nil {
 		return 0, err
 	}
-	defer e.restartNode(ctx, t, idx)
 	var recovered time.Time
 	var why string
 	err = poll(ctx, 2*time.Second, limit, func() (bool, error) {

@@ -42,27 +42,42 @@ func (e *env) trainguardDown(t *testing.T) {
 		t.Fatalf("PyTorchJob in an opted-in namespace while trainguard is down: want a refusal naming trainguard, got %v", err)
 	}
 	jobRefusal := err.Error()
+	if _, err := e.cs.CoreV1().Pods(ns).Create(ctx, pendingPod(ns, "refused"), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "trainguard") {
+		t.Fatalf("pod in an opted-in namespace while trainguard is down: want a refusal naming trainguard, got %v", err)
+	}
+	// Invariant 4 of the design: updates are never blocked by trainguard down.
 	patch := []byte(`{"spec":{"runPolicy":{"suspend":false}}}`)
+	podRefusal, resumedWhileDown := "", true
 	if _, err := e.dyn.Resource(pytorchJobs).Namespace(ns).Patch(ctx, "waiting", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatalf("resume the suspended job: %v", err)
-	}
-	podRefusal, err := e.eventContaining(ctx, ns, 90*time.Second, "trainguard", "failed calling webhook")
-	if err != nil {
-		t.Fatalf("the operator's pod creation was not refused with a message naming trainguard: %v", err)
-	}
-	if p, _ := e.pod(ctx, ns, "waiting-master-0"); p != nil {
-		t.Fatalf("pod %s was created while trainguard is down (not injected: %q)", p.Name, p.Annotations["trainguard.io/injected"])
+		t.Errorf("updating a PyTorchJob (resume it) was refused while trainguard is down; only creations may be: %v", err)
+		resumedWhileDown = false
+	} else {
+		podRefusal, err = e.eventContaining(ctx, ns, 90*time.Second, "trainguard", "failed calling webhook")
+		if err != nil {
+			t.Fatalf("the operator's pod creation was not refused with a message naming trainguard: %v", err)
+		}
+		if p, _ := e.pod(ctx, ns, "waiting-master-0"); p != nil {
+			t.Fatalf("pod %s was created while trainguard is down (not injected: %q)", p.Name, p.Annotations["trainguard.io/injected"])
+		}
 	}
 	down := time.Since(tDown)
 	e.scale(ctx, t, 2)
 	scaledUp = true
 	tUp := time.Now()
+	if !resumedWhileDown {
+		if _, err := e.dyn.Resource(pytorchJobs).Namespace(ns).Patch(ctx, "waiting", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("resume the job after trainguard came back: %v", err)
+		}
+	}
 	p, err := e.waitPod(ctx, ns, "waiting-master-0", 5*time.Minute, running)
 	if err != nil {
 		t.Fatalf("job did not proceed after trainguard came back: %v", err)
 	}
 	if p.Annotations["trainguard.io/injected"] == "" {
 		t.Fatalf("pod created after trainguard came back is not injected")
+	}
+	if t.Failed() {
+		return
 	}
 	e.record("trainguard down", true, "down %s: other namespace unaffected; job refused (%q); pods refused (%q); job's pod running %s after scale-up, no manual action",
 		down.Round(time.Second), clip(jobRefusal), clip(podRefusal), time.Since(tUp).Round(time.Second))
