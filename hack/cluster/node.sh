@@ -159,7 +159,11 @@ cgroup_pids() {
 # shim_pids SOCK: containerd-shim processes serving the containerd at SOCK
 # (one grep over every command line; the socket path is unique to this cluster).
 shim_pids() {
-  grep -l -a -F -- "-address $1" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3
+  local p
+  # Arguments are NUL-separated in cmdline: match the socket path, then the binary.
+  for p in $(grep -l -a -F -- "$1" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+    case "$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")" in *containerd-shim*) echo "$p" ;; esac
+  done
 }
 
 kill_node() { # i: kubelet, containerd, shims, container processes
