@@ -126,3 +126,31 @@ chart-lint: $(HELM) ## helm lint --strict the chart for each supported mode.
 .PHONY: image
 image: ## Build the container image (needs a Docker engine with BuildKit; not available in CI here).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+# ---- Real multi-node cluster on this machine (docs/e2e.md) -------------------
+E2E_TIMEOUT ?= 40m
+E2E_RUN     ?= TestE2E
+
+.PHONY: cluster
+cluster: build k8s-bins $(HELM) ## Real local cluster: control plane, 3 nodes (kubelet + containerd), CNI, DNS, cert-manager, training-operator.
+	bash hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it made (processes, mounts, cgroups, links, iptables).
+	bash hack/cluster/down.sh
+
+.PHONY: cluster-clean
+cluster-clean: cluster-down ## cluster-down plus the nodes' cached image stores.
+	rm -rf bin/cluster/cache
+
+.PHONY: e2e-images
+e2e-images: build ## Build every image the local cluster runs (tarballs in bin/cluster/images).
+	bash hack/cluster/build-bins.sh all
+	bash hack/cluster/images.sh
+
+.PHONY: e2e
+e2e: cluster ## Scenarios on the local cluster (drain, node crash, exit codes, trainguard down, upgrade); one table. E2E_KEEP=1 keeps the cluster.
+	set -o pipefail; rc=0; KUBECONFIG=/tmp/trainguard-cluster/kubeconfig $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/ \
+		2>&1 | tee /tmp/trainguard-e2e.log | grep -E '^ *(--- |ok|FAIL|panic)|_test.go:[0-9]+: |^\||^e2e' || rc=$$?; \
+	echo "full log: /tmp/trainguard-e2e.log"; \
+	[ -n "$(E2E_KEEP)" ] || bash hack/cluster/down.sh; exit $$rc

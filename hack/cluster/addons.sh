@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Cluster add-ons of `make cluster`, as pods from the locally built images:
+# CoreDNS, cert-manager v1.11.5 (its own chart and CRDs, read from the Go
+# module cache and rendered with helm) and the kubeflow training-operator
+# v1.8.1 (its own kustomize manifests, from the module cache). All pinned to
+# the infra node. Waits until each is available.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+kc() { "$CLUSTER_BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
+helm=$root/bin/helm
+modcache=$(go env GOMODCACHE)
+work=$CLUSTER_DIR/addons
+mkdir -p "$work"
+infra_sched='{"e2e.trainguard.io/infra":"true"}'
+infra_tol='[{"key":"e2e.trainguard.io/infra","operator":"Exists","effect":"NoSchedule"}]'
+
+no_pulls() {
+  kc apply -f "$root/hack/cluster/manifests/no-pulls.yaml" >/dev/null
+}
+
+coredns() {
+  sed "s/__DNS_SVC_IP__/$DNS_SVC_IP/" "$root/hack/cluster/manifests/coredns.yaml" | kc apply -f - >/dev/null
+}
+
+cert_manager() {
+  local src=$modcache/github.com/cert-manager/cert-manager@v1.11.5/deploy c=$work/cert-manager
+  [ -d "$src" ] || (cd "$root/hack/tools/cert-manager" && go mod download github.com/cert-manager/cert-manager)
+  rm -rf "$c"; cp -r "$src/charts/cert-manager" "$c"; chmod -R u+w "$c"
+  sed -e 's/v0.1.0/v1.11.5/' -e 's/{{IS_PRERELEASE}}/false/' "$c/Chart.template.yaml" >"$c/Chart.yaml"
+  cp "$src"/crds/crd-*.yaml "$c/templates/"
+  local img=localhost/cert-manager
+  "$helm" template cert-manager "$c" --namespace cert-manager --kube-version 1.36.3 \
+    --set image.repository=$img-controller,image.tag=$IMAGE_TAG,image.pullPolicy=Never \
+    --set webhook.image.repository=$img-webhook,webhook.image.tag=$IMAGE_TAG,webhook.image.pullPolicy=Never \
+    --set cainjector.image.repository=$img-cainjector,cainjector.image.tag=$IMAGE_TAG,cainjector.image.pullPolicy=Never \
+    --set startupapicheck.enabled=false --set-json "nodeSelector=$infra_sched" --set-json "tolerations=$infra_tol" \
+    --set-json "webhook.nodeSelector=$infra_sched" --set-json "webhook.tolerations=$infra_tol" \
+    --set-json "cainjector.nodeSelector=$infra_sched" --set-json "cainjector.tolerations=$infra_tol" \
+    >"$work/cert-manager.yaml"
+  kc create namespace cert-manager --dry-run=client -o yaml | kc apply -f - >/dev/null
+  kc apply --server-side -f "$work/cert-manager.yaml" >/dev/null
+}
+
+training_operator() {
+  local src=$modcache/github.com/kubeflow/training-operator@v1.8.1/manifests k=$work/training-operator
+  [ -d "$src" ] || (cd /tmp && GOFLAGS=-mod=mod go mod download github.com/kubeflow/training-operator@v1.8.1)
+  # kustomize takes relative paths only: work on a copy of the upstream manifests.
+  rm -rf "$k"; mkdir -p "$k"; cp -r "$src" "$k/upstream"; chmod -R u+w "$k/upstream"
+  cat >"$k/kustomization.yaml" <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: kubeflow
+resources: [upstream/overlays/standalone]
+images: [{name: kubeflow/training-operator, newName: localhost/training-operator, newTag: $IMAGE_TAG}]
+patches:
+- target: {kind: Deployment, name: training-operator}
+  patch: |
+    - {op: add, path: /spec/template/spec/nodeSelector, value: $infra_sched}
+    - {op: add, path: /spec/template/spec/tolerations, value: $infra_tol}
+    - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}
+    - {op: add, path: /spec/template/spec/containers/0/args, value: ["--pytorch-init-container-image=localhost/pytorch:$IMAGE_TAG"]}
+    - {op: add, path: /spec/template/spec/volumes/-, value: {name: init-template, configMap: {name: pytorch-init-container}}}
+    - {op: add, path: /spec/template/spec/containers/0/volumeMounts/-, value: {name: init-template, mountPath: /etc/config, readOnly: true}}
+configMapGenerator:
+- name: pytorch-init-container
+  options: {disableNameSuffixHash: true}
+  files: [initContainer.yaml]
+YAML
+  cp "$root/hack/cluster/manifests/pytorch-init-container.yaml" "$k/initContainer.yaml"
+  kc kustomize "$k" >"$work/training-operator.yaml"
+  kc apply --server-side -f "$work/training-operator.yaml" >/dev/null
+}
+
+available() { # NAMESPACE DEPLOYMENT...
+  local ns=$1; shift
+  kc -n "$ns" wait --for=condition=Available --timeout=300s "${@/#/deployment/}" >/dev/null ||
+    die "deployments $* in $ns not available; see kubectl -n $ns describe pods"
+}
+
+no_pulls
+coredns
+cert_manager
+training_operator
+available kube-system coredns
+log "  CoreDNS available"
+available cert-manager cert-manager cert-manager-cainjector cert-manager-webhook
+log "  cert-manager available"
+available kubeflow training-operator
+log "  training-operator available"

@@ -1,0 +1,177 @@
+# One node of the local cluster: its own containerd (root, state, socket) and
+# its own kubelet (root dir, ports, cgroupRoot), so nodes never see each
+# other's containers as orphans. Sourced by up.sh and by the e2e harness's
+# node-restart helper (hack/cluster/node-start.sh).
+# shellcheck shell=bash
+
+start_proc() { # NAME LOGFILE CMD...: start detached, record the pid
+  local name=$1 logf=$2; shift 2
+  mkdir -p "$CLUSTER_DIR/pids" "$(dirname "$logf")"
+  setsid "$@" >>"$logf" 2>&1 </dev/null &
+  echo $! >"$CLUSTER_DIR/pids/$name.pid"
+}
+
+node_cgroups() { # create /sys/fs/cgroup/<controller>/tg-node-<i> (cgroup v1 + unified)
+  local i=$1 c dir
+  for c in /sys/fs/cgroup/*/; do
+    c=${c%/}
+    [ -f "$c/cgroup.procs" ] || continue
+    dir=$c/$CGROUP_PREFIX$i
+    mkdir -p "$dir"
+    if [ -f "$c/cpuset.cpus" ]; then
+      cat "$c/cpuset.cpus" >"$dir/cpuset.cpus"; cat "$c/cpuset.mems" >"$dir/cpuset.mems"
+    fi
+  done
+}
+
+containerd_config() {
+  local i=$1 d; d=$(node_dir "$i")
+  mkdir -p "$d/cni" "$CLUSTER_CACHE/containerd-$i"
+  cat >"$d/containerd.toml" <<TOML
+version = 2
+# Image store in the cache (persists across runs); everything live under $d.
+root = "$CLUSTER_CACHE/containerd-$i"
+state = "$d/containerd-state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$(node_sock "$i")"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:$IMAGE_TAG"
+  # root here lacks CAP_SYS_RESOURCE: without this every sandbox fails in runc.
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "$((10370 + i))"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$d/cni"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+TOML
+  # All nodes share one bridge and one host-local range (one machine); no
+  # masquerade: pods only talk to each other and to this host.
+  cat >"$d/cni/10-trainguard-e2e.conflist" <<JSON
+{"cniVersion": "0.4.0", "name": "$CNI_NET", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$CLUSTER_DIR/cni-ipam",
+            "ranges": [[{"subnet": "$POD_CIDR"}]], "routes": [{"dst": "0.0.0.0/0"}]}}
+]}
+JSON
+}
+
+kubelet_config() {
+  local i=$1 d; d=$(node_dir "$i")
+  mkdir -p "$d/kubelet" "$d/pod-logs"
+  cat >"$d/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 0.0.0.0
+port: $((KUBELET_PORT_BASE + i))
+healthzPort: $((KUBELET_PORT_BASE + 10 + i))
+healthzBindAddress: 127.0.0.1
+readOnlyPort: 0
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $CLUSTER_DIR/pki/ca.crt}
+authorization: {mode: Webhook}
+cgroupDriver: cgroupfs
+cgroupRoot: /$CGROUP_PREFIX$i
+failCgroupV1: false
+failSwapOn: false
+enforceNodeAllocatable: []
+makeIPTablesUtilChains: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
+clusterDNS: [$DNS_SVC_IP]
+clusterDomain: cluster.local
+resolvConf: ""
+podLogsDir: $d/pod-logs
+containerRuntimeEndpoint: unix://$(node_sock "$i")
+serializeImagePulls: false
+# Secret volumes (webhook certificates issued after the pod started) are
+# refreshed on each pod sync: every 10 s instead of every minute.
+syncFrequency: 10s
+YAML
+}
+
+start_node() { # i: containerd, images, kubelet
+  local i=$1 d sock; d=$(node_dir "$i"); sock=$(node_sock "$i")
+  node_cgroups "$i"
+  containerd_config "$i"
+  kubelet_config "$i"
+  start_proc "containerd-$i" "$CLUSTER_DIR/logs/containerd-$i.log" containerd --config "$d/containerd.toml"
+  local n=0
+  until [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1; do
+    n=$((n + 1)); [ $n -gt 100 ] && die "containerd-$i did not start; see $CLUSTER_DIR/logs/containerd-$i.log"
+    sleep 0.2
+  done
+  import_images "$i"
+  local taints="" labels="e2e.trainguard.io/node=$i"
+  # Node 1 keeps the cluster's own services (DNS, cert-manager, operator,
+  # trainguard) away from the nodes the scenarios drain and kill.
+  if [ "$i" = 1 ]; then taints="e2e.trainguard.io/infra=true:NoSchedule"; labels="$labels,e2e.trainguard.io/infra=true"; fi
+  start_proc "kubelet-$i" "$CLUSTER_DIR/logs/kubelet-$i.log" "$CLUSTER_BIN/kubelet" \
+    --config "$d/kubelet.yaml" --kubeconfig "$CLUSTER_DIR/node-$i.kubeconfig" \
+    --root-dir "$d/kubelet" --hostname-override "$(node_name "$i")" --node-ip "$(host_ip)" \
+    --node-labels "$labels" ${taints:+--register-with-taints "$taints"} --v=2
+}
+
+# import_images i: every tarball in bin/cluster/images, skipped when the node's
+# (persistent) image store already holds that exact tarball.
+import_images() {
+  local i=$1 sock t stampf; sock=$(node_sock "$i")
+  for t in "$CLUSTER_BIN"/images/*.tar; do
+    # Training pods never run on the infra node: spare it the 1.3 GB PyTorch image.
+    [ "$i" = 1 ] && [ "$(basename "$t")" = pytorch.tar ] && continue
+    stampf="$CLUSTER_CACHE/containerd-$i/imported-$(basename "$t").stamp"
+    if [ "$(cat "$stampf" 2>/dev/null)" = "$(stat -c '%s %Y' "$t")" ]; then continue; fi
+    ctr -a "$sock" -n k8s.io images import "$t" >/dev/null ||
+      die "import $t into node $i failed"
+    stat -c '%s %Y' "$t" >"$stampf"
+  done
+}
+
+# ---- stopping (down.sh, node-ctl.sh kill) ----
+
+kill_pidfile() { # NAME [SIG]: kill the recorded process, SIGKILL after 10 s
+  local f=$CLUSTER_DIR/pids/$1.pid pid n=0
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "-${2:-TERM}" "$pid" 2>/dev/null
+    # kube-apiserver may ignore SIGTERM for over a minute with nodes attached.
+    while kill -0 "$pid" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  rm -f "$f"
+}
+
+# cgroup_pids i: every process in node i's cgroup tree (its pods' containers).
+cgroup_pids() {
+  local c
+  for c in /sys/fs/cgroup/pids /sys/fs/cgroup/memory /sys/fs/cgroup/cpu; do
+    [ -d "$c/$CGROUP_PREFIX$1" ] && find "$c/$CGROUP_PREFIX$1" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done | sort -u
+}
+
+# shim_pids SOCK: containerd-shim processes serving the containerd at SOCK
+# (one grep over every command line; the socket path is unique to this cluster).
+shim_pids() {
+  local p
+  # Arguments are NUL-separated in cmdline: match the socket path, then the binary.
+  for p in $(grep -l -a -F -- "$1" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+    case "$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")" in *containerd-shim*) echo "$p" ;; esac
+  done
+}
+
+kill_node() { # i: kubelet, containerd, shims, container processes
+  local i=$1 pid
+  [ -f "$CLUSTER_DIR/pids/kubelet-$i.pid" ] || [ -f "$CLUSTER_DIR/pids/containerd-$i.pid" ] ||
+    [ -d "/sys/fs/cgroup/pids/$CGROUP_PREFIX$i" ] || [ -S "$(node_sock "$i")" ] || return 0
+  kill_pidfile "kubelet-$i" KILL
+  kill_pidfile "containerd-$i" KILL
+  for pid in $(cgroup_pids "$i") $(shim_pids "$(node_sock "$i")"); do kill -KILL "$pid" 2>/dev/null; done
+}
+
