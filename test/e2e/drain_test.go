@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -67,7 +68,11 @@ func (e *env) drain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.record("drain", true, "worker moved %s → %s; drain took %s; %s", node, repl.Spec.NodeName, drained.Round(time.Second), figures)
+	saved, err := e.checkpointSavedEvent(ctx, ns, job+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.record("drain", true, "worker moved %s → %s; drain took %s; %s; outcome Event: %s", node, repl.Spec.NodeName, drained.Round(time.Second), figures, saved)
 }
 
 // drainFigures checks the claim after the job: the acknowledged checkpoint is
@@ -94,7 +99,10 @@ func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
 		return "", err
 	}
 	acked := int(num(ack, "step"))
-	dumps := filepath.Join(claim, "e2e-dumps", job)
+	// The trainer's /checkpoint is the job's own directory on the claim
+	// (trainguard mounts only <namespace>/<job key> of it): the directory
+	// that holds the checkpoint pointer.
+	dumps := filepath.Join(filepath.Dir(latestPath), "e2e-dumps", job)
 	for rank := 0; rank < 3; rank++ {
 		got, err := dumpStep(e.root, fmt.Sprintf("%s/resumed.rank%d", dumps, rank))
 		if err != nil {
@@ -150,4 +158,31 @@ func (e *env) waitJob(ctx context.Context, ns, name, want string, timeout time.D
 		return fmt.Errorf("PyTorchJob %s/%s not %s: %w (last condition %q)", ns, name, want, err, last)
 	}
 	return nil
+}
+
+// checkpointSavedEvent waits for a CheckpointSaved Event on a pod of the job
+// (pods named prefix*): trainguard makes it from a drained pod's termination
+// message (the agent's outcome line, carried out of the container by the
+// kubelet). It returns the pod and the message, which names the step, the
+// size and the duration. A drain may stop several of the job's pods; any of
+// them saving is the outcome this checks.
+func (e *env) checkpointSavedEvent(ctx context.Context, ns, prefix string) (string, error) {
+	var msg string
+	err := poll(ctx, 2*time.Second, 90*time.Second, func() (bool, error) {
+		evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Kind == "Pod" && strings.HasPrefix(ev.InvolvedObject.Name, prefix) && ev.Reason == "CheckpointSaved" {
+				msg = ev.InvolvedObject.Name + ": " + ev.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("no CheckpointSaved Event on a pod of %s*: %w", prefix, err)
+	}
+	return msg, nil
 }
