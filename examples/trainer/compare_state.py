@@ -1,7 +1,8 @@
 """Compare state dumps written by train.py --dump-state/--dump-final.
 
     compare_state.py A B [C ...]        exit 0 when all are bit-identical
-    compare_state.py --checkpoint DIR A  also compare A with DIR's latest checkpoint
+    compare_state.py --checkpoint DIR [--name CKPT] A
+                                         also compare A with DIR's latest checkpoint (or CKPT)
 
 Tensors are compared with torch.equal (exact), so any drift fails.
 """
@@ -37,12 +38,13 @@ def equal(a, b, path="state"):
     return None if a == b else "%s: %r != %r" % (path, a, b)
 
 
-def from_checkpoint(directory):
-    """The pointer's checkpoint, read the way the SDK reads it (safe loader)."""
+def from_checkpoint(directory, name=None):
+    """A checkpoint (the pointer's, unless name is given), read the way the
+    SDK reads it (safe loader)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
     from trainguard import _storage as storage
     ptr = json.load(open(os.path.join(directory, "trainguard-latest.json")))
-    ck = storage.load_checkpoint(directory, ptr["file"])
+    ck = storage.load_checkpoint(directory, name or ptr["file"])
     s = ck["states"]
     return {"model": s["model"], "optimizer": s["optimizer"], "metrics": s["metrics"], "step": ck["step"]}
 
@@ -50,8 +52,11 @@ def from_checkpoint(directory):
 def main(argv):
     states = []
     if argv and argv[0] == "--checkpoint":
-        states.append(("checkpoint", from_checkpoint(argv[1])))
-        argv = argv[2:]
+        directory, argv = argv[1], argv[2:]
+        name = None
+        if argv and argv[0] == "--name":
+            name, argv = argv[1], argv[2:]
+        states.append(("checkpoint", from_checkpoint(directory, name)))
     states += [(p, torch.load(p, map_location="cpu")) for p in argv]
     if len(states) < 2:
         print(__doc__)

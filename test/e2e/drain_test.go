@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,9 +82,27 @@ func (e *env) drain(t *testing.T) {
 // final state equals an uninterrupted reference run's.
 func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
 	claim := e.pvDir(ns)
-	ack, ackPath, err := newestJSON(claim, "ack.json")
+	latest, latestPath, err := newestJSON(claim, "trainguard-latest.json")
 	if err != nil {
-		return "", fmt.Errorf("no acknowledgement on the claim, the preStop hook did not run or the trainer did not answer: %w", err)
+		return "", err
+	}
+	// The trainer's /checkpoint is the job's own directory on the claim
+	// (trainguard mounts only <namespace>/<job key> of it): the directory
+	// that holds the checkpoint pointer.
+	jobDir := filepath.Dir(latestPath)
+	dumps := filepath.Join(jobDir, "e2e-dumps", job)
+	resumedAt, err := modTime(filepath.Join(dumps, "resumed.rank0"))
+	if err != nil {
+		return "", fmt.Errorf("rank 0 did not resume: %w", err)
+	}
+	// A drain can stop several pods of the job. Once the first one goes the
+	// job restarts, and the restarted trainer may answer a drained pod's
+	// request that is still open; that later acknowledgement is of the new
+	// incarnation. What must hold: the job resumed from the newest checkpoint
+	// acknowledged before it resumed.
+	ack, ackPath, later, err := newestAckBefore(jobDir, resumedAt)
+	if err != nil {
+		return "", fmt.Errorf("no acknowledgement before the resume, the preStop hook did not run or the trainer did not answer: %w", err)
 	}
 	if ack["status"] != "ok" {
 		return "", fmt.Errorf("%s: status %v, error %v", ackPath, ack["status"], ack["error"])
@@ -92,17 +112,9 @@ func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
 		return "", err
 	}
 	if float64(since.Unix())-1 > num(ack, "acked_at") {
-		return "", fmt.Errorf("newest ack (%s) predates the drain", ackPath)
-	}
-	latest, latestPath, err := newestJSON(claim, "trainguard-latest.json")
-	if err != nil {
-		return "", err
+		return "", fmt.Errorf("newest ack before the resume (%s) predates the drain", ackPath)
 	}
 	acked := int(num(ack, "step"))
-	// The trainer's /checkpoint is the job's own directory on the claim
-	// (trainguard mounts only <namespace>/<job key> of it): the directory
-	// that holds the checkpoint pointer.
-	dumps := filepath.Join(filepath.Dir(latestPath), "e2e-dumps", job)
 	for rank := 0; rank < 3; rank++ {
 		got, err := dumpStep(e.root, fmt.Sprintf("%s/resumed.rank%d", dumps, rank))
 		if err != nil {
@@ -112,7 +124,7 @@ func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
 			return "", fmt.Errorf("rank %d resumed at step %d, the acknowledged checkpoint is step %d: %d steps lost", rank, got, acked, acked-got)
 		}
 	}
-	if out, err := hostPython(e.root, "examples/trainer/compare_state.py", "--checkpoint", filepath.Dir(latestPath), dumps+"/resumed.rank0"); err != nil {
+	if out, err := hostPython(e.root, "examples/trainer/compare_state.py", "--checkpoint", jobDir, "--name", fmt.Sprint(ack["checkpoint"]), dumps+"/resumed.rank0"); err != nil {
 		return "", fmt.Errorf("resumed state differs from the acknowledged checkpoint: %v %s", err, out)
 	}
 	// Reported, not asserted: the in-cluster run and a host run of the same
@@ -129,8 +141,8 @@ func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
 			}
 		}
 	}
-	return fmt.Sprintf("acked step %d, resumed at %d on all ranks (0 steps lost, state identical to the ack); checkpoint %.1f KiB; preStop→ack %.0f ms; %s",
-		acked, acked, num(latest, "size")/1024, (num(ack, "acked_at")-num(req, "requested_at"))*1000, final), nil
+	return fmt.Sprintf("acked step %d, resumed at %d on all ranks (0 steps lost, state identical to the ack; %d later ack(s) by the resumed job); checkpoint %.1f KiB; preStop→ack %.0f ms; %s",
+		acked, acked, later, num(latest, "size")/1024, (num(ack, "acked_at")-num(req, "requested_at"))*1000, final), nil
 }
 
 // waitStep waits until the pod's trainer logged rank 0's step n.
@@ -185,4 +197,43 @@ func (e *env) checkpointSavedEvent(ctx context.Context, ns, prefix string) (stri
 		return "", fmt.Errorf("no CheckpointSaved Event on a pod of %s*: %w", prefix, err)
 	}
 	return msg, nil
+}
+
+// newestAckBefore returns, of the acknowledgements in the job's signal
+// directories, the newest one made before t, and how many were made after.
+func newestAckBefore(jobDir string, t time.Time) (map[string]any, string, int, error) {
+	paths, _ := filepath.Glob(filepath.Join(jobDir, ".trainguard", "*", "ack.json"))
+	var best map[string]any
+	var bestPath string
+	later := 0
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil {
+			continue
+		}
+		at := num(m, "acked_at")
+		if at > float64(t.UnixNano())/1e9 {
+			later++
+			continue
+		}
+		if best == nil || at > num(best, "acked_at") {
+			best, bestPath = m, p
+		}
+	}
+	if best == nil {
+		return nil, "", later, fmt.Errorf("none of %d acknowledgement(s) under %s precedes the resume at %s", len(paths), jobDir, t.Format(time.RFC3339Nano))
+	}
+	return best, bestPath, later, nil
+}
+
+func modTime(path string) (time.Time, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
 }
