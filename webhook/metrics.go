@@ -1,12 +1,12 @@
 package webhook
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/trainguard/trainguard/internal/promreg"
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
@@ -29,26 +29,13 @@ func newAdmissionMetrics(reg prometheus.Registerer) (*admissionMetrics, error) {
 		Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1},
 	}, []string{"webhook"})
 	var err error
-	if decisions, err = register(reg, decisions); err != nil {
-		return nil, err
+	if decisions, err = promreg.Register(reg, decisions); err != nil {
+		return nil, fmt.Errorf("registering admission metrics: %w", err)
 	}
-	if latency, err = register(reg, latency); err != nil {
-		return nil, err
+	if latency, err = promreg.Register(reg, latency); err != nil {
+		return nil, fmt.Errorf("registering admission metrics: %w", err)
 	}
 	return &admissionMetrics{decisions: decisions, latency: latency}, nil
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if errors.As(err, &already) {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("registering admission metrics: %w", err)
-	}
-	return c, nil
 }
 
 func (m *admissionMetrics) instrument(name string, admit admitFunc) admitFunc {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/trainguard/trainguard/internal/promreg"
 )
 
 // Metric names, documented in docs/observability.md and used by the chart's
@@ -56,10 +57,10 @@ func newMetrics() *metrics {
 // outcome's series at zero so alerts and panels see 0, not "no data".
 func (m *metrics) register(reg prometheus.Registerer) error {
 	var errs []error
-	m.total = reuse(reg, m.total, &errs)
-	m.duration = reuse(reg, m.duration, &errs)
-	m.bytes = reuse(reg, m.bytes, &errs)
-	m.invalid = reuse(reg, m.invalid, &errs)
+	m.total = promreg.Collect(reg, m.total, &errs)
+	m.duration = promreg.Collect(reg, m.duration, &errs)
+	m.bytes = promreg.Collect(reg, m.bytes, &errs)
+	m.invalid = promreg.Collect(reg, m.invalid, &errs)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("registering checkpoint outcome metrics: %w", err)
 	}
@@ -68,21 +69,6 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		m.duration.WithLabelValues(o)
 	}
 	return nil
-}
-
-func reuse[T prometheus.Collector](reg prometheus.Registerer, c T, errs *[]error) T {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing
-		}
-	}
-	*errs = append(*errs, err)
-	return c
 }
 
 func (m *metrics) observe(o Outcome) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/trainguard/trainguard/internal/promreg"
 )
 
 // metrics are the rescheduler's Prometheus counters. They are created per
@@ -94,35 +95,19 @@ func newMetrics() *metrics {
 // reused, so counts keep adding up in one place.
 func (m *metrics) register(reg prometheus.Registerer) error {
 	var errs []error
-	reuse := func(err error) { errs = append(errs, err) }
-	m.decisions = registerOrReuse(reg, m.decisions, reuse)
-	m.deletions = registerOrReuse(reg, m.deletions, reuse)
-	m.badNodes = registerOrReuse(reg, m.badNodes, reuse)
-	m.recreated = registerOrReuse(reg, m.recreated, reuse)
-	m.errorsByOp = registerOrReuse(reg, m.errorsByOp, reuse)
-	m.brakeEngaged = registerOrReuse(reg, m.brakeEngaged, reuse)
-	m.unhealthyNodes = registerOrReuse(reg, m.unhealthyNodes, reuse)
-	m.nodesActedOn = registerOrReuse(reg, m.nodesActedOn, reuse)
-	m.held = registerOrReuse(reg, m.held, reuse)
-	m.recordsIgnored = registerOrReuse(reg, m.recordsIgnored, reuse)
-	m.podsIgnored = registerOrReuse(reg, m.podsIgnored, reuse)
+	m.decisions = promreg.Collect(reg, m.decisions, &errs)
+	m.deletions = promreg.Collect(reg, m.deletions, &errs)
+	m.badNodes = promreg.Collect(reg, m.badNodes, &errs)
+	m.recreated = promreg.Collect(reg, m.recreated, &errs)
+	m.errorsByOp = promreg.Collect(reg, m.errorsByOp, &errs)
+	m.brakeEngaged = promreg.Collect(reg, m.brakeEngaged, &errs)
+	m.unhealthyNodes = promreg.Collect(reg, m.unhealthyNodes, &errs)
+	m.nodesActedOn = promreg.Collect(reg, m.nodesActedOn, &errs)
+	m.held = promreg.Collect(reg, m.held, &errs)
+	m.recordsIgnored = promreg.Collect(reg, m.recordsIgnored, &errs)
+	m.podsIgnored = promreg.Collect(reg, m.podsIgnored, &errs)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("registering rescheduler metrics: %w", err)
 	}
 	return nil
-}
-
-func registerOrReuse[T prometheus.Collector](reg prometheus.Registerer, c T, fail func(error)) T {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing
-		}
-	}
-	fail(err)
-	return c
 }

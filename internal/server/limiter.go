@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/trainguard/trainguard/internal/promreg"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -80,14 +81,9 @@ func NewLimiter(o LimiterOptions, log logr.Logger) *Limiter {
 
 // registerOnce registers c in controller-runtime's registry, or returns the
 // collector already registered under its name (tests run several servers).
+// Best effort: a server without its metrics still serves.
 func registerOnce[C prometheus.Collector](c C) C {
-	if err := metrics.Registry.Register(c); err != nil {
-		if already, ok := err.(prometheus.AlreadyRegisteredError); ok {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
+	c, _ = promreg.Register(metrics.Registry, c)
 	return c
 }
 
