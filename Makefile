@@ -31,6 +31,9 @@ tools: $(HELM) k8s-bins trainer-bins python-deps ## Install every tool the tests
 trainer-bins: ## Build Kubeflow Trainer v2.0.0's controller manager and JobSet v0.8.2 into bin/trainer (cached).
 	bash hack/build-trainer.sh all
 
+.PHONY: helm
+helm: $(HELM) ## Install helm into bin/ (cached).
+
 $(HELM):
 	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
@@ -93,6 +96,9 @@ lint: $(GOLANGCI_LINT) ## go vet, gofmt check and golangci-lint (.golangci.yml).
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-tool
+lint-tool: $(GOLANGCI_LINT) ## Install golangci-lint into bin/ (cached; .ci/run builds it beside the other tools).
 
 # The version is in the file name, so changing GOLANGCI_LINT_VERSION installs it.
 $(GOLANGCI_LINT):

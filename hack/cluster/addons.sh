@@ -2,8 +2,10 @@
 # Cluster add-ons of `make cluster`, as pods from the locally built images:
 # CoreDNS, cert-manager v1.11.5 (its own chart and CRDs, read from the Go
 # module cache and rendered with helm) and the kubeflow training-operator
-# v1.8.1 (its own kustomize manifests, from the module cache). All pinned to
-# the infra node. Waits until each is available.
+# v1.8.1 (its own kustomize manifests, from the module cache), and Kubeflow
+# Trainer v2 with JobSet (each with its own webhooks and self-managed
+# certificates, their own kustomize manifests from the module cache). All
+# pinned to the infra node. Waits until each is available.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 kc() { "$CLUSTER_BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
@@ -71,6 +73,79 @@ YAML
   kc apply --server-side -f "$work/training-operator.yaml" >/dev/null
 }
 
+# infra_patch DEPLOYMENT IMAGE: the JSON patch that pins a controller to the
+# infra node, uses the local image and asks for little CPU (the nodes share 2 cores).
+infra_patch() {
+  cat <<YAML
+- target: {kind: Deployment, name: $1}
+  patch: |
+    - {op: add, path: /spec/template/spec/nodeSelector, value: $infra_sched}
+    - {op: add, path: /spec/template/spec/tolerations, value: $infra_tol}
+    - {op: replace, path: /spec/template/spec/containers/0/image, value: "localhost/$2:$IMAGE_TAG"}
+    - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}
+    - {op: add, path: /spec/template/spec/containers/0/resources, value: {requests: {cpu: 20m, memory: 64Mi}}}
+YAML
+}
+
+# upstream MODULE@VERSION SUBDIR DEST: a writable copy of a module's manifests
+# (kustomize takes relative paths only).
+upstream() {
+  local dir
+  dir=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir/$2" ] || die "$1 has no $2"
+  rm -rf "$3"; mkdir -p "$3"; cp -r "$dir/$2" "$3/upstream"; chmod -R u+w "$3/upstream"
+}
+
+jobset() {
+  local k=$work/jobset
+  upstream "sigs.k8s.io/jobset@$JOBSET_VERSION" config "$k"
+  {
+    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+    echo "kind: Kustomization"
+    echo "resources: [upstream/default]"
+    echo "patches:"
+    infra_patch jobset-controller-manager jobset-controller
+  } >"$k/kustomization.yaml"
+  kc kustomize "$k" >"$work/jobset.yaml"
+  kc apply --server-side -f "$work/jobset.yaml" >/dev/null
+}
+
+# Trainer's own overlay pulls JobSet from a URL; this one lists its parts and
+# uses the JobSet above. The torch-distributed ClusterTrainingRuntime it ships
+# gets the local PyTorch image (TrainJobs override it anyway).
+trainer() {
+  local k=$work/trainer
+  upstream "github.com/kubeflow/trainer/v2@$TRAINER_VERSION" manifests "$k"
+  {
+    cat <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: kubeflow-system
+resources: [upstream/base/crds, upstream/base/manager, upstream/base/rbac, upstream/base/webhook]
+secretGenerator:
+- {name: kubeflow-trainer-webhook-cert, namespace: kubeflow-system, options: {disableNameSuffixHash: true}}
+configMapGenerator:
+- {name: kubeflow-trainer-public, literals: [kubeflow_trainer_version=$TRAINER_VERSION], options: {disableNameSuffixHash: true}}
+patches:
+YAML
+    infra_patch kubeflow-trainer-controller-manager trainer-controller-manager
+  } >"$k/kustomization.yaml"
+  kc create namespace kubeflow-system --dry-run=client -o yaml | kc apply -f - >/dev/null
+  kc kustomize "$k" >"$work/trainer.yaml"
+  kc apply --server-side -f "$work/trainer.yaml" >/dev/null
+  sed -e "s|image: pytorch/pytorch:.*|image: $TRAINER_IMAGE\n                      imagePullPolicy: Never|" \
+    "$k/upstream/base/runtimes/torch_distributed.yaml" >"$work/torch-distributed.yaml"
+}
+
+trainer_runtime() { # after Trainer's webhook serves: it validates runtimes
+  local i
+  for i in $(seq 1 60); do
+    kc apply --server-side -f "$work/torch-distributed.yaml" >/dev/null 2>&1 && return
+    sleep 2
+  done
+  kc apply --server-side -f "$work/torch-distributed.yaml"
+}
+
 available() { # NAMESPACE DEPLOYMENT...
   local ns=$1; shift
   kc -n "$ns" wait --for=condition=Available --timeout=300s "${@/#/deployment/}" >/dev/null ||
@@ -81,9 +156,15 @@ no_pulls
 coredns
 cert_manager
 training_operator
+jobset
+trainer
 available kube-system coredns
 log "  CoreDNS available"
 available cert-manager cert-manager cert-manager-cainjector cert-manager-webhook
 log "  cert-manager available"
 available kubeflow training-operator
 log "  training-operator available"
+available jobset-system jobset-controller-manager
+available kubeflow-system kubeflow-trainer-controller-manager
+trainer_runtime
+log "  JobSet $JOBSET_VERSION, Trainer $TRAINER_VERSION available (ClusterTrainingRuntime torch-distributed)"

@@ -27,6 +27,12 @@ b=$CLUSTER_BIN
 image pause "$b/pause" -- -file "$b/pause:/pause:0755" -entrypoint /pause -user 65535:65535
 image coredns "$b/coredns" -- -file "$b/coredns:/coredns:0755" -entrypoint /coredns
 image training-operator "$b/training-operator" -- -file "$b/training-operator:/manager:0755" -entrypoint /manager -user 65532:65532
+# Kubeflow Trainer and JobSet (hack/build-trainer.sh latest → bin/trainer).
+tb=$root/bin/trainer
+image trainer-controller-manager "$tb/trainer-controller-manager-$TRAINER_VERSION" -- \
+  -file "$tb/trainer-controller-manager-$TRAINER_VERSION:/manager:0755" -entrypoint /manager -user 65532:65532
+image jobset-controller "$tb/jobset-controller-$JOBSET_VERSION" -- \
+  -file "$tb/jobset-controller-$JOBSET_VERSION:/manager:0755" -entrypoint /manager -user 65532:65532
 for c in controller cainjector webhook; do
   image "cert-manager-$c" "$b/cert-manager-$c" -- -file "$b/cert-manager-$c:/app/cmd/$c/$c:0755" \
     -entrypoint "/app/cmd/$c/$c" -user 1000:1000

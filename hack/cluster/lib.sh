@@ -26,6 +26,11 @@ FW_CHAIN=TG-E2E-FORWARD      # drops pod traffic leaving the machine
 CGROUP_PREFIX=tg-node-       # kubelet cgroupRoot /tg-node-<i>
 KUBECONFIG_OUT=$CLUSTER_DIR/kubeconfig
 IMAGE_TAG=e2e
+TRAINER_IMAGE=localhost/pytorch:$IMAGE_TAG
+# Kubeflow Trainer and JobSet the cluster runs: the newest the Go module proxy
+# serves (hack/build-trainer.sh latest builds them into bin/trainer).
+TRAINER_VERSION=v2.3.0
+JOBSET_VERSION=v0.12.0
 
 node_name() { echo "$NODE_PREFIX$1"; }
 node_dir() { echo "$CLUSTER_DIR/nodes/$1"; }

@@ -18,7 +18,7 @@ install_packages() {
   local missing=""
   need() { command -v "$1" >/dev/null 2>&1 || [ -e "$1" ] || missing="$missing $2"; }
   need containerd containerd; need runc runc; need /usr/lib/cni/bridge containernetworking-plugins
-  need iptables iptables; need debootstrap debootstrap; need conntrack conntrack; need openssl openssl
+  need iptables iptables; need conntrack conntrack; need openssl openssl
   need curl curl
   [ -z "$missing" ] && return
   log "installing Debian packages:$missing"
@@ -31,6 +31,7 @@ build_all() {
   log "binaries (cached in bin/)"
   bash "$root/hack/build-k8s.sh" all | sed 's/^/  /'
   bash "$root/hack/cluster/build-bins.sh" all | sed 's/^/  /'
+  bash "$root/hack/build-trainer.sh" latest | sed 's/^/  /'
   log "images (cached in bin/cluster/images)"
   bash "$root/hack/cluster/images.sh" | sed 's/^/  /'
 }
@@ -117,6 +118,7 @@ nodes_ready() {
 }
 
 main() {
+  if [ "${1:-}" = --packages-only ]; then install_packages; return; fi # .ci/run's prepare phase
   bash "$root/hack/cluster/down.sh" --quiet
   install_packages
   build_all
@@ -128,7 +130,7 @@ main() {
   local i
   for i in $(seq 1 "$NODES"); do log "node $(node_name "$i"): containerd, images, kubelet"; start_node "$i"; done
   wait_for "$NODES Ready nodes" 120 nodes_ready
-  log "addons: CoreDNS, cert-manager, training-operator"
+  log "addons: CoreDNS, cert-manager, training-operator, JobSet, Kubeflow Trainer"
   bash "$root/hack/cluster/addons.sh"
   local t1; t1=$(date +%s)
   echo "$((t1 - tb))" >"$CLUSTER_DIR/start-seconds"

@@ -72,42 +72,6 @@ func dumpStep(root, path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(out))
 }
 
-// referenceRun trains the same job uninterrupted on the host: world
-// processes over gloo on loopback, with the env the training-operator gives
-// its pods (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Returns the prefix
-// of its final-state dumps.
-func referenceRun(root string, steps, world int) (string, error) {
-	dir, err := os.MkdirTemp("", "trainguard-e2e-ref-")
-	if err != nil {
-		return "", err
-	}
-	cmds := make([]*exec.Cmd, world)
-	outs := make([]*strings.Builder, world)
-	for rank := range world {
-		ck := filepath.Join(dir, fmt.Sprintf("ckpt%d", rank))
-		if err := os.MkdirAll(ck, 0o755); err != nil {
-			return "", err
-		}
-		cmd := exec.Command("/usr/bin/python3", "examples/trainer/train.py", "--steps", strconv.Itoa(steps), "--dump-final", dir+"/final")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+root+"/sdk/python", "TRAINGUARD_CHECKPOINT_DIR="+ck,
-			"RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29517")
-		outs[rank] = &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = outs[rank], outs[rank]
-		if err := cmd.Start(); err != nil {
-			return "", err
-		}
-		cmds[rank] = cmd
-	}
-	var firstErr error
-	for rank, cmd := range cmds {
-		if err := cmd.Wait(); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("reference run, rank %d: %w\n%s", rank, err, outs[rank].String())
-		}
-	}
-	return dir + "/final", firstErr
-}
-
 var stepLine = regexp.MustCompile(`^(\S+) rank 0: completed step (\d+)`)
 var resumedLine = regexp.MustCompile(`^(\S+) rank \d+: resumed from \S+ at step (\d+)`)
 

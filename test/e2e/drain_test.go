@@ -25,14 +25,19 @@ const (
 // preStop hook, rank 0 saves and acknowledges, the operator recreates the pod,
 // the scheduler places it on another node, and the job resumes from exactly
 // the acknowledged state (hash-compared) and ends bit-identical to an
-// uninterrupted run of the same job.
+// uninterrupted run of the same job in the same cluster: same image, thread
+// count and world size, on the infra node, which is never drained.
 func (e *env) drain(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(ctx, t, "e2e-drain", true)
-	job := "drain"
+	job, ref := "drain", "drain-ref"
 	train := replica{count: 1, restartPolicy: "OnFailure", script: trainScript(job, drainSteps, drainDelay, 0)}
 	if err := e.createJob(ctx, pytorchJob(ns, job, train, replica{2, "OnFailure", train.script}, false)); err != nil {
 		t.Fatalf("create PyTorchJob: %v", err)
+	}
+	refTrain := replica{count: 1, restartPolicy: "OnFailure", script: trainScript(ref, drainSteps, drainDelay, 0)}
+	if err := e.createJob(ctx, pytorchJobOn(ns, ref, refTrain, replica{2, "OnFailure", refTrain.script}, false, onInfra())); err != nil {
+		t.Fatalf("create the reference PyTorchJob: %v", err)
 	}
 	master, worker := job+"-master-0", job+"-worker-0"
 	for _, n := range []string{"tg-node-2", "tg-node-3"} { // a previous run may have left one cordoned
@@ -51,45 +56,67 @@ func (e *env) drain(t *testing.T) {
 	node, before := old.Spec.NodeName, lastStep(e.logs(ctx, ns, master))
 	t.Logf("draining %s (runs %s) at master step %d", node, worker, before)
 	tDrain := time.Now()
-	if _, err := e.kubectl(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s"); err != nil {
-		t.Fatalf("drain: %v", err)
-	}
-	drained := time.Since(tDrain)
-	repl, err := e.waitPod(ctx, ns, worker, 5*time.Minute, func(p *corev1.Pod) bool { return p.UID != old.UID && running(p) })
-	_, _ = e.kubectl(ctx, "uncordon", node)
-	if err != nil {
-		t.Fatalf("replacement of %s: %v", worker, err)
-	}
-	if repl.Spec.NodeName == node {
-		t.Fatalf("replacement of %s runs on the drained node %s", worker, node)
-	}
-	if err := e.waitJob(ctx, ns, job, "Succeeded", 8*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	figures, err := e.drainFigures(ns, job, tDrain)
+	drained, repl, err := e.drainNode(ctx, ns, worker, old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	saved, err := e.checkpointSavedEvent(ctx, ns, job+"-")
+	for _, j := range []string{job, ref} {
+		if err := e.waitJob(ctx, ns, j, "Succeeded", 8*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := e.pvDir(ns)
+	figures, err := e.drainFigures(filepath.Join(claim, ns, "pytorchjob", job), job, tDrain, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.record("drain", true, "worker moved %s → %s; drain took %s; %s; outcome Event: %s", node, repl.Spec.NodeName, drained.Round(time.Second), figures, saved)
+	final, err := sameFinalState(e.root, filepath.Join(claim, ns, "pytorchjob", job, "e2e-dumps", job, "final"),
+		filepath.Join(claim, ns, "pytorchjob", ref, "e2e-dumps", ref, "final"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := e.checkpointSavedEvent(ctx, ns, "Pod", job+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.record("drain", true, "worker moved %s → %s; drain took %s; %s; %s; outcome Event: %s", node, repl.Spec.NodeName, drained.Round(time.Second), figures, final, saved)
 }
 
-// drainFigures checks the claim after the job: the acknowledged checkpoint is
-// the one every rank resumed from (0 steps lost, identical state), and the
-// final state equals an uninterrupted reference run's.
-func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
-	claim := e.pvDir(ns)
-	latest, latestPath, err := newestJSON(claim, "trainguard-latest.json")
+// onInfra pins a pod to the infra node, which no scenario drains or kills.
+func onInfra() map[string]any {
+	return map[string]any{
+		"nodeSelector": map[string]any{infraLabel: "true"},
+		"tolerations":  []any{map[string]any{"key": infraLabel, "operator": "Exists", "effect": "NoSchedule"}},
+	}
+}
+
+// drainNode drains the node of pod old and waits for its replacement (same
+// name, new UID) to run on another node; the node is uncordoned after.
+func (e *env) drainNode(ctx context.Context, ns, name string, old *corev1.Pod) (time.Duration, *corev1.Pod, error) {
+	node, t0 := old.Spec.NodeName, time.Now()
+	if _, err := e.kubectl(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s"); err != nil {
+		return 0, nil, fmt.Errorf("drain: %w", err)
+	}
+	drained := time.Since(t0)
+	repl, err := e.waitPod(ctx, ns, name, 5*time.Minute, func(p *corev1.Pod) bool { return p.UID != old.UID && running(p) })
+	_, _ = e.kubectl(ctx, "uncordon", node)
+	if err != nil {
+		return 0, nil, fmt.Errorf("replacement of %s: %w", name, err)
+	}
+	if repl.Spec.NodeName == node {
+		return 0, nil, fmt.Errorf("replacement of %s runs on the drained node %s", name, node)
+	}
+	return drained, repl, nil
+}
+
+// drainFigures checks the job's checkpoint directory after the job: the
+// acknowledged checkpoint is the one every rank resumed from (0 steps lost,
+// identical state).
+func (e *env) drainFigures(jobDir, job string, since time.Time, ranks int) (string, error) {
+	latest, _, err := newestJSON(jobDir, "trainguard-latest.json")
 	if err != nil {
 		return "", err
 	}
-	// The trainer's /checkpoint is the job's own directory on the claim
-	// (trainguard mounts only <namespace>/<job key> of it): the directory
-	// that holds the checkpoint pointer.
-	jobDir := filepath.Dir(latestPath)
 	dumps := filepath.Join(jobDir, "e2e-dumps", job)
 	resumedAt, err := modTime(filepath.Join(dumps, "resumed.rank0"))
 	if err != nil {
@@ -115,7 +142,7 @@ func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
 		return "", fmt.Errorf("newest ack before the resume (%s) predates the drain", ackPath)
 	}
 	acked := int(num(ack, "step"))
-	for rank := 0; rank < 3; rank++ {
+	for rank := 0; rank < ranks; rank++ {
 		got, err := dumpStep(e.root, fmt.Sprintf("%s/resumed.rank%d", dumps, rank))
 		if err != nil {
 			return "", fmt.Errorf("rank %d did not resume: %w", rank, err)
@@ -127,22 +154,19 @@ func (e *env) drainFigures(ns, job string, since time.Time) (string, error) {
 	if out, err := hostPython(e.root, "examples/trainer/compare_state.py", "--checkpoint", jobDir, "--name", fmt.Sprint(ack["checkpoint"]), dumps+"/resumed.rank0"); err != nil {
 		return "", fmt.Errorf("resumed state differs from the acknowledged checkpoint: %v %s", err, out)
 	}
-	// Reported, not asserted: the in-cluster run and a host run of the same
-	// job are compared bit for bit, which also depends on both using the same
-	// kernels (docs/e2e.md).
-	final := "final state bit-identical to an uninterrupted host run"
-	if ref, err := referenceRun(e.root, drainSteps, 3); err != nil {
-		final = "reference run failed: " + firstLine(err.Error())
-	} else {
-		for rank := 0; rank < 3; rank++ {
-			if out, err := hostPython(e.root, "examples/trainer/compare_state.py", fmt.Sprintf("%s.rank%d", ref, rank), fmt.Sprintf("%s/final.rank%d", dumps, rank)); err != nil {
-				final = "final state differs from an uninterrupted host run (" + firstLine(out) + ")"
-				break
-			}
+	return fmt.Sprintf("acked step %d, resumed at %d on all %d ranks (0 steps lost, state identical to the ack; %d later ack(s) by the resumed job); checkpoint %.1f KiB; preStop→ack %.0f ms",
+		acked, acked, ranks, later, num(latest, "size")/1024, (num(ack, "acked_at")-num(req, "requested_at"))*1000), nil
+}
+
+// sameFinalState compares every rank's final state of the drained job with
+// the uninterrupted reference run's, bit for bit.
+func sameFinalState(root, got, ref string, ranks int) (string, error) {
+	for rank := 0; rank < ranks; rank++ {
+		if _, err := hostPython(root, "examples/trainer/compare_state.py", fmt.Sprintf("%s.rank%d", ref, rank), fmt.Sprintf("%s.rank%d", got, rank)); err != nil {
+			return "", fmt.Errorf("rank %d: final state differs from the uninterrupted in-cluster run: %v", rank, err)
 		}
 	}
-	return fmt.Sprintf("acked step %d, resumed at %d on all ranks (0 steps lost, state identical to the ack; %d later ack(s) by the resumed job); checkpoint %.1f KiB; preStop→ack %.0f ms; %s",
-		acked, acked, later, num(latest, "size")/1024, (num(ack, "acked_at")-num(req, "requested_at"))*1000, final), nil
+	return fmt.Sprintf("final state of all %d ranks bit-identical to an uninterrupted in-cluster run", ranks), nil
 }
 
 // waitStep waits until the pod's trainer logged rank 0's step n.
@@ -178,7 +202,7 @@ func (e *env) waitJob(ctx context.Context, ns, name, want string, timeout time.D
 // kubelet). It returns the pod and the message, which names the step, the
 // size and the duration. A drain may stop several of the job's pods; any of
 // them saving is the outcome this checks.
-func (e *env) checkpointSavedEvent(ctx context.Context, ns, prefix string) (string, error) {
+func (e *env) checkpointSavedEvent(ctx context.Context, ns, kind, prefix string) (string, error) {
 	var msg string
 	err := poll(ctx, 2*time.Second, 90*time.Second, func() (bool, error) {
 		evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -186,7 +210,7 @@ func (e *env) checkpointSavedEvent(ctx context.Context, ns, prefix string) (stri
 			return false, err
 		}
 		for _, ev := range evs.Items {
-			if ev.InvolvedObject.Kind == "Pod" && strings.HasPrefix(ev.InvolvedObject.Name, prefix) && ev.Reason == "CheckpointSaved" {
+			if ev.InvolvedObject.Kind == kind && strings.HasPrefix(ev.InvolvedObject.Name, prefix) && ev.Reason == "CheckpointSaved" {
 				msg = ev.InvolvedObject.Name + ": " + ev.Message
 				return true, nil
 			}
@@ -194,7 +218,7 @@ func (e *env) checkpointSavedEvent(ctx context.Context, ns, prefix string) (stri
 		return false, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("no CheckpointSaved Event on a pod of %s*: %w", prefix, err)
+		return "", fmt.Errorf("no CheckpointSaved Event on a %s %s*: %w", kind, prefix, err)
 	}
 	return msg, nil
 }

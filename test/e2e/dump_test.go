@@ -28,6 +28,7 @@ func (e *env) dump(ctx context.Context) string {
 		"pods.txt":          {"get", "pods", "-A", "-o", "wide"},
 		"nodes.yaml":        {"get", "nodes", "-o", "yaml"},
 		"pytorchjobs.yaml":  {"get", "pytorchjobs", "-A", "-o", "yaml"},
+		"trainjobs.yaml":    {"get", "trainjobs,trainingruntimes,jobsets,jobs", "-A", "-o", "yaml"},
 		"webhooks.yaml":     {"get", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "-o", "yaml"},
 		"certificates.yaml": {"get", "certificates,certificaterequests,issuers", "-A", "-o", "yaml"},
 	} {
@@ -37,7 +38,7 @@ func (e *env) dump(ctx context.Context) string {
 	nss, err := e.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err == nil {
 		for _, ns := range nss.Items {
-			if !strings.HasPrefix(ns.Name, "e2e-") && ns.Name != releaseNS && ns.Name != "kubeflow" && ns.Name != "cert-manager" {
+			if !strings.HasPrefix(ns.Name, "e2e-") && ns.Name != releaseNS && ns.Name != "kubeflow" && ns.Name != "cert-manager" && ns.Name != "kubeflow-system" && ns.Name != "jobset-system" {
 				continue
 			}
 			pods, err := e.cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})

@@ -40,10 +40,12 @@ func TestE2E(t *testing.T) {
 		return // nothing below can work without admission
 	}
 	scenario("drain", e.drain)
+	scenario("trainjob-drain", e.trainJobDrain)
 	scenario("exit-codes", e.exitCodes)
 	scenario("trainguard-down", e.trainguardDown)
 	scenario("upgrade-under-load", e.upgradeUnderLoad)
-	scenario("node-crash", e.nodeCrash)
+	scenario("trainjob-node-crash", e.trainJobCrash)
+	scenario("node-crash", e.nodeCrash) // uninstalls trainguard for the plain-Kubernetes half
 	scenario("install-self-managed", func(t *testing.T) {
 		if _, err := e.helm(ctx, "uninstall", releaseName, "-n", releaseNS, "--wait"); err != nil {
 			t.Logf("uninstall before the self-managed install: %v", err)

@@ -284,7 +284,12 @@ func running(p *corev1.Pod) bool {
 
 // logs returns the current container's log of the pod, with kubelet timestamps.
 func (e *env) logs(ctx context.Context, ns, pod string) string {
-	raw, err := e.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "pytorch", Timestamps: true}).DoRaw(ctx)
+	return e.containerLogs(ctx, ns, pod, "pytorch")
+}
+
+// containerLogs is logs for a named container (a TrainJob's is "node").
+func (e *env) containerLogs(ctx context.Context, ns, pod, container string) string {
+	raw, err := e.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Timestamps: true}).DoRaw(ctx)
 	if err != nil {
 		return ""
 	}

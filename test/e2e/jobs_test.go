@@ -23,18 +23,27 @@ type replica struct {
 // pytorchJob builds a kubeflow.org/v1 PyTorchJob as a user writes it: no
 // trainguard fields, only the image, the command and the restart policies.
 func pytorchJob(ns, name string, master, worker replica, suspend bool) *unstructured.Unstructured {
+	return pytorchJobOn(ns, name, master, worker, suspend, nil)
+}
+
+// pytorchJobOn is pytorchJob with extra pod spec fields (a node selector, say).
+func pytorchJobOn(ns, name string, master, worker replica, suspend bool, podSpec map[string]any) *unstructured.Unstructured {
 	spec := func(r replica) map[string]any {
+		ps := map[string]any{
+			"terminationGracePeriodSeconds": int64(30),
+			"containers": []any{map[string]any{
+				"name": "pytorch", "image": trainerImage, "imagePullPolicy": "Never",
+				"command":   []any{"/bin/sh", "-c", r.script},
+				"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "200Mi"}},
+			}},
+		}
+		for k, v := range podSpec {
+			ps[k] = v
+		}
 		return map[string]any{
 			"replicas":      int64(r.count),
 			"restartPolicy": r.restartPolicy,
-			"template": map[string]any{"spec": map[string]any{
-				"terminationGracePeriodSeconds": int64(30),
-				"containers": []any{map[string]any{
-					"name": "pytorch", "image": trainerImage, "imagePullPolicy": "Never",
-					"command":   []any{"/bin/sh", "-c", r.script},
-					"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "200Mi"}},
-				}},
-			}},
+			"template":      map[string]any{"spec": ps},
 		}
 	}
 	replicas := map[string]any{"Master": spec(master)}
@@ -61,11 +70,17 @@ func pytorchJob(ns, name string, master, worker replica, suspend bool) *unstruct
 // handler ignores the kubelet's SIGTERM and trains on until SIGKILL at the
 // end of the grace period. sh forwards SIGTERM to it instead.
 func trainScript(job string, steps int, delay float64, saveEvery int) string {
+	return trainScriptWith("python3", job, steps, delay, saveEvery)
+}
+
+// trainScriptWith is trainScript with another launcher: "python3 -m
+// torch.distributed.run" for a TrainJob, whose pods get torchrun's PET_* env.
+func trainScriptWith(launcher, job string, steps int, delay float64, saveEvery int) string {
 	d := "/checkpoint/e2e-dumps/" + job
 	return strings.Join([]string{
 		"mkdir -p " + d + " || exit 1",
-		fmt.Sprintf("python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --dump-state %s/resumed --dump-final %s/final & pid=$!",
-			steps, delay, saveEvery, d, d),
+		fmt.Sprintf("%s /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --dump-state %s/resumed --dump-final %s/final & pid=$!",
+			launcher, steps, delay, saveEvery, d, d),
 		`trap 'kill -TERM $pid' TERM`,
 		`wait $pid; rc=$?`,
 		`if kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; fi`,
