@@ -70,7 +70,8 @@ type item struct {
 
 // Setup registers the reader when enabled. It shares the rescheduler's
 // label-restricted pod cache (managed pods only) and its RBAC (pods
-// get/list/watch, PyTorchJobs get), so the chart enables both together.
+// get/list/watch, PyTorchJobs get), so the chart enables both together;
+// TrainJobs, JobSets and Jobs get come with the chart's Trainer support.
 func Setup(mgr ctrl.Manager, cfg *policy.Config, enabled bool) error {
 	if !enabled {
 		return nil

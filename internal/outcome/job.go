@@ -2,8 +2,10 @@ package outcome
 
 import (
 	"context"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -11,7 +13,7 @@ import (
 )
 
 // jobKinds are the owners that get the Event too: the job kinds trainguard
-// injects. Any other owner (a ReplicaSet, a JobSet) gets none.
+// injects. Any other owner (a ReplicaSet, a bare JobSet) gets none.
 func jobKinds() []schema.GroupVersionKind {
 	return []schema.GroupVersionKind{
 		{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"},
@@ -19,40 +21,73 @@ func jobKinds() []schema.GroupVersionKind {
 	}
 }
 
-// job returns the pod's owning job, read from the API server and checked
-// against the owner reference's UID, or nil. The owner reference is part of
-// the pod, which the tenant wrote: it may name a job that does not exist or
-// another job, so only a live job with the very UID the pod names gets an
-// Event, and it is always in the pod's own namespace.
+// trainJobChain is how a Kubeflow Trainer v2 pod reaches its TrainJob: the
+// pod's controller is a batch Job, whose controller is a JobSet, whose
+// controller is the TrainJob, the one that gets the Event. Fixed kinds and
+// three hops, so a tenant's owner references cannot lead anywhere else.
+func trainJobChain() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{
+		{Group: "batch", Version: "v1", Kind: "Job"},
+		{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"},
+		{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"},
+	}
+}
+
+// job returns the pod's job, a PyTorchJob or, through its Job and JobSet, a
+// TrainJob, or nil. Owner references are part of objects the tenant wrote:
+// they may name a job that does not exist or another one, so every hop
+// follows the controller reference only, in the pod's own namespace, and
+// only to a live object with the very UID the reference names.
 func (r *Reconciler) job(ctx context.Context, it item) *metav1.PartialObjectMetadata {
 	if it.Owner.Name == "" {
 		return nil
 	}
-	gv, err := schema.ParseGroupVersion(it.Owner.APIVersion)
-	if err != nil {
+	gvk := schema.FromAPIVersionAndKind(it.Owner.APIVersion, it.Owner.Kind)
+	if slices.Contains(jobKinds(), gvk) {
+		return r.owner(ctx, it.Namespace, it.Owner)
+	}
+	chain := trainJobChain()
+	if gvk != chain[0] {
 		return nil
 	}
-	gvk := gv.WithKind(it.Owner.Kind)
-	known := false
-	for _, k := range jobKinds() {
-		known = known || k == gvk
+	obj := r.owner(ctx, it.Namespace, it.Owner)
+	for _, next := range chain[1:] {
+		if obj == nil {
+			return nil
+		}
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil || schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind) != next {
+			return nil
+		}
+		obj = r.owner(ctx, it.Namespace, *ref)
 	}
-	if !known {
-		return nil
-	}
-	job := &metav1.PartialObjectMetadata{}
-	job.SetGroupVersionKind(gvk)
-	if err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: it.Namespace, Name: it.Owner.Name}, job); err != nil {
-		if !apierrors.IsNotFound(err) {
-			log.FromContext(ctx).Error(err, "reading the job of a checkpoint outcome; only the pod gets the Event",
-				"job", gvk.Kind+"/"+it.Namespace+"/"+it.Owner.Name)
+	return obj
+}
+
+// owner reads the metadata of the object ref names in namespace, or nil when
+// it is not there or has another UID.
+func (r *Reconciler) owner(ctx context.Context, namespace string, ref metav1.OwnerReference) *metav1.PartialObjectMetadata {
+	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	if err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj); err != nil {
+		logger := log.FromContext(ctx).WithValues("owner", gvk.Kind+"/"+namespace+"/"+ref.Name)
+		switch {
+		case apierrors.IsNotFound(err):
+		case apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
+			// The chart grants reading Jobs and JobSets only with Trainer
+			// support, and JobSet may not be installed: a pod of a plain
+			// Job is then simply not a TrainJob's.
+			logger.V(1).Info("cannot read the owner of a checkpoint outcome's pod; only the pod gets the Event", "reason", err.Error())
+		default:
+			logger.Error(err, "reading the owner of a checkpoint outcome's pod; only the pod gets the Event")
 		}
 		return nil
 	}
-	if job.UID != it.Owner.UID {
+	if obj.UID != ref.UID {
 		return nil
 	}
 	// The API server's answer may omit TypeMeta; the Event's reference needs it.
-	job.SetGroupVersionKind(gvk)
-	return job
+	obj.SetGroupVersionKind(gvk)
+	return obj
 }

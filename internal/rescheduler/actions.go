@@ -107,7 +107,9 @@ func (r *Reconciler) remove(ctx context.Context, pod *corev1.Pod, action Action)
 	switch action {
 	case ActionForceDelete:
 		mode = "force"
-		err = r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.GracePeriodSeconds(0))
+		if err = r.markFailed(ctx, pod); err == nil {
+			err = r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.GracePeriodSeconds(0))
+		}
 	case ActionEvictNow:
 		mode = "evict-now"
 		opts.GracePeriodSeconds = ptr.To[int64](0)
@@ -126,6 +128,48 @@ func (r *Reconciler) remove(ctx context.Context, pod *corev1.Pod, action Action)
 		return err
 	}
 	return fmt.Errorf("%s of pod %s: %w", mode, klogRef(pod), err)
+}
+
+// ReasonNodeLostDisruption is the DisruptionTarget condition's reason on a
+// pod the rescheduler marks Failed before force-deleting it.
+const ReasonNodeLostDisruption = "DeletionByTrainguardNodeLost"
+
+// markFailed sets a pod whose node is gone or unreachable to phase Failed
+// with a DisruptionTarget condition before the force delete, as the pod
+// garbage collector does for pods on out-of-service nodes. Without it a
+// batch Job with a podFailurePolicy (what a resilient TrainingRuntime uses,
+// docs/trainjob.md) keeps its job-tracking finalizer on the pod until the
+// dead kubelet reports a terminal phase, which it never does: the deleted
+// pod stays Terminating and the Job never creates the index again. The
+// DisruptionTarget condition lets that policy ignore the failure, so the
+// lost node uses up neither backoffLimit nor the JobSet's maxRestarts.
+func (r *Reconciler) markFailed(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return nil
+	}
+	cur := pod.DeepCopy()
+	cur.Status.Phase = corev1.PodFailed
+	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: ReasonNodeLostDisruption,
+		Message: "trainguard: the pod's node is lost; marked Failed before a force delete", LastTransitionTime: metav1.Now()}
+	replaced := false
+	for i := range cur.Status.Conditions {
+		if cur.Status.Conditions[i].Type == corev1.DisruptionTarget {
+			cur.Status.Conditions[i], replaced = cond, true
+		}
+	}
+	if !replaced {
+		cur.Status.Conditions = append(cur.Status.Conditions, cond)
+	}
+	// A strategic merge patch sends only this condition (merged by type): the
+	// cached pod is stripped, and its other conditions must not be dropped.
+	err := r.client.Status().Patch(ctx, cur, client.StrategicMergeFrom(pod, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("marking pod %s Failed before the force delete: %w", klogRef(pod), err)
+	}
+	return nil
 }
 
 // reportOnce reports a no-action decision the first time it is made for the

@@ -536,6 +536,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	if tc.rescheduler {
 		assert.Equal(t, sorted("get", "list", "watch", "create", "delete", "patch"), verbsFor(cr.Rules, "", "pods", false))
 		assert.Equal(t, sorted("create"), verbsFor(cr.Rules, "", "pods/eviction", false), "evictions, so PodDisruptionBudgets hold")
+		assert.Equal(t, sorted("patch"), verbsFor(cr.Rules, "", "pods/status", false), "a lost pod is marked Failed before its force delete")
 		assert.Equal(t, sorted("get", "list", "watch"), verbsFor(cr.Rules, "", "nodes", false))
 		assert.Equal(t, sorted("get", "list", "watch", "create", "update", "delete"), verbsFor(role.Rules, "", "configmaps", false))
 		assert.Equal(t, sorted("get", "patch"), verbsFor(cr.Rules, "kubeflow.org", "pytorchjobs", false))
@@ -543,6 +544,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	} else {
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "pods", false))
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "pods/eviction", false))
+		assert.Equal(t, none, verbsFor(cr.Rules, "", "pods/status", false))
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "nodes", false))
 		assert.Equal(t, sorted("get", "list", "watch"), verbsFor(role.Rules, "", "configmaps", false), "the pod webhook still reads bad-node records")
 		assert.Equal(t, none, verbsFor(cr.Rules, "kubeflow.org", "pytorchjobs", false))

@@ -302,6 +302,11 @@ func barePodWith(t *testing.T, ns, name string, restart corev1.RestartPolicy) *c
 // stops after its preStop hook: exit 143 (SIGTERM), the termination message.
 func terminate(t *testing.T, pod *corev1.Pod, message string, failed bool) {
 	t.Helper()
+	terminateContainer(t, pod, "pytorch", message, failed)
+}
+
+func terminateContainer(t *testing.T, pod *corev1.Pod, container, message string, failed bool) {
+	t.Helper()
 	code := int32(143)
 	if failed {
 		code = 1
@@ -309,7 +314,7 @@ func terminate(t *testing.T, pod *corev1.Pod, message string, failed bool) {
 	setPodStatus(t, pod, func(s *corev1.PodStatus) {
 		s.Phase = corev1.PodFailed
 		s.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: "pytorch", Image: "example.com/train:1", Started: ptr.To(false),
+			Name: container, Image: "example.com/train:1", Started: ptr.To(false),
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: code, Reason: "Error", Message: message, StartedAt: metav1.Now(), FinishedAt: metav1.Now(),
 			}},

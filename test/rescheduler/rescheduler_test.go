@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -152,6 +153,56 @@ func TestFaultSchedulingForceForceDeletes(t *testing.T) {
 	rec := record(t, pod)
 	require.NotNil(t, rec)
 	assert.Contains(t, rec.nodes, node)
+}
+
+// A pod held by a finalizer (a batch Job's job-tracking finalizer, which a
+// Job with a podFailurePolicy keeps until the pod is terminal) on a node
+// that is gone: before the force delete the rescheduler marks it Failed
+// with a DisruptionTarget condition, so the Job can release and replace it
+// and its pod failure policy can ignore the disruption. Without that the pod
+// stays Terminating as long as the dead kubelet never reports.
+func TestForceDeleteMarksPodFailedFirst(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	node := readyNode(t, ns, "a")
+	b := workerOf(t, pytorchJob(t, ns, "held", nil)).
+		label(contract.LabelMindClusterFaultScheduling, resched.FaultSchedulingForce).onNode(node)
+	b.pod.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+	pod := b.create(t)
+	t.Cleanup(func() {
+		cur := getPod(t, pod)
+		if cur != nil {
+			cur.Finalizers = nil
+			_ = env.c.Update(ctx, cur)
+		}
+	})
+	running(t, pod)
+	setPodStatus(t, pod, func(s *corev1.PodStatus) {
+		s.Conditions = append(s.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
+	})
+	setNodeReady(t, node, corev1.ConditionUnknown, time.Now().Add(-time.Hour))
+
+	waitEvent(t, pod, resched.ReasonForceDelete)
+	var cur *corev1.Pod
+	require.Eventually(t, func() bool {
+		cur = getPod(t, pod)
+		return cur != nil && cur.DeletionTimestamp != nil
+	}, waitFor, tick, "the pod is deleted (and held by its finalizer)")
+	assert.Equal(t, corev1.PodFailed, cur.Status.Phase, "marked Failed before the force delete")
+	var cond *corev1.PodCondition
+	for i := range cur.Status.Conditions {
+		if cur.Status.Conditions[i].Type == corev1.DisruptionTarget {
+			cond = &cur.Status.Conditions[i]
+		}
+	}
+	require.NotNil(t, cond, "a DisruptionTarget condition, so a pod failure policy can ignore the loss")
+	assert.Equal(t, corev1.ConditionTrue, cond.Status)
+	assert.Equal(t, resched.ReasonNodeLostDisruption, cond.Reason)
+	var scheduled bool
+	for _, c := range cur.Status.Conditions {
+		scheduled = scheduled || c.Type == corev1.PodScheduled
+	}
+	assert.True(t, scheduled, "the pod's other conditions are kept (strategic merge by type)")
 }
 
 // The cap: after N reschedules the job is left alone and annotated.
