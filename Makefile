@@ -28,7 +28,7 @@ k8s-bins: ## Build kube-apiserver and etcd from Go modules into bin/k8s (cached)
 tools: $(HELM) k8s-bins trainer-bins python-deps ## Install every tool the tests need.
 
 .PHONY: trainer-bins
-trainer-bins: ## Build Kubeflow Trainer v2.0.0's controller manager and JobSet v0.8.2 into bin/trainer (cached).
+trainer-bins: ## Build the Kubeflow Trainer and JobSet controllers, v2.3.0 + v0.12.0 and v2.0.0 + v0.8.2, into bin/trainer (cached).
 	bash hack/build-trainer.sh all
 
 .PHONY: helm

@@ -65,6 +65,25 @@ def batch_for(step, args, in_dim=16):
     return x, y
 
 
+def average_gradients(model, world):
+    """Data-parallel gradient averaging, one all-reduce per parameter.
+
+    Not DistributedDataParallel: DDP packs gradients into buckets and, after
+    its first iteration, rebuilds them in the order autograd produced them.
+    The ring all-reduce sums each element in an order that depends on where
+    it sits in the flattened bucket, so the first step after a resume (old
+    layout) rounds differently from the same step of an uninterrupted run
+    (rebuilt layout): the final weights then differ in the last bits although
+    the resume itself is exact (docs/e2e.md). One all-reduce per parameter has
+    the same layout in every incarnation, so resumed and uninterrupted runs
+    end bit-identical.
+    """
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad.div_(world)
+
+
 def dump(path, model, optimizer, metrics, step, rank):
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "metrics": dict(metrics), "step": step}, "%s.rank%d" % (path, rank))
@@ -104,16 +123,19 @@ def main():
         if args.dump_state:
             dump(args.dump_state, model, optimizer, metrics, start, rank)
 
-    # DDP after the resume: its constructor broadcasts rank 0's (restored) parameters.
-    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    if world > 1:
+        for p in model.parameters():  # every rank starts from rank 0's (restored) parameters
+            dist.broadcast(p.data, 0)
     loss_fn = nn.MSELoss()
     for step in range(start, args.steps):
         with migrator.step():
             x, y = batch_for(step, args)
             x, y = x.chunk(world)[rank], y.chunk(world)[rank]
             optimizer.zero_grad()
-            loss = loss_fn(net(x), y)
+            loss = loss_fn(model(x), y)
             loss.backward()
+            if world > 1:
+                average_gradients(model, world)
             optimizer.step()
             metrics["step"], metrics["loss"] = step + 1, loss.item()
             print("rank %d: completed step %d loss %.6f" % (rank, step + 1, metrics["loss"]), flush=True)

@@ -2,7 +2,7 @@
 # Cluster add-ons of `make cluster`, as pods from the locally built images:
 # CoreDNS, cert-manager v1.11.5 (its own chart and CRDs, read from the Go
 # module cache and rendered with helm) and the kubeflow training-operator
-# v1.8.1 (its own kustomize manifests, from the module cache), and Kubeflow
+# v1.9.4 (its own kustomize manifests, from the module cache), and Kubeflow
 # Trainer v2 with JobSet (each with its own webhooks and self-managed
 # certificates, their own kustomize manifests from the module cache). All
 # pinned to the infra node. Waits until each is available.
@@ -44,8 +44,8 @@ cert_manager() {
 }
 
 training_operator() {
-  local src=$modcache/github.com/kubeflow/training-operator@v1.8.1/manifests k=$work/training-operator
-  [ -d "$src" ] || (cd /tmp && GOFLAGS=-mod=mod go mod download github.com/kubeflow/training-operator@v1.8.1)
+  local src=$modcache/github.com/kubeflow/training-operator@v1.9.4/manifests k=$work/training-operator
+  [ -d "$src" ] || (cd /tmp && GOFLAGS=-mod=mod go mod download github.com/kubeflow/training-operator@v1.9.4)
   # kustomize takes relative paths only: work on a copy of the upstream manifests.
   rm -rf "$k"; mkdir -p "$k"; cp -r "$src" "$k/upstream"; chmod -R u+w "$k/upstream"
   cat >"$k/kustomization.yaml" <<YAML
@@ -53,7 +53,7 @@ apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: kubeflow
 resources: [upstream/overlays/standalone]
-images: [{name: kubeflow/training-operator, newName: localhost/training-operator, newTag: $IMAGE_TAG}]
+images: [{name: ghcr.io/kubeflow/training-v1/training-operator, newName: localhost/training-operator, newTag: $IMAGE_TAG}]
 patches:
 - target: {kind: Deployment, name: training-operator}
   patch: |

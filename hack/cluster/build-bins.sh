@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${CLUSTER_BIN:-$root/bin/cluster}
 mkdir -p "$out"
 coredns_version=v1.15.0
-operator_version=v1.8.1
+operator_version=v1.9.4
 certmanager_version=v1.11.5
 
 have() { [ -x "$out/$1" ] && [ "$(cat "$out/.$1.version" 2>/dev/null)" = "$2" ]; }

@@ -72,8 +72,9 @@ func dumpStep(root, path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(out))
 }
 
-var stepLine = regexp.MustCompile(`^(\S+) rank 0: completed step (\d+)`)
-var resumedLine = regexp.MustCompile(`^(\S+) rank \d+: resumed from \S+ at step (\d+)`)
+// A line may carry torchrun's "[default0]:" prefix (TrainJob pods).
+var stepLine = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank 0: completed step (\d+)`)
+var resumedLine = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank \d+: resumed from \S+ at step (\d+)`)
 
 // lastStep is the last "rank 0: completed step N" of a timestamped log.
 func lastStep(log string) int {

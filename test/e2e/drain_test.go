@@ -26,7 +26,7 @@ const (
 // the scheduler places it on another node, and the job resumes from exactly
 // the acknowledged state (hash-compared) and ends bit-identical to an
 // uninterrupted run of the same job in the same cluster: same image, thread
-// count and world size, on the infra node, which is never drained.
+// count and world size.
 func (e *env) drain(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(ctx, t, "e2e-drain", true)
@@ -34,10 +34,6 @@ func (e *env) drain(t *testing.T) {
 	train := replica{count: 1, restartPolicy: "OnFailure", script: trainScript(job, drainSteps, drainDelay, 0)}
 	if err := e.createJob(ctx, pytorchJob(ns, job, train, replica{2, "OnFailure", train.script}, false)); err != nil {
 		t.Fatalf("create PyTorchJob: %v", err)
-	}
-	refTrain := replica{count: 1, restartPolicy: "OnFailure", script: trainScript(ref, drainSteps, drainDelay, 0)}
-	if err := e.createJob(ctx, pytorchJobOn(ns, ref, refTrain, replica{2, "OnFailure", refTrain.script}, false, onInfra())); err != nil {
-		t.Fatalf("create the reference PyTorchJob: %v", err)
 	}
 	master, worker := job+"-master-0", job+"-worker-0"
 	for _, n := range []string{"tg-node-2", "tg-node-3"} { // a previous run may have left one cordoned
@@ -60,10 +56,17 @@ func (e *env) drain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []string{job, ref} {
-		if err := e.waitJob(ctx, ns, j, "Succeeded", 8*time.Minute); err != nil {
-			t.Fatal(err)
-		}
+	if err := e.waitJob(ctx, ns, job, "Succeeded", 8*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The uninterrupted reference runs after, on the same worker nodes (the
+	// infra node does not carry the PyTorch image).
+	refTrain := replica{count: 1, restartPolicy: "OnFailure", script: trainScript(ref, drainSteps, 0, 0)}
+	if err := e.createJob(ctx, pytorchJob(ns, ref, refTrain, replica{2, "OnFailure", refTrain.script}, false)); err != nil {
+		t.Fatalf("create the reference PyTorchJob: %v", err)
+	}
+	if err := e.waitJob(ctx, ns, ref, "Succeeded", 5*time.Minute); err != nil {
+		t.Fatal(err)
 	}
 	claim := e.pvDir(ns)
 	figures, err := e.drainFigures(filepath.Join(claim, ns, "pytorchjob", job), job, tDrain, 3)
@@ -80,14 +83,6 @@ func (e *env) drain(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.record("drain", true, "worker moved %s → %s; drain took %s; %s; %s; outcome Event: %s", node, repl.Spec.NodeName, drained.Round(time.Second), figures, final, saved)
-}
-
-// onInfra pins a pod to the infra node, which no scenario drains or kills.
-func onInfra() map[string]any {
-	return map[string]any{
-		"nodeSelector": map[string]any{infraLabel: "true"},
-		"tolerations":  []any{map[string]any{"key": infraLabel, "operator": "Exists", "effect": "NoSchedule"}},
-	}
 }
 
 // drainNode drains the node of pod old and waits for its replacement (same

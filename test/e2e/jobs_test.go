@@ -23,27 +23,18 @@ type replica struct {
 // pytorchJob builds a kubeflow.org/v1 PyTorchJob as a user writes it: no
 // trainguard fields, only the image, the command and the restart policies.
 func pytorchJob(ns, name string, master, worker replica, suspend bool) *unstructured.Unstructured {
-	return pytorchJobOn(ns, name, master, worker, suspend, nil)
-}
-
-// pytorchJobOn is pytorchJob with extra pod spec fields (a node selector, say).
-func pytorchJobOn(ns, name string, master, worker replica, suspend bool, podSpec map[string]any) *unstructured.Unstructured {
 	spec := func(r replica) map[string]any {
-		ps := map[string]any{
-			"terminationGracePeriodSeconds": int64(30),
-			"containers": []any{map[string]any{
-				"name": "pytorch", "image": trainerImage, "imagePullPolicy": "Never",
-				"command":   []any{"/bin/sh", "-c", r.script},
-				"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "200Mi"}},
-			}},
-		}
-		for k, v := range podSpec {
-			ps[k] = v
-		}
 		return map[string]any{
 			"replicas":      int64(r.count),
 			"restartPolicy": r.restartPolicy,
-			"template":      map[string]any{"spec": ps},
+			"template": map[string]any{"spec": map[string]any{
+				"terminationGracePeriodSeconds": int64(30),
+				"containers": []any{map[string]any{
+					"name": "pytorch", "image": trainerImage, "imagePullPolicy": "Never",
+					"command":   []any{"/bin/sh", "-c", r.script},
+					"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "200Mi"}},
+				}},
+			}},
 		}
 	}
 	replicas := map[string]any{"Master": spec(master)}
@@ -61,7 +52,7 @@ func pytorchJobOn(ns, name string, master, worker replica, suspend bool, podSpec
 	}}
 }
 
-// trainScript runs the repository's example trainer (DDP over gloo, the
+// trainScript runs the repository's example trainer (data-parallel over gloo, the
 // trainguard SDK) and writes its state dumps under /checkpoint/e2e-dumps/JOB,
 // on the shared claim, where the harness reads them from the host.
 //

@@ -86,7 +86,11 @@ func trainJob(ns, name, runtime, script string) *unstructured.Unstructured {
 
 // torchrun is the launcher inside a TrainJob's pod: it reads the PET_* env
 // Trainer's torch plugin sets (nodes, processes per node, rank, master).
-const torchrun = "python3 -m torch.distributed.run"
+// --redirects/--tee are explicit because torch 1.13's default ("0") crashes
+// torchrun on Python 3.11 (IntFlag iteration skips the zero member); the
+// workers' stdout is tee'd to the container log, each line prefixed "[defaultN]:"
+// (their stderr goes to the log directory only: any other setting crashes it too).
+const torchrun = "python3 -m torch.distributed.run --redirects=2 --tee=1 --log_dir=/tmp/torchrun"
 
 // startTrainJob creates the namespace's resilient runtime and a TrainJob,
 // and returns its trainer pod once rank 0 completed step n.

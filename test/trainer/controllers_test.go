@@ -48,7 +48,7 @@ func binaries() (bins, error) {
 		return bins{}, err
 	}
 	dir := filepath.Join(root, "bin", "trainer")
-	b := bins{trainer: filepath.Join(dir, "trainer-controller-manager"), jobset: filepath.Join(dir, "jobset-controller")}
+	b := bins{trainer: filepath.Join(dir, "trainer-controller-manager-v2.0.0"), jobset: filepath.Join(dir, "jobset-controller-v0.8.2")}
 	for bin, want := range map[string]string{b.trainer: "v2.0.0", b.jobset: "v0.8.2"} {
 		got, err := os.ReadFile(filepath.Join(dir, "."+filepath.Base(bin)+".version"))
 		if err != nil || strings.TrimSpace(string(got)) != want {
