@@ -101,6 +101,13 @@ func podOps(sa client.Client, pod *corev1.Pod) map[string]func() error {
 		"patch": func() error {
 			return sa.Patch(ctx, pod.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"trainguard.io/rescheduler-decision":"x"}}}`)), client.DryRunAll)
 		},
+		// What the rescheduler does to a lost pod before its force delete; a
+		// stolen token must not be able to fail pods elsewhere with it.
+		"mark-failed": func() error {
+			return sa.Status().Patch(ctx, pod.DeepCopy(), client.RawPatch(types.StrategicMergePatchType,
+				[]byte(`{"status":{"phase":"Failed","conditions":[{"type":"DisruptionTarget","status":"True","reason":"DeletionByTrainguardNodeLost"}]}}`)),
+				&client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{DryRun: []string{metav1.DryRunAll}}})
+		},
 	}
 }
 
