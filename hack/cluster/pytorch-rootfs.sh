@@ -12,6 +12,7 @@ set -euo pipefail
 out=${1:?usage: $0 <out.tar>}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 pkgs="python3 python3-torch dash coreutils"
+mkdir -p "$(dirname "$out")" # .ci/run builds it before anything else made bin/cluster
 bash "$root/hack/install-python-deps.sh" >/dev/null
 stamp="host-packages $(/usr/bin/python3 "$root/hack/cluster/host-rootfs.py" --digest $pkgs)"
 if [ -s "$out" ] && [ "$(cat "$out.version" 2>/dev/null)" = "$stamp" ]; then
