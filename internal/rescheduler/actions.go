@@ -38,6 +38,9 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 	if h := r.checkBrakes(ctx, pod.Spec.NodeName, node); h != nil {
 		return r.holdBack(ctx, pod, key, d, h), nil
 	}
+	if stale, err := r.staleCache(ctx, pod); stale || err != nil {
+		return reconcile.Result{RequeueAfter: staleRetry}, err
+	}
 	if d.Migrate {
 		if err := r.recordBadNode(ctx, pod, key, cm, rec, d); err != nil {
 			r.metrics.errorsByOp.WithLabelValues("record").Inc()
@@ -55,6 +58,33 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 	r.forgetBlocked(client.ObjectKeyFromObject(pod))
 	r.report(ctx, pod, key, d)
 	return reconcile.Result{}, nil
+}
+
+// staleRetry is how soon a pod whose cached copy was stale is looked at
+// again; the informer usually delivers the newer copy before that.
+const staleRetry = time.Second
+
+// staleCache reads the pod from the API server before an action and says
+// whether the cached copy the decision was made on is out of date (a newer
+// resourceVersion, or gone). A pod updated twice while the first reconcile
+// evicted it is reconciled again at once, from a cache that may not yet
+// show the eviction: without this check that second pass decided, evicted
+// and reported again, and counted a second reschedule round (found by the
+// leader-election test under CI load).
+func (r *Reconciler) staleCache(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	live := &corev1.Pod{}
+	err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(pod), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading pod %s before acting: %w", klogRef(pod), err)
+	case live.UID != pod.UID || live.ResourceVersion != pod.ResourceVersion:
+		log.FromContext(ctx).V(1).Info("cached pod is stale; deciding again on the newer copy", "pod", klogRef(pod),
+			"cached", pod.ResourceVersion, "live", live.ResourceVersion)
+		return true, nil
+	}
+	return false, nil
 }
 
 // holdBack reports an action the brakes hold: nothing is evicted or

@@ -647,3 +647,40 @@ func TestTransformPodKeepsJobSetIdentityAndOutcomeLine(t *testing.T) {
 }
 
 func toolscacheTombstone() any { return "not a pod" }
+
+// liveReader serves the API server's copy of a pod: the cached copy in the
+// fake client with a newer resourceVersion, as after an eviction the
+// informer has not delivered yet.
+type liveReader struct {
+	client.Reader
+	resourceVersion string
+}
+
+func (l liveReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := l.Reader.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if _, ok := obj.(*corev1.Pod); ok {
+		obj.SetResourceVersion(l.resourceVersion)
+	}
+	return nil
+}
+
+func TestStaleCacheNeverActsTwice(t *testing.T) {
+	pod := newPod()
+	h := newHarness(t, false, pod, lostNode())
+	h.r.apiReader = liveReader{Reader: h.c, resourceVersion: "999999"}
+
+	res := h.reconcile(t, "team", pod.Name)
+
+	assert.True(t, h.podExists(t, "team", pod.Name), "nothing done on a stale copy")
+	assert.Zero(t, h.removals())
+	assert.Equal(t, staleRetry, res.RequeueAfter, "decided again soon, on the newer copy")
+	assert.Empty(t, h.drainEvents(), "no decision reported")
+	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ownNS, Name: JobKeyOf(pod).RecordName()}, &corev1.ConfigMap{})
+	assert.True(t, apierrors.IsNotFound(err), "no bad node recorded, no round counted: %v", err)
+
+	h.r.apiReader = h.c // the informer caught up: the same copy
+	h.reconcile(t, "team", pod.Name)
+	assert.False(t, h.podExists(t, "team", pod.Name), "evicted once the copy is current")
+}
