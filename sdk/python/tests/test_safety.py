@@ -40,7 +40,8 @@ def plant(directory, seq, tensor_objects, step=99):
         json.dump(state, f)
     files = {n: os.path.getsize(os.path.join(path, n)) for n in (storage.TENSOR_FILE, storage.STATE_FILE)}
     with open(os.path.join(path, storage.COMMIT_FILE), "w") as f:
-        json.dump({"format": storage.FORMAT_VERSION, "files": files}, f)
+        # The attacker forges the highest generation, so the plant is tried first.
+        json.dump({"format": storage.FORMAT_VERSION, "generation": 1 << 30, "files": files}, f)
     with open(os.path.join(directory, proto.POINTER_FILE), "w") as f:
         json.dump({"file": name, "seq": seq, "step": step}, f)
     return name

@@ -5,9 +5,10 @@ pytorchjob-migration API (register, listening, resume, load_ckpt). Importing
 this package never imports torch.
 """
 
+from ._fence import Fenced
 from ._migrator import Migrator
 
 migrator = Migrator()
 
-__all__ = ["Migrator", "migrator"]
+__all__ = ["Fenced", "Migrator", "migrator"]
 __version__ = "0.2.0"

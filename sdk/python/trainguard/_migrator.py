@@ -6,6 +6,7 @@ import os
 import threading
 import time
 
+from . import _fence as fence
 from . import _protocol as proto
 from . import _storage as storage
 from . import _wake as wake
@@ -35,6 +36,8 @@ class Migrator:
         self._last_bytes = 0
         self._waker = None
         self._warned = set()  # signal dirs whose bad request was already logged
+        self._generation = 0  # this incarnation's fence generation (rank 0), claimed before the first load or save
+        self.refused_commits = 0  # saves refused because a newer incarnation started
 
     # ------------------------------------------------------------------ API
 
@@ -77,6 +80,7 @@ class Migrator:
             return self
         if cfg.local_rank == 0:
             os.makedirs(cfg.signal_dir, exist_ok=True)
+        self._claim()
         self._write_heartbeat()
         self._waker = wake.Waker()
         self._listener = threading.Thread(target=self._listen, name="trainguard-listener", daemon=True)
@@ -125,9 +129,17 @@ class Migrator:
         log.info("trainguard: resumed from %s at step %d", name, self._step)
         return {"step": payload["step"], "checkpoint": name, "saved_at": payload.get("saved_at")}
 
+    @property
+    def generation(self):
+        """This incarnation's fence generation (global rank 0; 0 elsewhere)."""
+        return self._generation
+
     def save_ckpt(self):
         """Save a checkpoint now (periodic saves). Rank 0 writes; other ranks
-        return None. Returns the checkpoint file name."""
+        return None. Returns the checkpoint file name. Raises trainguard.Fenced
+        when a newer incarnation of the job has started: this process is
+        stale (e.g. its node was partitioned and its pod replaced) and
+        nothing it saves will be resumed, so by default it stops."""
         if self.config.rank != 0:
             return None
         name = self._save()
@@ -145,8 +157,18 @@ class Migrator:
 
     # ------------------------------------------------------------ internals
 
+    def _claim(self):
+        """Global rank 0 takes this incarnation's generation once, before it
+        loads or saves anything (docs/checkpoint-protocol.md, "Fencing")."""
+        cfg = self.config
+        if self._generation or cfg.rank != 0 or not os.path.isdir(cfg.checkpoint_dir):
+            return
+        self._generation = fence.claim(cfg.checkpoint_dir, pod=cfg.pod, uid=cfg.pod_uid)
+        log.info("trainguard: incarnation generation %d in %s", self._generation, cfg.checkpoint_dir)
+
     def _save(self):
         cfg = self.config
+        self._claim()
         payload = {
             "format": storage.FORMAT_VERSION,
             "step": self._step,
@@ -156,7 +178,11 @@ class Migrator:
         }
         self._state = "saving"
         try:
-            name, size = storage.write_checkpoint(cfg, payload)
+            name, size = storage.write_checkpoint(cfg, payload, self._generation)
+        except fence.Fenced as e:
+            self.refused_commits += 1
+            log.error("trainguard: commit %d refused: %s", self.refused_commits, e)
+            raise
         finally:
             self._state = "training"
         self._last_ckpt, self._last_bytes = name, size
@@ -185,6 +211,7 @@ class Migrator:
         directory = self.config.checkpoint_dir
         if not os.path.isdir(directory):
             return None
+        self._claim()
         for name in storage.candidates(directory):
             chosen = self._load_named(name)
             if chosen is not None:

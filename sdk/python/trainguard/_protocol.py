@@ -63,6 +63,7 @@ class Config:
     serializer: str  # "auto", "torch" or "json" (torch-free; "pickle" is its old name)
     test_save_delay: float  # test hook: seconds to stall a save before its rename
     job: str  # "<namespace>/<checkpoint key>" as the webhook derived it; "" when unknown
+    pod_uid: str = ""  # recorded with the fence generation, for people reading it
 
     @classmethod
     def from_env(cls, env=None):
@@ -88,6 +89,7 @@ class Config:
             serializer=env.get("TRAINGUARD_SERIALIZER", "auto"),
             test_save_delay=float(env.get("TRAINGUARD_TEST_SAVE_DELAY", "0") or 0),
             job=job_identity(env),
+            pod_uid=env.get("TRAINGUARD_POD_UID", ""),
         )
 
 

@@ -6,9 +6,14 @@ after it. A crash mid-save leaves only a temp directory nobody loads.
     trainguard-ckpt-00000007/
         state.json    step, job, saved_at and every non-tensor value (tagged JSON)
         tensors.pt    the tensors, torch.save'd as one list (absent when there are none)
-        commit.json   {"format", "files": {name: size}}: written last, checked on load
+        commit.json   {"format", "generation", "files": {name: size}}: written last, checked on load
+
+Each commit records the generation (_fence) of the incarnation that wrote it;
+loads and pruning rank commits by (generation, sequence), so a commit of a
+stale incarnation never outranks one of a newer incarnation.
 """
 
+import errno
 import importlib
 import json
 import logging
@@ -20,6 +25,7 @@ import tempfile
 import time
 
 from . import _codec as codec
+from . import _fence as fence
 from . import _protocol as proto
 
 log = logging.getLogger("trainguard")
@@ -84,54 +90,93 @@ def read_pointer(directory):
     return ptr
 
 
+def ranked(directory):
+    """Committed checkpoints, best first: by the generation their commit.json
+    records, then by sequence number. A stale incarnation's commit can carry
+    a higher sequence number than a newer incarnation's (it committed last);
+    it still ranks below."""
+    keyed = []
+    for name in list_checkpoints(directory):
+        commit = proto.read_json(os.path.join(directory, name, COMMIT_FILE))
+        keyed.append((fence.generation_of(commit), _seq_of(name), name))
+    return [n for _, _, n in sorted(keyed, reverse=True)]
+
+
 def candidates(directory):
-    """Names to try in order: the pointer's checkpoint, then older ones.
-    Deterministic, so ranks that resolve independently agree."""
+    """Names to try in order, best first (ranked). Deterministic, so ranks
+    that resolve independently agree. The pointer is only checked: it is
+    written after the commit it names, so a crash between the two, or a
+    stale incarnation's commit, must not decide what is loaded."""
     ptr = read_pointer(directory)
-    names = list_checkpoints(directory)
-    if ptr is not None and ptr["file"] in names:
-        names.remove(ptr["file"])
-        names.insert(0, ptr["file"])
-    elif ptr is not None:
-        log.warning("trainguard: %s points to %r, which is not a committed checkpoint in %s; trying older "
-                    "checkpoints", proto.POINTER_FILE, ptr["file"], directory)
+    names = ranked(directory)
+    if ptr is not None and ptr["file"] not in names:
+        log.warning("trainguard: %s points to %r, which is not a committed checkpoint in %s; trying the "
+                    "committed ones", proto.POINTER_FILE, ptr["file"], directory)
     return names
 
 
-def write_checkpoint(cfg, payload):
+def write_checkpoint(cfg, payload, generation=0):
     """Write payload {"step", "saved_at", "world_size", "states"} as the next
-    checkpoint and move the pointer to it. Returns (name, bytes). On failure
-    nothing visible changes. Pruning is left to prune(), after the ack."""
+    checkpoint of this incarnation (`generation`, 0: unfenced) and move the
+    pointer to it. Returns (name, bytes). On failure nothing visible
+    changes. Raises fence.Fenced, before the commit when a newer generation
+    has started, or after it (the commit then ranks below the newer
+    generation's and the pointer is not moved). Pruning is left to prune(),
+    after the ack."""
     directory = cfg.checkpoint_dir
-    remove_temp_dirs(directory)
-    ptr = read_pointer(directory) or {}
-    prev = int(ptr.get("seq", 0)) if isinstance(ptr.get("seq"), int) else 0
-    seq = max([prev] + [_seq_of(n) for n in list_checkpoints(directory)]) + 1
-    name = ckpt_name(seq)
+    remove_temp_dirs(directory, generation)
     torch = use_torch(cfg.serializer)
     tensors = []
     is_tensor = torch.is_tensor if torch is not None else (lambda _: False)
     state = {"format": FORMAT_VERSION, "step": payload["step"], "saved_at": payload["saved_at"],
-             "world_size": payload["world_size"], "job": cfg.job,
+             "world_size": payload["world_size"], "job": cfg.job, "generation": generation,
              "states": codec.encode(payload["states"], tensors, is_tensor)}
-    tmp = tempfile.mkdtemp(prefix="." + name + ".tmp-", dir=directory)
+    tmp = tempfile.mkdtemp(prefix="%sg%08d.tmp-" % ("." + proto.CKPT_PREFIX, generation), dir=directory)
     try:
-        size = _write_files(tmp, state, tensors, torch, cfg.test_save_delay)
+        size = _write_files(tmp, state, tensors, torch, cfg.test_save_delay, generation)
         os.chmod(tmp, 0o755)
         proto.fsync_dir(tmp)
-        os.rename(tmp, os.path.join(directory, name))  # the commit
+        if generation:
+            fence.check(directory, generation)
+        name, seq = _commit(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     proto.fsync_dir(directory)
+    if generation:
+        # A newer incarnation may have claimed its generation while this
+        # one committed: the commit stays (ranked below), the pointer does not move.
+        fence.check(directory, generation)
     proto.write_json_atomic(os.path.join(directory, proto.POINTER_FILE), {
-        "file": name, "seq": seq, "step": payload["step"], "size": size, "job": cfg.job,
+        "file": name, "seq": seq, "step": payload["step"], "size": size, "job": cfg.job, "generation": generation,
         "saved_at": payload["saved_at"], "serializer": "torch" if tensors else "json",
     })
     return name, size
 
 
-def _write_files(tmp, state, tensors, torch, test_delay):
+def _next_seq(directory):
+    ptr = read_pointer(directory) or {}
+    prev = int(ptr.get("seq", 0)) if isinstance(ptr.get("seq"), int) else 0
+    return max([prev] + [_seq_of(n) for n in list_checkpoints(directory)]) + 1
+
+
+def _commit(tmp, directory):
+    """Rename the finished temp directory to the next free sequence number.
+    Renaming onto a committed (non-empty) directory fails on every POSIX
+    filesystem, so two writers racing for one number cannot both win."""
+    for _ in range(100):
+        seq = _next_seq(directory)
+        name = ckpt_name(seq)
+        try:
+            os.rename(tmp, os.path.join(directory, name))  # the commit
+            return name, seq
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+    raise OSError(errno.EEXIST, "no free checkpoint number in %s" % directory)
+
+
+def _write_files(tmp, state, tensors, torch, test_delay, generation):
     files = {}
     if tensors:
         path = os.path.join(tmp, TENSOR_FILE)
@@ -143,28 +188,37 @@ def _write_files(tmp, state, tensors, torch, test_delay):
     if test_delay > 0:  # test hook: widen the crash window before the commit
         time.sleep(test_delay)
     proto.write_durable(os.path.join(tmp, COMMIT_FILE),
-                        lambda f: f.write(json.dumps({"format": FORMAT_VERSION, "files": files}).encode()))
+                        lambda f: f.write(json.dumps({"format": FORMAT_VERSION, "generation": generation,
+                                                       "files": files}).encode()))
     return sum(files.values())
 
 
-def remove_temp_dirs(directory):
-    """Temp directories left by a save that crashed; only rank 0 writes, so none is live."""
+_TEMP = re.compile(r"^\." + re.escape(proto.CKPT_PREFIX) + r"(?:g(\d{8})|\d{8})\.tmp-")
+
+
+def remove_temp_dirs(directory, generation=0):
+    """Temp directories left by a save that crashed. Only rank 0 writes, one
+    save at a time, so a temp directory of this generation or an older one is
+    dead; a newer generation's may be live (this process may be a stale
+    incarnation) and is never touched. Names without a generation are 0."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return
     for e in entries:
-        if e.name.startswith("." + proto.CKPT_PREFIX) and ".tmp-" in e.name:
-            if e.is_dir(follow_symlinks=False):
-                shutil.rmtree(e.path, ignore_errors=True)
-            else:
-                _unlink_quietly(e.path)
+        m = _TEMP.match(e.name)
+        if m is None or int(m.group(1) or 0) > generation:
+            continue
+        if e.is_dir(follow_symlinks=False):
+            shutil.rmtree(e.path, ignore_errors=True)
+        else:
+            _unlink_quietly(e.path)
 
 
 def prune(directory, keep):
-    """Keep the `keep` newest committed checkpoints and the pointer's."""
+    """Keep the `keep` best committed checkpoints (ranked) and the pointer's."""
     ptr = read_pointer(directory) or {}
-    for name in list_checkpoints(directory)[keep:]:
+    for name in ranked(directory)[keep:]:
         if name != ptr.get("file"):
             try:
                 shutil.rmtree(os.path.join(directory, name))
