@@ -38,6 +38,7 @@ func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet, namesp
 		BackoffMax:       c.BackoffMax.Duration,
 
 		ForceDeleteAfter:       c.ForceDeleteAfter.Duration,
+		LeaseLostAfter:         c.LeaseLostAfter.Duration,
 		NodeEvictionRate:       *c.NodeEvictionRate,
 		NodeEvictionBurst:      c.NodeEvictionBurst,
 		UnhealthyZoneThreshold: *c.UnhealthyZoneThreshold,

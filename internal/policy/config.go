@@ -77,6 +77,9 @@ type ReschedulerConfig struct {
 	// ForceDeleteAfter: how long a node must have been unreachable before
 	// pods on it may be force-deleted, bypassing PodDisruptionBudgets (--force-delete-after).
 	ForceDeleteAfter *metav1.Duration `json:"forceDeleteAfter,omitempty"`
+	// LeaseLostAfter: how long a node's kubelet may leave its Lease
+	// unrenewed before the node counts as lost (--lease-lost-after).
+	LeaseLostAfter *metav1.Duration `json:"leaseLostAfter,omitempty"`
 	// NodeEvictionRate and NodeEvictionBurst: the token bucket on nodes acted
 	// on, as kube-controller-manager's --node-eviction-rate (--node-eviction-rate,
 	// --node-eviction-burst). A rate of 0 stops all action.
@@ -154,10 +157,18 @@ const (
 	DefaultBackoffBase   = 10 * time.Second
 	DefaultBackoffMax    = 5 * time.Minute
 
-	// DefaultForceDeleteAfter matches the 300 s tolerationSeconds the API
-	// server gives every pod for node.kubernetes.io/unreachable: the point
-	// at which Kubernetes itself gives up on the node's kubelet.
-	DefaultForceDeleteAfter = 5 * time.Minute
+	// DefaultLeaseLostAfter is the kubelet's own node Lease duration
+	// (nodeLeaseDurationSeconds): four renewals missed in a row. A kubelet
+	// that is slow but alive renews within it and is never acted on.
+	DefaultLeaseLostAfter = 40 * time.Second
+	// DefaultForceDeleteAfter: a node unreachable this long (its kubelet
+	// silent, or Ready not True) has its pods force-deleted, so the
+	// replacement starts without waiting for a kubelet that may never come
+	// back. Safe because a force-deleted pod that still runs (a partition)
+	// can never commit over its replacement's checkpoints (fencing,
+	// docs/checkpoint-protocol.md), and its kubelet kills it on return.
+	// Kubernetes itself waits 300 s and then only evicts.
+	DefaultForceDeleteAfter = 40 * time.Second
 	// DefaultNodeEvictionRate is the node lifecycle controller's own
 	// default: one node every 10 s.
 	DefaultNodeEvictionRate = 0.1
@@ -291,6 +302,7 @@ func (r *ReschedulerConfig) applyDefaults() {
 	}{
 		{&r.NodeLostGrace, DefaultNodeLostGrace}, {&r.GraceOverTime, DefaultGraceOverTime}, {&r.BadNodeTTL, DefaultBadNodeTTL},
 		{&r.BackoffBase, DefaultBackoffBase}, {&r.BackoffMax, DefaultBackoffMax}, {&r.ForceDeleteAfter, DefaultForceDeleteAfter},
+		{&r.LeaseLostAfter, DefaultLeaseLostAfter},
 	} {
 		if *d.field == nil {
 			*d.field = &metav1.Duration{Duration: d.def}
@@ -317,7 +329,8 @@ func (r *ReschedulerConfig) applyDefaults() {
 func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for name, d := range map[string]*metav1.Duration{"nodeLostGrace": r.NodeLostGrace, "graceOverTime": r.GraceOverTime,
-		"badNodeTTL": r.BadNodeTTL, "backoffBase": r.BackoffBase, "backoffMax": r.BackoffMax, "forceDeleteAfter": r.ForceDeleteAfter} {
+		"badNodeTTL": r.BadNodeTTL, "backoffBase": r.BackoffBase, "backoffMax": r.BackoffMax, "forceDeleteAfter": r.ForceDeleteAfter,
+		"leaseLostAfter": r.LeaseLostAfter} {
 		if d.Duration <= 0 {
 			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
 		}

@@ -183,7 +183,8 @@ func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, err
 			continue
 		}
 		z.carrier++
-		if readyStatus(n) != corev1.ConditionTrue {
+		silent, known := r.leases.silentFor(n.Name)
+		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= r.opts.LeaseLostAfter) {
 			z.unhealthy++
 		}
 	}

@@ -3,6 +3,7 @@ package rescheduler
 import (
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -36,6 +37,11 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 			Namespaces: namespaces,
 		},
 		&corev1.Node{}: {Transform: TransformNode},
+		// Node Leases: only kube-node-lease, stripped to name and renewTime.
+		&coordinationv1.Lease{}: {
+			Namespaces: map[string]cache.Config{NodeLeaseNamespace: {}},
+			Transform:  TransformLease,
+		},
 	}
 }
 

@@ -193,16 +193,19 @@ type nodeState struct {
 }
 
 // classifyNode judges a node; nil means it no longer exists.
-func classifyNode(node *corev1.Node, name string, now time.Time, grace time.Duration) nodeState {
+func classifyNode(in Input, opts Options) nodeState {
+	name, node, now, grace := in.Pod.Spec.NodeName, in.Node, in.Now, opts.NodeLostGrace
 	if node == nil {
 		return nodeState{health: nodeLost, why: fmt.Sprintf("node %s was deleted", name)}
 	}
-	status, since := corev1.ConditionUnknown, node.CreationTimestamp.Time
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			status, since = c.Status, c.LastTransitionTime.Time
-		}
+	if kubeletSilent(in, opts.LeaseLostAfter) {
+		// Ahead of the node lifecycle controller (which marks the node
+		// Unknown only some time later): the kubelet missed every renewal
+		// of its Lease for the whole lease duration.
+		return nodeState{health: nodeLost, why: fmt.Sprintf("node %s: kubelet silent for %s, its Lease not renewed (--lease-lost-after %s)",
+			name, in.KubeletSilentFor.Round(time.Second), opts.LeaseLostAfter)}
 	}
+	status, since := readyCondition(node)
 	if status != corev1.ConditionTrue {
 		down := now.Sub(since)
 		if down >= grace {

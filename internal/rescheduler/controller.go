@@ -20,6 +20,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/optin"
@@ -51,14 +52,18 @@ func Setup(mgr ctrl.Manager, cfg *policy.Config, opts Options) error {
 	if err := mgr.Add(&sweeper{r: r}); err != nil {
 		return fmt.Errorf("adding the record sweeper: %w", err)
 	}
-	return r.setupWithManager(mgr)
+	silent := make(chan event.GenericEvent)
+	if err := mgr.Add(&leaseWatcher{r: r, events: silent}); err != nil {
+		return fmt.Errorf("adding the node Lease watcher: %w", err)
+	}
+	return r.setupWithManager(mgr, silent)
 }
 
 func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, clk clock.PassiveClock,
 	cfg *policy.Config, opts Options, m *metrics) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, recorder: rec, clock: clk, cfg: cfg, opts: opts, metrics: m,
-		brakes: newBrakes(opts, clk, m), blocked: map[types.NamespacedName]blockedPod{},
+		brakes: newBrakes(opts, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
 	}
 }
 
@@ -83,12 +88,15 @@ type Reconciler struct {
 	metrics   *metrics
 	brakes    *brakes
 
+	// leases tells how long each node's kubelet has been silent.
+	leases *leases
+
 	// blocked counts refused evictions per pod, for the retry backoff.
 	mu      sync.Mutex
 	blocked map[types.NamespacedName]blockedPod
 }
 
-func (r *Reconciler) setupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) setupWithManager(mgr ctrl.Manager, silent <-chan event.GenericEvent) error {
 	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[contract.LabelManaged] == "true"
 	})
@@ -100,6 +108,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager) error {
 		For(&corev1.Pod{}, builder.WithPredicates(managed)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.podsOnNode), builder.WithPredicates(nodeChanged())).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.stashedPodOf), builder.WithPredicates(records)).
+		WatchesRawSource(source.Channel(silent, handler.EnqueueRequestsFromMapFunc(r.podsOnNode))).
 		Complete(r)
 }
 
@@ -236,10 +245,13 @@ func (r *Reconciler) input(pod *corev1.Pod, node *corev1.Node, rec *Record, jobA
 	}
 	pol, _ := policy.Resolve(r.cfg, nil, ann) // bad values fall back to the config; the webhook warned about them
 	now := r.clock.Now()
+	silentFor, known := r.leases.silentFor(pod.Spec.NodeName)
 	return Input{
 		Pod:                    pod,
 		Node:                   node,
 		Now:                    now,
+		KubeletSilentFor:       silentFor,
+		LeaseKnown:             known,
 		DefaultFaultScheduling: pol.FaultScheduling,
 		DefaultRecoverStrategy: pol.RecoverStrategy,
 		TrainingContainers:     pol.TrainingContainers,

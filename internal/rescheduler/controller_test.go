@@ -52,6 +52,7 @@ const ownNS = "trainguard-system"
 func testOptions() Options {
 	o := DefaultOptions()
 	o.Namespace = ownNS
+	o.ForceDeleteAfter = 5 * time.Minute // the tests' bound, independent of the default
 	return o
 }
 
@@ -555,6 +556,7 @@ func TestCacheByObject(t *testing.T) {
 		"*v1.Pod":       "label=trainguard.io/managed=true namespaces=[] transform=true",
 		"*v1.ConfigMap": "label=trainguard.io/bad-nodes=true namespaces=[trainguard-system] transform=false",
 		"*v1.Node":      "label=<nil> namespaces=[] transform=true",
+		"*v1.Lease":     "label=<nil> namespaces=[kube-node-lease] transform=true",
 	}, got)
 }
 

@@ -50,6 +50,10 @@ type Input struct {
 	// Node is the pod's node; nil means it was deleted.
 	Node *corev1.Node
 	Now  time.Time
+	// KubeletSilentFor is how long the node's Lease has not been renewed, as
+	// the controller observed it; meaningful only when LeaseKnown.
+	KubeletSilentFor time.Duration
+	LeaseKnown       bool
 	// DefaultFaultScheduling and DefaultRecoverStrategy apply when the pod
 	// carries no (valid) MindCluster label or annotation: the policy resolved
 	// from the config file and trainguard.io/ annotations.
@@ -139,27 +143,53 @@ func Decide(in Input, opts Options) Decision {
 }
 
 // forceAllowed says whether a pod on in.Node may be force-deleted: the node
-// object is gone, or the node has been unreachable (Ready not True) for at
-// least opts.ForceDeleteAfter. why says which, for the Event.
+// object is gone, or the node has been unreachable for at least
+// opts.ForceDeleteAfter. why says which, for the Event.
 func forceAllowed(in Input, opts Options) (bool, string) {
 	name := in.Pod.Spec.NodeName
 	if in.Node == nil {
 		return true, fmt.Sprintf("node %s was deleted", name)
 	}
-	status, since := corev1.ConditionUnknown, in.Node.CreationTimestamp.Time
-	for _, c := range in.Node.Status.Conditions {
+	down, how := unreachable(in, opts)
+	if how == "" || down < opts.ForceDeleteAfter {
+		return false, ""
+	}
+	return true, fmt.Sprintf("node %s unreachable (%s) for %s, past --force-delete-after=%s", name, how, down.Round(time.Second), opts.ForceDeleteAfter)
+}
+
+// unreachable is how long in.Node has been unreachable, and how: its
+// kubelet silent past --lease-lost-after (counted from the last renewal
+// seen), or Ready not True (from the condition's transition); the longer of
+// the two. how is "" when the node is reachable.
+func unreachable(in Input, opts Options) (time.Duration, string) {
+	var down time.Duration
+	how := ""
+	status, since := readyCondition(in.Node)
+	if status != corev1.ConditionTrue {
+		down, how = in.Now.Sub(since), "Ready="+string(status)
+	}
+	if kubeletSilent(in, opts.LeaseLostAfter) && in.KubeletSilentFor > down {
+		down, how = in.KubeletSilentFor, "kubelet silent, Lease not renewed"
+	}
+	return down, how
+}
+
+// kubeletSilent says whether the node's kubelet has not renewed its Lease
+// for at least d.
+func kubeletSilent(in Input, d time.Duration) bool {
+	return in.LeaseKnown && in.KubeletSilentFor >= d
+}
+
+// readyCondition is the node's Ready status and when it last changed;
+// Unknown since the node's creation when it has none.
+func readyCondition(node *corev1.Node) (corev1.ConditionStatus, time.Time) {
+	status, since := corev1.ConditionUnknown, node.CreationTimestamp.Time
+	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			status, since = c.Status, c.LastTransitionTime.Time
 		}
 	}
-	if status == corev1.ConditionTrue {
-		return false, ""
-	}
-	down := in.Now.Sub(since)
-	if down < opts.ForceDeleteAfter {
-		return false, ""
-	}
-	return true, fmt.Sprintf("node %s unreachable (Ready=%s) for %s, past --force-delete-after=%s", name, status, down.Round(time.Second), opts.ForceDeleteAfter)
+	return status, since
 }
 
 // detect finds what is wrong with a pod that is not being deleted.
@@ -175,7 +205,7 @@ func detect(in Input, opts Options) Decision {
 	case exitSuccess:
 		return Decision{Action: ActionNone, ExitCode: term.exitCode}
 	}
-	node := classifyNode(in.Node, pod.Spec.NodeName, in.Now, opts.NodeLostGrace)
+	node := classifyNode(in, opts)
 	switch {
 	case hasCondition(pod, corev1.DisruptionTarget):
 		// Someone is already evicting or deleting the pod (a drain, the
@@ -196,7 +226,7 @@ func detect(in Input, opts Options) Decision {
 // kubeflow) cannot start until the pod object is gone.
 func decideTerminating(in Input, mode string, opts Options) Decision {
 	pod := in.Pod
-	node := classifyNode(in.Node, pod.Spec.NodeName, in.Now, opts.NodeLostGrace)
+	node := classifyNode(in, opts)
 	alreadyForced := pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
 	if node.health != nodeLost || mode == FaultSchedulingOff || alreadyForced {
 		return Decision{Action: ActionNone}
@@ -210,6 +240,12 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 	}
 	if mode == FaultSchedulingForce {
 		d.Message = why + "; fault-scheduling=force: pod is terminating, force-deleting"
+		return d
+	}
+	if kubeletSilent(in, opts.ForceDeleteAfter) {
+		// A kubelet that has not been heard from cannot be carrying out the
+		// graceful delete: waiting --grace-over-time for it gains nothing.
+		d.Message = why + "; the kubelet cannot carry out the graceful delete: force-deleting"
 		return d
 	}
 	requested := pod.DeletionTimestamp.Time
@@ -227,13 +263,8 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 // forceWait is how long until forceAllowed turns true for a node that is
 // unreachable but not for long enough yet.
 func forceWait(in Input, opts Options) time.Duration {
-	since := in.Node.CreationTimestamp.Time
-	for _, c := range in.Node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			since = c.LastTransitionTime.Time
-		}
-	}
-	if d := since.Add(opts.ForceDeleteAfter).Sub(in.Now); d > 0 {
+	down, _ := unreachable(in, opts)
+	if d := opts.ForceDeleteAfter - down; d > time.Second {
 		return d
 	}
 	return time.Second

@@ -182,6 +182,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := DefaultOptions()
+			opts.ForceDeleteAfter = 5 * time.Minute // the table's bound, independent of the default
 			opts.DefaultRetryable = tc.defaultRetryable
 			capN := tc.max
 			switch capN {

@@ -32,11 +32,15 @@ type Options struct {
 	// min(BackoffBase*2^(n-1), BackoffMax) after round n. Pods of the job that
 	// need action within BackoffBase of a round's start join that round.
 	BackoffBase, BackoffMax time.Duration
-	// ForceDeleteAfter is how long a node must have been unreachable
-	// (NotReady or Unknown) before a pod on it may be force-deleted, which
-	// bypasses its PodDisruptionBudget. A node object that is gone needs no
-	// wait. Below it, pods are only ever evicted.
+	// ForceDeleteAfter is how long a node must have been unreachable (its
+	// kubelet silent, or Ready not True) before a pod on it may be
+	// force-deleted, which bypasses its PodDisruptionBudget. A node object
+	// that is gone needs no wait. Below it, pods are only ever evicted.
 	ForceDeleteAfter time.Duration
+	// LeaseLostAfter is how long a node's kubelet may go without renewing
+	// its Lease (as this process observes it) before the node counts as
+	// lost, ahead of the node lifecycle controller's NotReady.
+	LeaseLostAfter time.Duration
 	// NodeEvictionRate and NodeEvictionBurst are the token bucket on the
 	// nodes acted on (pods evicted or deleted off them), as the node
 	// lifecycle controller's --node-eviction-rate.
@@ -65,6 +69,7 @@ func DefaultOptions() Options {
 		BackoffMax:    policy.DefaultBackoffMax,
 
 		ForceDeleteAfter:       policy.DefaultForceDeleteAfter,
+		LeaseLostAfter:         policy.DefaultLeaseLostAfter,
 		NodeEvictionRate:       policy.DefaultNodeEvictionRate,
 		NodeEvictionBurst:      policy.DefaultNodeEvictionBurst,
 		UnhealthyZoneThreshold: policy.DefaultUnhealthyZoneThreshold,
@@ -90,8 +95,14 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BackoffMax, "reschedule-backoff-max", o.BackoffMax,
 		"Longest backoff between two reschedule rounds of one job.")
 	fs.DurationVar(&o.ForceDeleteAfter, "force-delete-after", o.ForceDeleteAfter,
-		"How long a node must have been NotReady/Unknown before pods on it may be force-deleted (grace period 0, bypassing PodDisruptionBudgets). "+
-			"Below it pods are only evicted through the Eviction API. A deleted Node needs no wait. Default: the API server's 300 s unreachable toleration.")
+		"How long a node must have been unreachable (kubelet silent, or NotReady/Unknown) before pods on it may be force-deleted "+
+			"(marked Failed, grace period 0, bypassing PodDisruptionBudgets); a silent kubelet is not waited for by --grace-over-time. "+
+			"Below it pods are only evicted through the Eviction API. A deleted Node needs no wait. Safe because a stale trainer "+
+			"cannot commit over its replacement's checkpoints (fencing, docs/checkpoint-protocol.md).")
+	fs.DurationVar(&o.LeaseLostAfter, "lease-lost-after", o.LeaseLostAfter,
+		"How long a node's kubelet may leave its Lease (kube-node-lease) unrenewed, as trainguard observes it, before the node's "+
+			"training pods count as lost, ahead of the node lifecycle controller's NotReady. Default: the kubelet's lease duration "+
+			"(it renews every 10 s), so a slow but alive kubelet is never acted on.")
 	fs.Float64Var(&o.NodeEvictionRate, "node-eviction-rate", o.NodeEvictionRate,
 		"Nodes per second the rescheduler may start acting on (evicting their training pods), cluster-wide; a token bucket like "+
 			"kube-controller-manager's --node-eviction-rate (same default, 0.1 = one node every 10 s). 0 stops all action.")
@@ -117,6 +128,7 @@ func (o *Options) Validate() error {
 	positive("reschedule-backoff-base", o.BackoffBase)
 	positive("reschedule-backoff-max", o.BackoffMax)
 	positive("force-delete-after", o.ForceDeleteAfter)
+	positive("lease-lost-after", o.LeaseLostAfter)
 	if o.NodeEvictionRate < 0 {
 		errs = append(errs, fmt.Errorf("--node-eviction-rate must not be negative, got %g", o.NodeEvictionRate))
 	}

@@ -20,14 +20,14 @@ func TestBindFlags(t *testing.T) {
 	assert.Equal(t, DefaultOptions(), o, "no flag keeps the defaults")
 	assert.Equal(t, Options{Enabled: true, NodeLostGrace: time.Minute, GraceOverTime: 900 * time.Second, BadNodeTTL: time.Hour,
 		MaxBadNodes: 16, BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute,
-		ForceDeleteAfter: 5 * time.Minute, NodeEvictionRate: 0.1, NodeEvictionBurst: 3, UnhealthyZoneThreshold: 0.55}, o)
+		ForceDeleteAfter: 40 * time.Second, LeaseLostAfter: 40 * time.Second, NodeEvictionRate: 0.1, NodeEvictionBurst: 3, UnhealthyZoneThreshold: 0.55}, o)
 
 	require.NoError(t, fs.Parse([]string{"--rescheduler=false", "--node-lost-grace=30s", "--grace-over-time=5m",
 		"--bad-node-ttl=2h", "--max-bad-nodes=4", "--unknown-exit-code-retryable", "--reschedule-backoff-base=1s", "--reschedule-backoff-max=1m",
-		"--force-delete-after=10m", "--node-eviction-rate=0.5", "--node-eviction-burst=1", "--unhealthy-zone-threshold=0.3"}))
+		"--force-delete-after=10m", "--lease-lost-after=1m", "--node-eviction-rate=0.5", "--node-eviction-burst=1", "--unhealthy-zone-threshold=0.3"}))
 	assert.Equal(t, Options{NodeLostGrace: 30 * time.Second, GraceOverTime: 5 * time.Minute, BadNodeTTL: 2 * time.Hour,
 		MaxBadNodes: 4, DefaultRetryable: true, BackoffBase: time.Second, BackoffMax: time.Minute,
-		ForceDeleteAfter: 10 * time.Minute, NodeEvictionRate: 0.5, NodeEvictionBurst: 1, UnhealthyZoneThreshold: 0.3}, o)
+		ForceDeleteAfter: 10 * time.Minute, LeaseLostAfter: time.Minute, NodeEvictionRate: 0.5, NodeEvictionBurst: 1, UnhealthyZoneThreshold: 0.3}, o)
 	o.Namespace = "trainguard-system" // set by serve --namespace
 	assert.NoError(t, o.Validate())
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
@@ -31,6 +32,7 @@ func TestSetup(t *testing.T) {
 				m.Add(corev1.SchemeGroupVersion.WithKind(kind), meta.RESTScopeNamespace)
 			}
 			m.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
+			m.Add(coordinationv1.SchemeGroupVersion.WithKind("Lease"), meta.RESTScopeNamespace)
 			return m, nil
 		},
 	})

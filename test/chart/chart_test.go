@@ -142,12 +142,32 @@ func checkStrictAndNamespaced(t *testing.T, objs []*unstructured.Unstructured, t
 		typed := typedFor(o.GetKind())
 		require.NotNil(t, typed, "rendered kind %s has no strict decode in this test", o.GetKind())
 		assert.NoError(t, Into(o, typed))
-		if slices.Contains(clusterScoped, o.GetKind()) {
+		switch {
+		case slices.Contains(clusterScoped, o.GetKind()):
 			assert.Empty(t, o.GetNamespace(), "%s %s is cluster-scoped", o.GetKind(), o.GetName())
-		} else {
+		case o.GetNamespace() == corev1.NamespaceNodeLease:
+			checkNodeLeaseRole(t, o, tc)
+		default:
 			assert.Equal(t, tc.namespace, o.GetNamespace(), "%s %s must live in the release namespace", o.GetKind(), o.GetName())
 		}
 		assert.Equal(t, tc.release, o.GetLabels()["app.kubernetes.io/instance"], "%s %s labels", o.GetKind(), o.GetName())
+	}
+}
+
+// checkNodeLeaseRole: the one grant outside the release namespace is the
+// rescheduler's read-only access to node Leases in kube-node-lease.
+func checkNodeLeaseRole(t *testing.T, o *unstructured.Unstructured, tc renderCase) {
+	t.Helper()
+	assert.Equal(t, tc.fullname+"-node-leases", o.GetName(), "%s %s in kube-node-lease", o.GetKind(), o.GetName())
+	switch o.GetKind() {
+	case "Role":
+		role := &rbacv1.Role{}
+		require.NoError(t, Into(o, role))
+		assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			Verbs: []string{"get", "list", "watch"}}}, role.Rules, "read-only, node Leases only")
+	case "RoleBinding":
+	default:
+		t.Errorf("%s %s must not live in kube-node-lease", o.GetKind(), o.GetName())
 	}
 }
 
