@@ -94,8 +94,6 @@ def main():
     args = parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    if world > 1:
-        dist.init_process_group("gloo")
     torch.manual_seed(args.seed)
     model = nn.Sequential(nn.Linear(16, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -113,7 +111,13 @@ def main():
             states["extra"] = extra
         bench_raw_save(args.bench_raw_save, states, migrator.config.checkpoint_dir, args.bench_raw_sync)
         return
+    # Listen (and, on rank 0, claim this incarnation's fence generation)
+    # before joining the process group: a stale rank 0 that still holds the
+    # other ranks (a partitioned node) is fenced at its next commit, and only
+    # then do they come to this one (docs/checkpoint-protocol.md, Fencing).
     migrator.listening()
+    if world > 1:
+        dist.init_process_group("gloo")
     start = 0
     if migrator.resume:
         meta = migrator.load_ckpt()

@@ -63,7 +63,7 @@ func (e *env) nodeCrash(t *testing.T) {
 	} else if without < minRatio*with {
 		t.Errorf("plain Kubernetes recovered in %s, less than %dx trainguard's %s", without.Round(time.Second), minRatio, with.Round(time.Second))
 	}
-	e.record("node crash", true, "time to recover with trainguard %s (resumed at checkpointed step %s); without trainguard %s",
+	e.record("node crash", true, "time to recover with trainguard %s (shipped defaults; %s); without trainguard %s",
 		with.Round(time.Second), resumedAt, clip(w))
 }
 
@@ -88,7 +88,8 @@ func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit
 	}
 	node := w.Spec.NodeName
 	idx := strings.TrimPrefix(node, "tg-node-")
-	t.Logf("%s: killing node %s at master step %d", job, node, lastStep(e.logs(ctx, ns, master)))
+	killStep := lastStep(e.logs(ctx, ns, master))
+	t.Logf("%s: killing node %s at master step %d", job, node, killStep)
 	tKill := time.Now()
 	defer e.restartNode(ctx, t, idx)
 	if _, err := e.run(ctx, "bash", "hack/cluster/node-ctl.sh", "kill", idx); err != nil {
@@ -109,7 +110,8 @@ func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit
 		ts, step, ok := firstStepAfter(e.logs(ctx, ns, master), tKill)
 		if ok {
 			recovered = ts
-			e.resumedStepNote = fmt.Sprint(step - 1)
+			e.resumedStepNote = fmt.Sprintf("killed at step %d, resumed at the periodic checkpoint of step %d: %d steps lost",
+				killStep, step-1, max(killStep-(step-1), 0))
 		}
 		return ok, nil
 	})
@@ -155,6 +157,11 @@ func (e *env) restartNode(ctx context.Context, t *testing.T, idx string) {
 		t.Errorf("restart node %s: %v", idx, err)
 		return
 	}
+	e.waitNodeReady(ctx, t, idx)
+}
+
+// waitNodeReady waits until node idx reports Ready again.
+func (e *env) waitNodeReady(ctx context.Context, t *testing.T, idx string) {
 	err := poll(ctx, 2*time.Second, 2*time.Minute, func() (bool, error) {
 		n, err := e.cs.CoreV1().Nodes().Get(ctx, "tg-node-"+idx, metav1.GetOptions{})
 		if err != nil {

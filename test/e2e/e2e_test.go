@@ -45,6 +45,7 @@ func TestE2E(t *testing.T) {
 	scenario("trainguard-down", e.trainguardDown)
 	scenario("upgrade-under-load", e.upgradeUnderLoad)
 	scenario("trainjob-node-crash", e.trainJobCrash)
+	scenario("partition", e.partition)
 	scenario("node-crash", e.nodeCrash) // uninstalls trainguard for the plain-Kubernetes half
 	scenario("install-self-managed", func(t *testing.T) {
 		if _, err := e.helm(ctx, "uninstall", releaseName, "-n", releaseNS, "--wait"); err != nil {

@@ -15,18 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Rescheduler timings of the run: short enough for a test, the same for
-// every scenario. The node-crash figures depend on them (docs/e2e.md).
-// reschedulerArgs shorten the rescheduler's waits for the scenarios. A pod
-// on a dead node can only be force-deleted (its kubelet never confirms an
-// eviction); the default bound for that is the API server's 300 s
-// unreachable toleration, which a team that wants fast recovery lowers.
-var reschedulerArgs = []string{"--node-lost-grace=20s", "--grace-over-time=20s", "--reschedule-backoff-base=2s", "--force-delete-after=30s"}
+// reschedulerArgs: none. Every scenario runs the rescheduler with its
+// shipped defaults (--lease-lost-after=40s, --force-delete-after=40s), so the
+// node-crash and partition figures are what a user gets (docs/e2e.md).
+var reschedulerArgs []string
 
 // values are the chart values of the e2e installs: the locally built image,
 // the infra node, the claim the scenarios create, no GPU default (no GPUs here).
 func values(certManager bool, extra string) string {
-	args := `"` + strings.Join(reschedulerArgs, `", "`) + `"`
+	args := ""
+	if len(reschedulerArgs) > 0 {
+		args = `"` + strings.Join(reschedulerArgs, `", "`) + `"`
+	}
 	return fmt.Sprintf(`image: {repository: localhost/trainguard, tag: e2e, pullPolicy: Never}
 certManager: {enabled: %t}
 nodeSelector: {%s: "true"}
