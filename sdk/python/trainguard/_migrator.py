@@ -7,6 +7,7 @@ import threading
 import time
 
 from . import _fence as fence
+from . import _periodic as periodic
 from . import _protocol as proto
 from . import _storage as storage
 from . import _wake as wake
@@ -38,6 +39,8 @@ class Migrator:
         self._warned = set()  # signal dirs whose bad request was already logged
         self._generation = 0  # this incarnation's fence generation (rank 0), claimed before the first load or save
         self.refused_commits = 0  # saves refused because a newer incarnation started
+        self._schedule = None  # periodic checkpoints: from the environment unless periodic() set one
+        self._writer = periodic.Writer()
 
     # ------------------------------------------------------------------ API
 
@@ -90,6 +93,7 @@ class Migrator:
     def close(self):
         """Stop listening (the thread is a daemon; this is for tests and clean exits)."""
         self._stop.set()
+        self._writer.wait()  # a periodic save in flight is finished, not dropped
         if self._listener is not None:
             self._listener.join(timeout=5)
             self._listener = None
@@ -146,14 +150,33 @@ class Migrator:
         storage.prune(self.config.checkpoint_dir, keep=self.config.keep)
         return name
 
+    def periodic(self, steps=0, seconds=0.0):
+        """Checkpoint in the background every `steps` optimizer steps and/or
+        every `seconds` of training (0: off), at the end of a step() block.
+        Defaults: TRAINGUARD_CHECKPOINT_EVERY_STEPS and
+        TRAINGUARD_CHECKPOINT_EVERY (a duration such as 60s)."""
+        self._schedule = periodic.Schedule(steps, seconds)
+        return self
+
+    @property
+    def periodic_stats(self):
+        """{'saves', 'failures', 'skipped', 'copy_seconds'} of the background saves."""
+        w = self._writer
+        return {"saves": w.saves, "failures": w.failures, "skipped": w.skipped, "copy_seconds": w.copy_seconds}
+
     @contextlib.contextmanager
     def step(self):
         """Wrap one optimizer step: a requested checkpoint is taken right after
-        the block, never in the middle of a step."""
+        the block, never in the middle of a step; so is a periodic one, in
+        the background. Raises trainguard.Fenced when a background save was
+        refused because a newer incarnation of the job started."""
         yield
         self._step += 1
+        self._writer.raise_if_fenced()
         if self._pending:
             self._answer_requests()
+        elif self._periodic_due():
+            self._save_in_background()
 
     # ------------------------------------------------------------ internals
 
@@ -166,28 +189,60 @@ class Migrator:
         self._generation = fence.claim(cfg.checkpoint_dir, pod=cfg.pod, uid=cfg.pod_uid)
         log.info("trainguard: incarnation generation %d in %s", self._generation, cfg.checkpoint_dir)
 
+    def _payload(self, copy_state):
+        states = {k: _capture(o) for k, o in self._objects.items()}
+        if copy_state:
+            states = periodic.snapshot(states, storage.use_torch(self.config.serializer))
+        return {"format": storage.FORMAT_VERSION, "step": self._step, "saved_at": time.time(),
+                "world_size": self.config.world_size, "states": states}
+
     def _save(self):
-        cfg = self.config
+        self._writer.wait()  # a background save in flight finishes first: one writer at a time
+        self._writer.raise_if_fenced()
         self._claim()
-        payload = {
-            "format": storage.FORMAT_VERSION,
-            "step": self._step,
-            "saved_at": time.time(),
-            "world_size": cfg.world_size,
-            "states": {k: _capture(o) for k, o in self._objects.items()},
-        }
         self._state = "saving"
         try:
-            name, size = storage.write_checkpoint(cfg, payload, self._generation)
+            name = self._write(self._payload(copy_state=False))
+        finally:
+            self._state = "training"
+        return name
+
+    def _write(self, payload):
+        try:
+            name, size = storage.write_checkpoint(self.config, payload, self._generation)
         except fence.Fenced as e:
             self.refused_commits += 1
             log.error("trainguard: commit %d refused: %s", self.refused_commits, e)
             raise
-        finally:
-            self._state = "training"
         self._last_ckpt, self._last_bytes = name, size
-        log.info("trainguard: saved %s at step %d (%d bytes)", name, self._step, size)
+        log.info("trainguard: saved %s at step %d (%d bytes)", name, payload["step"], size)
         return name
+
+    def _periodic_due(self):
+        if self._schedule is None:
+            cfg = self.config
+            self._schedule = periodic.Schedule(cfg.every_steps, cfg.every_seconds)
+        self._schedule.begin(self._step - 1)  # the step this process started (or resumed) at
+        return self.config.rank == 0 and self._schedule.due(self._step)
+
+    def _save_in_background(self):
+        """Copy the state now (the only part training waits for), write it in
+        a thread. Skipped while the previous background save still writes."""
+        if self._writer.busy():
+            self._writer.skipped += 1
+            return
+        self._claim()
+        started = time.monotonic()
+        payload = self._payload(copy_state=True)
+        self._writer.copy_seconds += time.monotonic() - started
+        self._schedule.saved(self._step)
+        directory, keep = self.config.checkpoint_dir, self.config.keep
+
+        def write():
+            self._write(payload)
+            storage.prune(directory, keep=keep)
+
+        self._writer.start(write)
 
     def _resolve(self):
         """Choose the checkpoint once. With torch.distributed initialised, rank 0

@@ -64,6 +64,8 @@ class Config:
     test_save_delay: float  # test hook: seconds to stall a save before its rename
     job: str  # "<namespace>/<checkpoint key>" as the webhook derived it; "" when unknown
     pod_uid: str = ""  # recorded with the fence generation, for people reading it
+    every_steps: int = 0  # periodic background checkpoint every N steps (0: off)
+    every_seconds: float = 0.0  # ... or every so many seconds of training (0: off)
 
     @classmethod
     def from_env(cls, env=None):
@@ -90,6 +92,8 @@ class Config:
             test_save_delay=float(env.get("TRAINGUARD_TEST_SAVE_DELAY", "0") or 0),
             job=job_identity(env),
             pod_uid=env.get("TRAINGUARD_POD_UID", ""),
+            every_steps=max(0, int(env.get("TRAINGUARD_CHECKPOINT_EVERY_STEPS", "0") or 0)),
+            every_seconds=max(0.0, _duration_seconds(env.get("TRAINGUARD_CHECKPOINT_EVERY"), 0.0)),
         )
 
 

@@ -1,0 +1,109 @@
+"""Periodic checkpoints written in the background.
+
+A periodic checkpoint bounds what a crash loses (the steps since the last
+one). It must cost little: at a safe point the trainer only copies its state
+(tensors to fresh CPU tensors, containers rebuilt), which is what a save
+cannot avoid; encoding, writing, fsyncing and the commit run in a thread
+while training goes on. One background save at a time: when the next one is
+due while the last is still writing, it is skipped and retried at the next
+step.
+"""
+
+import copy
+import logging
+import threading
+import time
+from collections import OrderedDict
+
+from . import _fence as fence
+
+log = logging.getLogger("trainguard")
+
+
+class Schedule:
+    """When the next periodic checkpoint is due: every `steps` optimizer steps
+    and/or every `seconds` of training, whichever comes first (0: off)."""
+
+    def __init__(self, steps=0, seconds=0.0, clock=time.monotonic):
+        self.steps, self.seconds, self._clock = max(0, int(steps)), max(0.0, float(seconds)), clock
+        self._step, self._time = None, clock()
+
+    @property
+    def enabled(self):
+        return bool(self.steps or self.seconds)
+
+    def begin(self, step):
+        """Count from step (where training started or resumed), once."""
+        if self._step is None:
+            self._step, self._time = step, self._clock()
+
+    def due(self, step):
+        if not self.enabled or self._step is None:
+            return False
+        return bool((self.steps and step - self._step >= self.steps)
+                    or (self.seconds and self._clock() - self._time >= self.seconds))
+
+    def saved(self, step):
+        self._step, self._time = step, self._clock()
+
+
+def snapshot(value, torch):
+    """A copy of a state that training can no longer change: every tensor
+    copied to a new CPU tensor, every container rebuilt, other values deep
+    copied (numbers and strings are immutable and shared)."""
+    if torch is not None and torch.is_tensor(value):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return value
+    if isinstance(value, dict):
+        out = OrderedDict() if isinstance(value, OrderedDict) else {}
+        for k, v in value.items():
+            out[k] = snapshot(v, torch)
+        if hasattr(value, "_metadata"):  # a module's state_dict carries its version info here
+            out._metadata = copy.deepcopy(value._metadata)
+        return out
+    if isinstance(value, list):
+        return [snapshot(v, torch) for v in value]
+    if isinstance(value, tuple):
+        return tuple(snapshot(v, torch) for v in value)
+    return copy.deepcopy(value)
+
+
+class Writer:
+    """Runs one background save at a time and keeps its outcome: a refusal
+    by the fence is raised at the trainer's next step; any other failure is
+    logged and counted, and the next periodic save tries again."""
+
+    def __init__(self):
+        self._thread = None
+        self._fenced = None
+        self.saves = self.failures = self.skipped = 0
+        self.copy_seconds = 0.0  # time the trainer spent copying state, in total
+
+    def busy(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, write):
+        self._thread = threading.Thread(target=self._run, args=(write,), name="trainguard-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _run(self, write):
+        try:
+            write()
+            self.saves += 1
+        except fence.Fenced as e:
+            self._fenced = e
+        except Exception as e:  # disk full, permission: training goes on, the next save retries
+            self.failures += 1
+            log.error("trainguard: periodic checkpoint failed: %s: %s", type(e).__name__, e)
+
+    def wait(self):
+        """Let a save in flight finish: two writers never overlap."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def raise_if_fenced(self):
+        if self._fenced is not None:
+            e, self._fenced = self._fenced, None
+            raise e
