@@ -78,6 +78,10 @@ golden: ## Regenerate every golden file: webhook/testdata/*.out.yaml (checked of
 bench: ## Handler benchmarks (figures in README).
 	$(GO) test ./webhook/ -run '^$$' -bench . -benchmem
 
+.PHONY: bench-checkpoint
+bench-checkpoint: python-deps ## Periodic checkpoints: training throughput with none, background and synchronous saves, side by side (figures in docs/checkpoint-protocol.md).
+	$(PYTHON) examples/trainer/bench_periodic.py
+
 .PHONY: bench-rescheduler-rss
 bench-rescheduler-rss: k8s-bins $(HELM) ## Rescheduler manager RSS: 10,000 managed pods on 1,000 nodes, 1,000 records, vs the old cache (several minutes; figure in docs/rescheduler.md).
 	set -o pipefail; $(GO) test -count=1 -tags rssbench -run '^TestManagerRSS$$' -v -timeout 30m ./test/rescheduler/ \
