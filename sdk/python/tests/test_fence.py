@@ -106,6 +106,48 @@ class StaleIncarnation(Base):
         storage.prune(self.dir, keep=1)
         self.assertIn(own, storage.list_checkpoints(self.dir), "pruning keeps the best, not the last")
 
+    def test_a_claim_between_the_check_and_the_rename_keeps_the_pointer(self):
+        # Every order of (zombie check, replacement claim, zombie rename):
+        # here the claim lands after the check, before the rename.
+        zombie = self.migrator().listening()
+        zombie.register("c", Counter(1))
+        first = zombie.save_ckpt()
+        real_check, calls = fence.check, []
+
+        def claim_after_first_check(directory, generation):
+            calls.append(generation)
+            if len(calls) == 1:
+                real_check(directory, generation)  # passes: no newer generation yet
+                fence.claim(directory, pod="replacement")  # the replacement starts now
+                return
+            real_check(directory, generation)
+
+        fence.check = claim_after_first_check
+        try:
+            with self.assertRaises(Fenced):
+                zombie.save_ckpt()
+        finally:
+            fence.check = real_check
+        self.assertEqual(2, len(storage.list_checkpoints(self.dir)), "the commit landed")
+        self.assertEqual(first, storage.read_pointer(self.dir)["file"], "the pointer did not move")
+        self.assertEqual(1, zombie.refused_commits)
+
+    def test_a_torn_commit_of_the_newer_generation_falls_back_to_the_older_line(self):
+        zombie = self.migrator().listening()
+        zombie.register("c", Counter(1))
+        old = zombie.save_ckpt()
+        replacement = self.migrator().listening()
+        replacement.register("c", Counter(2))
+        torn = replacement.save_ckpt()
+        os.unlink(os.path.join(self.dir, torn, storage.STATE_FILE))  # damaged after its commit
+        got = Counter()
+        reader = self.migrator()
+        reader.register("c", got)
+        with self.assertLogs("trainguard", "WARNING"):
+            meta = reader.load_ckpt()
+        self.assertEqual(old, meta["checkpoint"], "no valid commit of generation 2: generation 1's is the newest state")
+        self.assertEqual(1, got.n)
+
     def test_a_stale_incarnation_never_removes_a_newer_ones_temp_dir(self):
         newer = os.path.join(self.dir, ".%sg%08d.tmp-live" % (proto.CKPT_PREFIX, 2))
         older = os.path.join(self.dir, ".%sg%08d.tmp-dead" % (proto.CKPT_PREFIX, 1))
