@@ -29,7 +29,7 @@ def parse_args():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--step-delay", type=float, default=float(env("TRAIN_STEP_DELAY", "0")),
                    help="seconds to sleep per step, so tests can stop it mid-run")
-    p.add_argument("--save-every", type=int, default=0, help="periodic checkpoint every N steps (0: off)")
+    p.add_argument("--save-every", type=int, default=0, help="periodic background checkpoint every N steps (0: off)")
     p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
     p.add_argument("--dump-state", default="", help="after resume, torch.save the state to PATH.rank<R>")
     p.add_argument("--dump-final", default="", help="at the end, torch.save the state to PATH.rank<R>")
@@ -116,6 +116,8 @@ def main():
     # other ranks (a partitioned node) is fenced at its next commit, and only
     # then do they come to this one (docs/checkpoint-protocol.md, Fencing).
     migrator.listening()
+    if args.save_every:
+        migrator.periodic(steps=args.save_every)
     if world > 1:
         dist.init_process_group("gloo")
     start = 0
@@ -143,8 +145,6 @@ def main():
             optimizer.step()
             metrics["step"], metrics["loss"] = step + 1, loss.item()
             print("rank %d: completed step %d loss %.6f" % (rank, step + 1, metrics["loss"]), flush=True)
-        if args.save_every and (step + 1) % args.save_every == 0:
-            migrator.save_ckpt()
         if args.step_delay:
             time.sleep(args.step_delay)
     if args.dump_final:

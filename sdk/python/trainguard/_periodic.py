@@ -84,7 +84,9 @@ class Writer:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self, write):
-        self._thread = threading.Thread(target=self._run, args=(write,), name="trainguard-checkpoint", daemon=True)
+        # Not a daemon: a trainer that returns from main() while a save is in
+        # flight exits once the save is committed, not halfway through it.
+        self._thread = threading.Thread(target=self._run, args=(write,), name="trainguard-checkpoint")
         self._thread.start()
 
     def _run(self, write):
