@@ -87,8 +87,8 @@ def main():
         per = saves[mode] / args.rounds
         cost = (1 - rate / base) * args.segment / per if per else 0.0
         print("%-11s %10.2f %12.1f %15.2fs %21.1f%%" % (mode, rate, per, cost, 100 * max(cost, 0) / 60))
-    print("background copy time (the trainer's wait): %.3fs per checkpoint" %
-          (m.periodic_stats["copy_seconds"] / max(m.periodic_stats["saves"], 1)))
+    print("background: the trainer's wait (state copy) %.3fs per checkpoint; %d waited for the previous save" %
+          (m.periodic_stats["stall_seconds"] / max(m.periodic_stats["saves"], 1), m.periodic_stats["waited"]))
 
 
 if __name__ == "__main__":

@@ -160,9 +160,11 @@ class Migrator:
 
     @property
     def periodic_stats(self):
-        """{'saves', 'failures', 'skipped', 'copy_seconds'} of the background saves."""
+        """{'saves', 'failures', 'waited', 'stall_seconds'} of the background saves:
+        waited counts saves that fell due while the previous one still wrote;
+        stall_seconds is the training time they took (copies and such waits)."""
         w = self._writer
-        return {"saves": w.saves, "failures": w.failures, "skipped": w.skipped, "copy_seconds": w.copy_seconds}
+        return {"saves": w.saves, "failures": w.failures, "waited": w.waited, "stall_seconds": w.stall_seconds}
 
     @contextlib.contextmanager
     def step(self):
@@ -226,15 +228,17 @@ class Migrator:
         return self.config.rank == 0 and self._schedule.due(self._step)
 
     def _save_in_background(self):
-        """Copy the state now (the only part training waits for), write it in
-        a thread. Skipped while the previous background save still writes."""
-        if self._writer.busy():
-            self._writer.skipped += 1
-            return
-        self._claim()
+        """Copy the state now (the only part training waits for, unless the
+        previous background save still writes: then it waits for that one
+        first, so every due checkpoint is taken), write it in a thread."""
         started = time.monotonic()
+        if self._writer.busy():
+            self._writer.waited += 1
+            self._writer.wait()
+        self._writer.raise_if_fenced()
+        self._claim()
         payload = self._payload(copy_state=True)
-        self._writer.copy_seconds += time.monotonic() - started
+        self._writer.stall_seconds += time.monotonic() - started
         self._schedule.saved(self._step)
         directory, keep = self.config.checkpoint_dir, self.config.keep
 

@@ -5,8 +5,9 @@ one). It must cost little: at a safe point the trainer only copies its state
 (tensors to fresh CPU tensors, containers rebuilt), which is what a save
 cannot avoid; encoding, writing, fsyncing and the commit run in a thread
 while training goes on. One background save at a time: when the next one is
-due while the last is still writing, it is skipped and retried at the next
-step.
+due while the last is still writing, training waits for that one to finish
+(checkpoints more frequent than the disk can take cost training time, and
+show in the stats) rather than skipping a due checkpoint.
 """
 
 import copy
@@ -77,8 +78,8 @@ class Writer:
     def __init__(self):
         self._thread = None
         self._fenced = None
-        self.saves = self.failures = self.skipped = 0
-        self.copy_seconds = 0.0  # time the trainer spent copying state, in total
+        self.saves = self.failures = self.waited = 0
+        self.stall_seconds = 0.0  # training time spent copying state or waiting for the last save, in total
 
     def busy(self):
         return self._thread is not None and self._thread.is_alive()
