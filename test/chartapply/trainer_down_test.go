@@ -20,9 +20,10 @@ import (
 
 // installTrainguardDown creates the rendered validating entries that match
 // keep (by name) in the real API server. Nothing serves them: this is
-// trainguard down, as the API server sees it. They are deleted when the
-// test ends, so the other tests in the package never meet them.
-func installTrainguardDown(t *testing.T, release, namespace string, keep func(name string) bool, set ...string) {
+// trainguard down, as the API server sees it. Their namespaceSelectors are
+// narrowed to tenant and they are deleted when the test ends, so the other
+// tests in the package never meet them.
+func installTrainguardDown(t *testing.T, release, namespace, tenant string, keep func(name string) bool, set ...string) {
 	t.Helper()
 	ctx := context.Background()
 	helm, err := chart.HelmBin()
@@ -36,6 +37,9 @@ func installTrainguardDown(t *testing.T, release, namespace string, keep func(na
 	var kept []admissionregistrationv1.ValidatingWebhook
 	for _, w := range v.Webhooks {
 		if keep(w.Name) {
+			if w.NamespaceSelector != nil {
+				w.NamespaceSelector = onlyNamespace(w.NamespaceSelector, tenant)
+			}
 			kept = append(kept, w)
 		}
 	}
@@ -85,7 +89,7 @@ func TestTrainerUpdatesGoThroughWhileTrainguardDown(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = apiServer.c.Delete(context.Background(), cluster) })
 
-	installTrainguardDown(t, release, ns, func(name string) bool {
+	installTrainguardDown(t, release, ns, tenant, func(name string) bool {
 		return strings.Contains(name, "trainingruntimes") || strings.HasPrefix(name, "trainjobs")
 	},
 		"trainer.enabled=true")
