@@ -164,6 +164,8 @@ def read_json(path):
         if len(raw) > MAX_PROTOCOL_FILE:
             return None
         obj = json.loads(raw.decode())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError, MemoryError):
+        # A file nested deeper than the parser's stack (a few KB of "[") or
+        # too big to hold is as unusable as a truncated one: never a crash.
         return None
     return obj if isinstance(obj, dict) else None
