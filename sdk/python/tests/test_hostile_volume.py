@@ -79,7 +79,9 @@ def rewrite_state(directory, name, change):
         json.dump(c, f)
 
 
-class HostileVolume(unittest.TestCase):
+class VolumeCase(unittest.TestCase):
+    """A job's directory on a claim, and migrators of that job."""
+
     def setUp(self):
         self.claim = tempfile.mkdtemp(prefix="tg-hostile-")
         self.addCleanup(shutil.rmtree, self.claim, True)
@@ -110,6 +112,8 @@ class HostileVolume(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         return out.stdout, out.stderr
 
+
+class HostileVolume(VolumeCase):
     # ------------------------------------------------------------ TorchScript
 
     def plant_torchscript(self, seq):
@@ -263,6 +267,40 @@ class HostileVolume(unittest.TestCase):
             r.register("s", restored)
             self.assertEqual(r.load_ckpt()["checkpoint"], name)
             self.assertTrue(torch.equal(restored["v"], torch.ones(2)))
+
+
+class Upgrade(VolumeCase):
+    """Job templates' keys moved from "pytorchjob/<name>" (shared by kubeflow
+    and KubeDL) to "<kind>.<group>/<name>". A checkpoint the user moved from
+    the old directory into the job's new one still resumes; nobody else's."""
+
+    def test_a_moved_checkpoint_of_the_old_prefix_resumes_in_the_new_directory(self):
+        old = self.migrator(TRAINGUARD_CHECKPOINT_KEY="pytorchjob/job-a")
+        old.register("s", {"v": torch.full((2,), 7.0)})
+        name = old.save_ckpt()
+        for key, resumes in (("pytorchjob.kubeflow.org/job-a", True), ("pytorchjob.training.kubedl.io/job-a", True),
+                             ("pytorchjob.kubeflow.org/job-b", False), ("key/job-a", False),
+                             ("pytorchjob.kubeflow.org/job-a/job-a", False)):
+            with self.subTest(key):
+                m = self.migrator(TRAINGUARD_CHECKPOINT_KEY=key)
+                restored = {}
+                m.register("s", restored)
+                with self.assertLogs("trainguard", "WARNING") as logs:
+                    meta = m.load_ckpt()
+                if resumes:
+                    self.assertEqual(meta["checkpoint"], name)
+                    self.assertTrue(torch.equal(restored["v"], torch.full((2,), 7.0)))
+                    self.assertIn("before the per-kind directory prefix", "".join(logs.output))
+                else:
+                    self.assertIsNone(meta, "%s resumed job-a's old checkpoint" % key)
+
+    def test_identity_of_the_new_prefixes_differs_per_kind(self):
+        kubeflow = proto.job_identity({"TRAINGUARD_NAMESPACE": "team-a",
+                                       "TRAINGUARD_CHECKPOINT_KEY": "pytorchjob.kubeflow.org/train/"})
+        kubedl = proto.job_identity({"TRAINGUARD_NAMESPACE": "team-a",
+                                     "TRAINGUARD_CHECKPOINT_KEY": "pytorchjob.training.kubedl.io/train/"})
+        self.assertNotEqual(kubeflow, kubedl)
+        self.assertEqual(proto.legacy_identity(kubeflow), proto.legacy_identity(kubedl))
 
 
 if __name__ == "__main__":

@@ -172,10 +172,13 @@ class Safety(unittest.TestCase):
         self.assertIsNone(proto.read_json(os.path.join(signal, proto.ACK_FILE)))
 
     def test_missing_job_label_is_warned(self):
-        m = self.migrator(key="pytorchjob//")
-        with self.assertLogs("trainguard", "WARNING") as logs:
-            m.listening()
-        self.assertIn("no job-name label", "".join(logs.output))
+        for key in ("pytorchjob.kubeflow.org//", "pytorchjob.training.kubedl.io//", "pytorchjob//"):
+            with self.subTest(key):
+                m = self.migrator(key=key)
+                with self.assertLogs("trainguard", "WARNING") as logs:
+                    m.listening()
+                self.assertIn("no job-name label", "".join(logs.output))
+                m.close()
 
     def test_symlinked_request_is_not_read(self):
         signal = os.path.join(self.dir, ".trainguard", "p")

@@ -211,6 +211,10 @@ def _check_job(path, state, job):
     if not isinstance(recorded, str):
         raise CorruptCheckpoint("%s records no job (state.json has no \"job\" string), so it cannot be "
                                 "told apart from another job's; not loaded" % path)
+    if recorded != job and recorded == proto.legacy_identity(job):
+        log.warning("trainguard: %s was written for %r, this job's identity before the per-kind directory "
+                    "prefix; loading it (it is in this job's own directory)", path, recorded)
+        return
     if recorded != job:
         raise CorruptCheckpoint("%s belongs to job %r, not to this job (%r); to share checkpoints between "
                                 "jobs give both the same trainguard.io/checkpoint-key" % (path, recorded, job))
