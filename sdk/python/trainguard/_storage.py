@@ -193,7 +193,8 @@ def load_checkpoint(directory, name, job=""):
     _check_sizes(path, commit["files"])
     state = _read_state(os.path.join(path, STATE_FILE))
     _check_job(path, state, job)
-    tensors = _read_tensors(os.path.join(path, TENSOR_FILE)) if TENSOR_FILE in commit["files"] else []
+    tensors = _read_tensors(os.path.join(path, TENSOR_FILE), commit["files"][TENSOR_FILE]) \
+        if TENSOR_FILE in commit["files"] else []
     try:
         states = codec.decode(state["states"], tensors)
     except (ValueError, TypeError, RecursionError, MemoryError) as e:
@@ -252,7 +253,7 @@ def _read_state(path):
     return state
 
 
-def _read_tensors(path):
+def _read_tensors(path, size):
     torch = _torch()
     if torch is None:
         raise CorruptCheckpoint("%s holds tensors but torch is not importable" % path)
@@ -262,7 +263,9 @@ def _read_tensors(path):
         # the TorchScript check and the load. Costs the file's size in memory
         # while loading.
         with proto.open_nofollow(path) as f:
-            data = f.read()
+            data = f.read(size + 1)  # size was checked against the file: more means it changed since
+        if len(data) != size:
+            raise CorruptCheckpoint("%s changed while being loaded (%d bytes, commit says %d)" % (path, len(data), size))
         if data[:4] != _ZIP_MAGIC:
             raise CorruptCheckpoint("%s is not a torch zip file; refusing to unpickle it" % path)
         _refuse_torchscript(path, data)
