@@ -268,7 +268,7 @@ def _read_tensors(path, size):
             raise CorruptCheckpoint("%s changed while being loaded (%d bytes, commit says %d)" % (path, len(data), size))
         if data[:4] != _ZIP_MAGIC:
             raise CorruptCheckpoint("%s is not a torch zip file; refusing to unpickle it" % path)
-        _refuse_torchscript(path, data)
+        _refuse_torchscript(path, data, torch)
         return codec.load_tensors(torch, io.BytesIO(data))
     except CorruptCheckpoint:
         raise
@@ -278,14 +278,19 @@ def _read_tensors(path, size):
         raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
 
 
-def _refuse_torchscript(path, data):
+def _refuse_torchscript(path, data, torch):
     """torch <= 2.5 hands a zip holding constants.pkl to torch.jit.load before
     honouring weights_only (CVE-2025-32434), and loading TorchScript runs the
     archive's code (a scripted __setstate__). torch.save never writes
-    constants.pkl or code/, so an archive with either is refused unread."""
+    constants.pkl or code/, so an archive with either is refused unread. The
+    members are listed by Python's zipfile and by torch's own reader (the one
+    torch.load decides with), so a zip the two parse differently is caught."""
     try:
         names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-    except (zipfile.BadZipFile, ValueError, OSError) as e:
+        reader = getattr(getattr(torch, "_C", None), "PyTorchFileReader", None)
+        if reader is not None:
+            names += reader(io.BytesIO(data)).get_all_records()
+    except (zipfile.BadZipFile, ValueError, OSError, RuntimeError) as e:
         raise CorruptCheckpoint("%s: not a readable zip: %s" % (path, e)) from e
     for member in names:
         parts = member.replace("\\", "/").split("/")
