@@ -1,12 +1,14 @@
 package mutators
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
 )
@@ -36,12 +38,13 @@ func envIndex(c *corev1.Container, name string) int {
 func TestJobTemplateGetsTheJobsOwnDirectory(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	tg.Where = "spec.pytorchReplicaSpecs[Worker].template"
+	tg.Kind = schema.GroupKind{Group: "kubeflow.org", Kind: "PyTorchJob"}
 	require.True(t, PreStop(tg))
 	require.True(t, Checkpoint(tg))
 	c := &tg.Spec.Containers[0]
 	assert.Equal(t, jobSubPath, c.VolumeMounts[len(c.VolumeMounts)-1].SubPathExpr)
 	key, _ := envValue(c, contract.EnvCheckpointKey)
-	assert.Equal(t, "pytorchjob/$(TRAINGUARD_KUBEFLOW_JOB_NAME)/$(TRAINGUARD_OPERATOR_JOB_NAME)", key)
+	assert.Equal(t, "pytorchjob.kubeflow.org/$(TRAINGUARD_KUBEFLOW_JOB_NAME)/$(TRAINGUARD_OPERATOR_JOB_NAME)", key)
 	kf, _ := envValue(c, contract.EnvKubeflowJobName)
 	assert.Equal(t, "fieldRef:metadata.labels['training.kubeflow.org/job-name']", kf)
 	op, _ := envValue(c, contract.EnvOperatorJobName)
@@ -120,4 +123,24 @@ func TestCheckpointInjectionIsIdempotent(t *testing.T) {
 	first := tg.Spec.DeepCopy()
 	InjectTemplate(tg)
 	assert.Equal(t, first, tg.Spec)
+}
+
+// Each job kind's templates get their own literal prefix, the kind
+// qualified by its group: a kubeflow and a KubeDL PyTorchJob of the same
+// name never share a directory, and no prefix can be another key's ("pod",
+// "key", "trainjob" or an owner's kind, none of which has a dot).
+func TestJobTemplatePrefixIsTheKindQualifiedByItsGroup(t *testing.T) {
+	keys := map[string]string{}
+	for _, gk := range []schema.GroupKind{{Group: "kubeflow.org", Kind: "PyTorchJob"}, {Group: "training.kubedl.io", Kind: "PyTorchJob"}} {
+		tg := newTarget("pytorch").build()
+		tg.Where = "spec.pytorchReplicaSpecs[Worker].template"
+		tg.Kind = gk
+		require.True(t, Checkpoint(tg))
+		keys[gk.Group], _ = envValue(&tg.Spec.Containers[0], contract.EnvCheckpointKey)
+	}
+	assert.Equal(t, "pytorchjob.kubeflow.org/$(TRAINGUARD_KUBEFLOW_JOB_NAME)/$(TRAINGUARD_OPERATOR_JOB_NAME)", keys["kubeflow.org"])
+	assert.Equal(t, "pytorchjob.training.kubedl.io/$(TRAINGUARD_KUBEFLOW_JOB_NAME)/$(TRAINGUARD_OPERATOR_JOB_NAME)", keys["training.kubedl.io"])
+	for _, key := range keys {
+		assert.True(t, contract.IsPathComponentSafe(strings.SplitN(key, "/", 2)[0]), key)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
 )
@@ -75,9 +76,10 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 
 // checkpointKey names the job's directory below <claim>/<namespace>/, in
 // this order: the object's own trainguard.io/checkpoint-key (validated by
-// the policy), "pytorchjob/<name>" for a job's pod template (the name comes
-// from the operator's label on each pod, so a job created with generateName
-// works too), "<owner kind>/<owner name>" for a pod another controller owns,
+// the policy), "<kind>.<group>/<name>" for a job's pod template (e.g.
+// "pytorchjob.kubeflow.org/train"; the name comes from the operator's label
+// on each pod, so a job created with generateName works too), "<owner
+// kind>/<owner name>" for a pod another controller owns,
 // and "pod/<pod name>" for a bare pod (the kubelet expands the name, so a
 // generateName pod gets its final name). Every literal part is validated here
 // to be one safe path component; label values cannot hold '/' and cannot be
@@ -91,7 +93,7 @@ func checkpointKey(t *Target) string {
 		return t.Policy.JobDirectory
 	}
 	if t.Where != "" {
-		return "pytorchjob/$(" + contract.EnvKubeflowJobName + ")/$(" + contract.EnvOperatorJobName + ")"
+		return templateKeyPrefix(t.Kind) + "/$(" + contract.EnvKubeflowJobName + ")/$(" + contract.EnvOperatorJobName + ")"
 	}
 	for _, ref := range t.Meta.OwnerReferences {
 		if ref.Controller == nil || !*ref.Controller {
@@ -104,6 +106,21 @@ func checkpointKey(t *Target) string {
 		t.Warnf("owner %s %q cannot name a directory; the checkpoint directory is named after the pod instead", ref.Kind, ref.Name)
 	}
 	return "pod/$(" + contract.EnvPodName + ")"
+}
+
+// templateKeyPrefix is the literal first component of a job template's key:
+// the kind qualified by its group, "pytorchjob.kubeflow.org" or
+// "pytorchjob.training.kubedl.io". A kubeflow and a KubeDL PyTorchJob of
+// the same name therefore get different directories (and identities, which
+// the SDK derives from the key). The dot keeps it apart from every other
+// prefix: "pod", "key", "trainjob" and an owner's lowercased kind, which
+// cannot contain a dot (a kind is a DNS-1035 label).
+func templateKeyPrefix(gk schema.GroupKind) string {
+	prefix := strings.ToLower(gk.Kind)
+	if gk.Group != "" {
+		prefix += "." + gk.Group
+	}
+	return prefix
 }
 
 func fieldEnv(name, fieldPath string) corev1.EnvVar {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
 )
@@ -20,7 +21,11 @@ type Target struct {
 	Spec   *corev1.PodSpec
 	Policy *contract.Policy
 	// Where names the target in warnings, e.g. "spec.pytorchReplicaSpecs[Worker].template".
-	Where    string
+	Where string
+	// Kind is the group and kind of the job a template belongs to (empty
+	// for a pod): it names the job's checkpoint directory, so that two
+	// kinds' jobs of the same name never share one.
+	Kind     schema.GroupKind
 	warnings []string
 }
 

@@ -91,7 +91,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	if pod, isPod := job.(jobs.PodJob); isPod {
 		more, skip, err = i.mutatePod(ctx, pod, p, req.Namespace)
 	} else {
-		more = mutateTemplates(job, p)
+		more = mutateTemplates(job, p, adapter.GVK().GroupKind())
 	}
 	if err != nil || skip != "" {
 		return Result{Skipped: skip}, err
@@ -114,8 +114,9 @@ func baseline(adapter jobs.Adapter, job jobs.Job, raw []byte) (jobs.Job, error) 
 }
 
 // mutateTemplates runs the template chain on every pod template of a job
-// and puts the job-level vocabulary on the job itself.
-func mutateTemplates(job jobs.Job, p *contract.Policy) []string {
+// and puts the job-level vocabulary on the job itself. kind names the job's
+// checkpoint directory.
+func mutateTemplates(job jobs.Job, p *contract.Policy, kind schema.GroupKind) []string {
 	var applied, warnings []string
 	for _, tpl := range job.Templates() {
 		// A template without containers is invalid and the validating
@@ -123,7 +124,7 @@ func mutateTemplates(job jobs.Job, p *contract.Policy) []string {
 		if len(tpl.Spec.Containers) == 0 {
 			continue
 		}
-		t := &mutators.Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where()}
+		t := &mutators.Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind}
 		applied = append(applied, mutators.InjectTemplate(t)...)
 		warnings = append(warnings, t.Warnings()...)
 	}

@@ -1,7 +1,8 @@
 // Package agent is trainguard-agent: the small static binary that runs inside
 // training pods. Its preStop subcommand asks the trainer (through the Python
 // SDK) to checkpoint and waits, bounded, for the acknowledgement; see
-// docs/checkpoint-protocol.md. It uses the standard library only so that the
+// docs/checkpoint-protocol.md. It uses the standard library and golang.org/x/sys/unix
+// (openat and friends, for descriptor-relative file access) only, so that the
 // binary stays small enough to be copied into every pod by an init container.
 package agent
 

@@ -66,13 +66,14 @@ func TestBadUsage(t *testing.T) {
 
 func TestNextGenerationExceedsEverythingOnDisk(t *testing.T) {
 	dir := t.TempDir()
-	if g := nextGeneration(dir); g != 1 {
+	d := openDir(t, dir)
+	if g := nextGeneration(d); g != 1 {
 		t.Fatalf("empty dir: generation %d", g)
 	}
-	must(t, writeJSONAtomic(filepath.Join(dir, requestFile), Request{Generation: 3}))
-	must(t, writeJSONAtomic(filepath.Join(dir, ackFile), Ack{Generation: 7}))
+	must(t, writeJSONAtomic(d, requestFile, Request{Generation: 3}))
+	must(t, writeJSONAtomic(d, ackFile, Ack{Generation: 7}))
 	must(t, os.WriteFile(filepath.Join(dir, heartbeatFile), []byte("{corrupt"), 0o644))
-	if g := nextGeneration(dir); g != 8 {
+	if g := nextGeneration(d); g != 8 {
 		t.Fatalf("generation %d, want 8", g)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -23,21 +22,34 @@ type ckptResult struct {
 
 // requestCheckpoint is the agent's half of the protocol: find a live
 // trainer, write a request with a fresh generation and nonce, and wait for
-// the ack of exactly that request. It never outlives ctx.
-func requestCheckpoint(ctx context.Context, cfg prestopConfig, log *eventLog) ckptResult {
-	if _, err := os.Lstat(cfg.checkpointDir); errors.Is(err, os.ErrNotExist) {
+// the ack of exactly that request. It never outlives ctx. ckpt is the
+// checkpoint directory, opened once (nil with ckptErr when it could not be).
+func requestCheckpoint(ctx context.Context, cfg prestopConfig, ckpt *dirFD, ckptErr error, log *eventLog) ckptResult {
+	if ckpt == nil && errors.Is(ckptErr, os.ErrNotExist) {
 		// The trainer creates the job's directory when it starts listening.
 		log.printf("no trainer listening: checkpoint dir %s does not exist", cfg.checkpointDir)
 		return ckptResult{code: ExitNoTrainer}
 	}
-	if err := ensureSignalDir(cfg.checkpointDir, cfg.signalDir); err != nil {
+	if ckpt == nil {
+		log.printf("refusing the checkpoint dir: %v", ckptErr)
+		return ckptResult{code: ExitIO}
+	}
+	sig, err := openSignalDir(ckpt, cfg.checkpointDir, cfg.signalDir)
+	if err != nil {
 		log.printf("refusing the signal dir: %v", err)
 		return ckptResult{code: ExitIO}
 	}
-	hb, ok := waitForHeartbeat(ctx, cfg)
+	defer sig.close()
+	return requestAndWait(ctx, cfg, sig, log)
+}
+
+// requestAndWait runs the protocol in the opened signal dir: every file is
+// reached through sig, never by path.
+func requestAndWait(ctx context.Context, cfg prestopConfig, sig *dirFD, log *eventLog) ckptResult {
+	hb, ok := waitForHeartbeat(ctx, cfg, sig)
 	if !ok {
 		log.printf("no trainer listening: no heartbeat newer than %s in %s after waiting %s%s",
-			cfg.heartbeatAge, cfg.signalDir, cfg.heartbeatWait, describeHeartbeat(cfg.signalDir))
+			cfg.heartbeatAge, cfg.signalDir, cfg.heartbeatWait, describeHeartbeat(sig))
 		return ckptResult{code: ExitNoTrainer}
 	}
 	nonce, err := newNonce()
@@ -47,29 +59,29 @@ func requestCheckpoint(ctx context.Context, cfg prestopConfig, log *eventLog) ck
 	}
 	deadline, _ := ctx.Deadline()
 	req := Request{
-		Generation:  nextGeneration(cfg.signalDir),
+		Generation:  nextGeneration(sig),
 		Nonce:       nonce,
 		Pod:         cfg.pod,
 		RequestedAt: unixSeconds(time.Now()),
 		Deadline:    unixSeconds(deadline),
 		AgentPID:    os.Getpid(),
 	}
-	if err := writeJSONAtomic(filepath.Join(cfg.signalDir, requestFile), req); err != nil {
+	if err := writeJSONAtomic(sig, requestFile, req); err != nil {
 		log.printf("cannot write checkpoint request: %v", err)
 		return ckptResult{code: ExitIO}
 	}
 	log.printf("saving ckpts: requested generation %d (trainer pid %d at step %d)", req.Generation, hb.PID, hb.Step)
-	return waitForAck(ctx, cfg, req, log)
+	return waitForAck(ctx, cfg, sig, req, log)
 }
 
 // waitForHeartbeat returns the trainer's heartbeat once one is fresh, or
 // false after heartbeatWait: with no trainer, the hook must not sit out its
 // whole timeout while the pod could already be gone.
-func waitForHeartbeat(ctx context.Context, cfg prestopConfig) (Heartbeat, bool) {
+func waitForHeartbeat(ctx context.Context, cfg prestopConfig, sig *dirFD) (Heartbeat, bool) {
 	give := time.Now().Add(cfg.heartbeatWait)
 	for {
 		var hb Heartbeat
-		err := readJSON(filepath.Join(cfg.signalDir, heartbeatFile), &hb)
+		err := readJSON(sig, heartbeatFile, &hb)
 		if err == nil && hb.fresh(time.Now(), cfg.heartbeatAge) && pidAlive(hb.PID) {
 			return hb, true
 		}
@@ -79,12 +91,12 @@ func waitForHeartbeat(ctx context.Context, cfg prestopConfig) (Heartbeat, bool) 
 	}
 }
 
-func waitForAck(ctx context.Context, cfg prestopConfig, req Request, log *eventLog) ckptResult {
+func waitForAck(ctx context.Context, cfg prestopConfig, sig *dirFD, req Request, log *eventLog) ckptResult {
 	start := time.Now()
 	var staleLogged, forgedLogged, hungLogged bool
 	for {
 		var ack Ack
-		err := readJSON(filepath.Join(cfg.signalDir, ackFile), &ack)
+		err := readJSON(sig, ackFile, &ack)
 		switch {
 		case err == nil && ack.Generation == req.Generation && ack.Nonce == req.Nonce:
 			return judgeAck(ack, time.Since(start), log)
@@ -100,7 +112,7 @@ func waitForAck(ctx context.Context, cfg prestopConfig, req Request, log *eventL
 			log.printf("ignoring unreadable acknowledgement: %v", err)
 		}
 		var hb Heartbeat
-		hbErr := readJSON(filepath.Join(cfg.signalDir, heartbeatFile), &hb)
+		hbErr := readJSON(sig, heartbeatFile, &hb)
 		if hbErr == nil && hb.age(time.Now()) > cfg.heartbeatAge {
 			if !pidAlive(hb.PID) {
 				log.printf("trainer exited (pid %d, last heartbeat %s ago, state %s) before acknowledging generation %d",
@@ -131,9 +143,9 @@ func judgeAck(ack Ack, took time.Duration, log *eventLog) ckptResult {
 }
 
 // describeHeartbeat adds what is known about a stale heartbeat to the log line.
-func describeHeartbeat(dir string) string {
+func describeHeartbeat(sig *dirFD) string {
 	var hb Heartbeat
-	if err := readJSON(filepath.Join(dir, heartbeatFile), &hb); err != nil {
+	if err := readJSON(sig, heartbeatFile, &hb); err != nil {
 		return " (no heartbeat file)"
 	}
 	if age := hb.age(time.Now()); age < -maxClockSkew {

@@ -14,7 +14,9 @@ func runPoststart(args []string, env Env, stderr io.Writer) int {
 	}
 	dir := firstNonEmpty(env("TRAINGUARD_CHECKPOINT_DIR"), env("MIGRATION_CKPT_PATH"), defaultCheckpointDir)
 	pod := firstNonEmpty(env("TRAINGUARD_POD_NAME"), env("HOSTNAME"), hostname())
-	log := newEventLog(stderr, dir, "postStart.log", "trainguard-agent poststart pod="+pod+": ")
+	d, err := openDirNoFollow(dir)
+	defer d.close()
+	log := newEventLog(stderr, d, err, "postStart.log", "trainguard-agent poststart pod="+pod+": ")
 	log.printf("start: pid %d", os.Getpid())
 	return ExitOK
 }

@@ -225,11 +225,14 @@ func runPrestop(args []string, env Env, stderr io.Writer) int {
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(cfg.timeout))
 	defer cancel()
 	budget := checkpointBudget(cfg.timeout, cfg.hook)
-	log := newEventLog(stderr, cfg.checkpointDir, "preStop.log", "trainguard-agent prestop pod="+cfg.pod+": ")
+	// Opened once: the log and the protocol reach the volume only through it.
+	ckpt, ckptErr := openDirNoFollow(cfg.checkpointDir)
+	defer ckpt.close()
+	log := newEventLog(stderr, ckpt, ckptErr, "preStop.log", "trainguard-agent prestop pod="+cfg.pod+": ")
 	log.printf("stop: preStop started, timeout %s (checkpoint wait up to %s), signal dir %s", cfg.timeout, budget, cfg.signalDir)
 
 	ckptCtx, ckptCancel := context.WithDeadline(ctx, start.Add(budget))
-	res := requestCheckpoint(ckptCtx, cfg, log)
+	res := requestCheckpoint(ckptCtx, cfg, ckpt, ckptErr, log)
 	ckptCancel()
 	ckptTook := time.Since(start)
 	code := res.code

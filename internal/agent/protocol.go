@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -103,46 +102,43 @@ func newNonce() (string, error) {
 	return string(out), nil
 }
 
-// readJSON reads one protocol file. A missing file is reported as
+// readJSON reads one protocol file of dir. A missing file is reported as
 // os.ErrNotExist so callers can tell "not yet" from "corrupt".
-func readJSON(path string, v any) error {
-	b, err := readNoFollow(path)
+func readJSON(dir *dirFD, name string, v any) error {
+	b, err := dir.readFile(name)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("parse %s: %w", path, err)
+		return fmt.Errorf("parse %s: %w", dir.join(name), err)
 	}
 	return nil
 }
 
-func writeJSONAtomic(path string, v any) error {
+func writeJSONAtomic(dir *dirFD, name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+		return fmt.Errorf("encode %s: %w", dir.join(name), err)
 	}
-	return writeAtomic(path, 0o644, func(w io.Writer) error {
-		_, err := w.Write(append(b, '\n'))
-		return err
-	})
+	return dir.writeAtomic(name, append(b, '\n'))
 }
 
 // nextGeneration is one more than any generation visible in the signal dir,
 // so a request is never confused with an earlier one, and an old ack (whose
 // generation is at most the old request's) can never match the new request.
 // Corrupt files count as generation 0: the others still bound it from below.
-func nextGeneration(signalDir string) int64 {
+func nextGeneration(signalDir *dirFD) int64 {
 	var maxGen int64
 	var req Request
-	if readJSON(filepath.Join(signalDir, requestFile), &req) == nil {
+	if readJSON(signalDir, requestFile, &req) == nil {
 		maxGen = max(maxGen, req.Generation)
 	}
 	var ack Ack
-	if readJSON(filepath.Join(signalDir, ackFile), &ack) == nil {
+	if readJSON(signalDir, ackFile, &ack) == nil {
 		maxGen = max(maxGen, ack.Generation)
 	}
 	var hb Heartbeat
-	if readJSON(filepath.Join(signalDir, heartbeatFile), &hb) == nil {
+	if readJSON(signalDir, heartbeatFile, &hb) == nil {
 		maxGen = max(maxGen, hb.Generation)
 	}
 	return maxGen + 1

@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,95 +48,43 @@ func underRoot(clean, root string) bool {
 	return clean == root || strings.HasPrefix(clean, root+"/")
 }
 
-// ensureSignalDir creates the signal directory one component at a time
-// below the checkpoint directory and refuses any component that is a
-// symlink or belongs to another user: a process that may write the volume
-// must not redirect the agent's writes (MkdirAll would follow a link).
-func ensureSignalDir(checkpointDir, signalDir string) error {
-	base, rel := filepath.Clean(checkpointDir), ""
-	if r, ok := strings.CutPrefix(filepath.Clean(signalDir), base+"/"); ok && base != "/" {
+// openSignalDir opens the signal directory, creating it one component at a
+// time below the checkpoint directory, each through its parent's descriptor
+// and refused if it is a symlink or belongs to another user. The descriptor
+// it returns is the only way the agent reaches the signal dir afterwards, so
+// a component swapped for a symlink after the check is never followed
+// (MkdirAll and later opens by path would follow it).
+func openSignalDir(ckpt *dirFD, checkpointDir, signalDir string) (*dirFD, error) {
+	base, clean := filepath.Clean(checkpointDir), filepath.Clean(signalDir)
+	root, rel := ckpt, ""
+	if r, ok := strings.CutPrefix(clean, base+"/"); ok && base != "/" {
 		rel = r
 	} else {
 		// A signal dir outside the checkpoint dir (MIGRATION_SIGNAL_PATH): its
 		// parent is the user's; the dir itself is checked like ours.
-		base, rel = filepath.Dir(filepath.Clean(signalDir)), filepath.Base(signalDir)
-		if err := os.MkdirAll(base, 0o755); err != nil {
-			return err
+		parent := filepath.Dir(clean)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, err
 		}
-	}
-	if err := checkNotSymlink(base); err != nil {
-		return err
-	}
-	dir := base
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
+		p, err := openDirNoFollow(parent)
+		if err != nil {
+			return nil, err
 		}
-		if err := checkOwnDir(dir); err != nil {
-			return err
+		defer p.close()
+		root, rel = p, filepath.Base(clean)
+	}
+	dir := root
+	for _, part := range strings.Split(rel, "/") {
+		next, err := dir.subdir(part)
+		if dir != root {
+			dir.close()
 		}
-	}
-	return nil
-}
-
-func checkNotSymlink(dir string) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("%s is a symlink; refusing to follow it (remove it; the agent creates the directory)", dir)
-	}
-	return nil
-}
-
-// checkOwnDir accepts a real directory owned by the user the agent runs as.
-func checkOwnDir(dir string) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("%s is a symlink; refusing to follow it (remove it; the agent creates the directory)", dir)
-	case !fi.IsDir():
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s belongs to uid %d, not to this pod's user (uid %d); refusing to use it",
-			dir, st.Uid, os.Geteuid())
-	}
-	return nil
-}
-
-// readNoFollow reads a small regular file without following a symlink and
-// without blocking on a FIFO planted in its place.
-func readNoFollow(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s is a symlink; not following it", path)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
+		dir = next
 	}
-	defer func() { _ = f.Close() }() // read-only
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > maxProtocolFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes; not a protocol file", path, maxProtocolFile)
-	}
-	b := make([]byte, fi.Size())
-	n, err := io.ReadFull(f, b)
-	if err == io.ErrUnexpectedEOF { // shrank meanwhile: what is there is all there is
-		err = nil
-	}
-	return b[:n], err
+	return dir, nil
 }
 
 // openAppendNoFollow opens a log-like file for appending: never through a

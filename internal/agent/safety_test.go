@@ -60,7 +60,8 @@ func TestSignalDirOwnedBySomeoneElseIsRefused(t *testing.T) {
 		must(t, os.Mkdir(dir, 0o777))
 		must(t, os.Chown(dir, 65534, 65534))
 	}
-	err := checkOwnDir(dir)
+	parent := openDir(t, filepath.Dir(dir))
+	_, err := parent.subdir(filepath.Base(dir))
 	if err == nil || !strings.Contains(err.Error(), "belongs to uid") {
 		t.Fatalf("foreign-owned %s accepted: %v", dir, err)
 	}
@@ -102,13 +103,14 @@ func TestReadJSONDoesNotFollowSymlinksOrBlockOnFIFOs(t *testing.T) {
 	link := filepath.Join(dir, "ack.json")
 	must(t, os.Symlink(target, link))
 	var ack Ack
-	if err := readJSON(link, &ack); err == nil {
+	d := openDir(t, dir)
+	if err := readJSON(d, "ack.json", &ack); err == nil {
 		t.Fatal("read through a symlink")
 	}
 	fifo := filepath.Join(dir, "fifo.json")
 	must(t, mkfifo(fifo))
 	done := make(chan error, 1)
-	go func() { done <- readJSON(fifo, &ack) }()
+	go func() { done <- readJSON(d, "fifo.json", &ack) }()
 	select {
 	case err := <-done:
 		if err == nil {
@@ -119,7 +121,7 @@ func TestReadJSONDoesNotFollowSymlinksOrBlockOnFIFOs(t *testing.T) {
 	}
 	big := filepath.Join(dir, "big.json")
 	must(t, os.WriteFile(big, bytes.Repeat([]byte(" "), maxProtocolFile+10), 0o644))
-	if err := readJSON(big, &ack); err == nil {
+	if err := readJSON(d, "big.json", &ack); err == nil {
 		t.Fatal("read an oversized file")
 	}
 }
@@ -129,7 +131,7 @@ func TestEventLogDoesNotAppendThroughASymlink(t *testing.T) {
 	must(t, os.WriteFile(victim, []byte("untouched\n"), 0o644))
 	must(t, os.Symlink(victim, filepath.Join(dir, "preStop.log")))
 	var stderr bytes.Buffer
-	l := newEventLog(&stderr, dir, "preStop.log", "x: ")
+	l := newEventLog(&stderr, openDir(t, dir), nil, "preStop.log", "x: ")
 	l.printf("hello")
 	if b, _ := os.ReadFile(victim); string(b) != "untouched\n" {
 		t.Fatalf("appended through the symlink: %q", b)
@@ -144,7 +146,7 @@ func TestTerminationMessageLine(t *testing.T) {
 	path := filepath.Join(dir, "termination-log")
 	must(t, os.WriteFile(path, []byte("user message without newline"), 0o644))
 	var stderr bytes.Buffer
-	l := newEventLog(&stderr, dir, "preStop.log", "")
+	l := newEventLog(&stderr, openDir(t, dir), nil, "preStop.log", "")
 	appendTerminationMessage(path, ckptResult{code: ExitOK, step: 12, bytes: 3456}, 1234567*time.Microsecond, l)
 	appendTerminationMessage(path, ckptResult{code: ExitTimeout, step: 13}, 2*time.Second, l)
 	b, err := os.ReadFile(path)
@@ -225,4 +227,25 @@ func TestNoncesAreRandomHex(t *testing.T) {
 		}
 		seen[n] = true
 	}
+}
+
+// ensureSignalDir opens the checkpoint dir and the signal dir below it as
+// prestop does, and closes both: the checks alone.
+func ensureSignalDir(checkpointDir, signalDir string) error {
+	ckpt, err := openDirNoFollow(checkpointDir)
+	if err != nil {
+		return err
+	}
+	defer ckpt.close()
+	sig, err := openSignalDir(ckpt, checkpointDir, signalDir)
+	sig.close()
+	return err
+}
+
+func openDir(t *testing.T, path string) *dirFD {
+	t.Helper()
+	d, err := openDirNoFollow(path)
+	must(t, err)
+	t.Cleanup(d.close)
+	return d
 }

@@ -143,10 +143,12 @@ func TestChartSwitchesForNetworkPolicyMetricsAndSpread(t *testing.T) {
 
 // TestChartUpdatesFailOpen: every entry that sees UPDATEs fails open and
 // carries a matchCondition, so trainguard down never wedges an update; the
-// CREATE entries keep the configured (fail-closed) policy.
+// CREATE entries keep the configured (fail-closed) policy. Rendered with
+// Trainer on, so its TrainJob and TrainingRuntime entries are judged too
+// (issue 24 item 3: their UPDATEs failed closed).
 func TestChartUpdatesFailOpen(t *testing.T) {
 	helm, dir := helmAndChart(t)
-	objs, err := Render(helm, dir, "trainguard", "trainguard-system")
+	objs, err := Render(helm, dir, "trainguard", "trainguard-system", "trainer.enabled=true")
 	require.NoError(t, err)
 	m, v, err := WebhookConfigurations(objs)
 	require.NoError(t, err)
@@ -165,8 +167,15 @@ func TestChartUpdatesFailOpen(t *testing.T) {
 			}
 		}
 	}
+	for _, name := range []string{"trainjobs.validate.trainguard.io", "trainingruntimes.validate.trainguard.io"} {
+		w := validatingEntry(t, v, name)
+		assert.Equal(t, admissionregistrationv1.Fail, *w.FailurePolicy, "%s: a TrainJob must not start unchecked", name)
+		assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, w.Rules[0].Operations, name)
+	}
 	for _, name := range []string{"namespaces.mutate.trainguard.io", "pod-updates.validate.trainguard.io",
-		"pytorchjobs-updates.validate.trainguard.io", "namespaces.validate.trainguard.io"} {
+		"pytorchjobs-updates.validate.trainguard.io", "namespaces.validate.trainguard.io",
+		"trainjobs-updates.validate.trainguard.io", "trainingruntimes-updates.validate.trainguard.io",
+		"clustertrainingruntimes.validate.trainguard.io"} {
 		assert.NotEmpty(t, conditions[name], "%s spares calls with matchConditions", name)
 	}
 	// Pod CREATE entries carry none by default: the CEL conversion would cost
@@ -191,4 +200,16 @@ func TestChartUpdatesFailOpen(t *testing.T) {
 			assert.Len(t, w.MatchConditions, 1)
 		}
 	}
+}
+
+// validatingEntry returns the validating webhook entry called name.
+func validatingEntry(t *testing.T, v *admissionregistrationv1.ValidatingWebhookConfiguration, name string) *admissionregistrationv1.ValidatingWebhook {
+	t.Helper()
+	for i := range v.Webhooks {
+		if v.Webhooks[i].Name == name {
+			return &v.Webhooks[i]
+		}
+	}
+	require.Failf(t, "no such webhook entry", "%s", name)
+	return nil
 }

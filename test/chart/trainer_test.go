@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,7 +15,8 @@ import (
 // TestTrainerSupportFollowsTheAPI: the Trainer v2 webhook entries and RBAC
 // render only when the cluster serves trainer.kubeflow.org/v1alpha1 (or
 // trainer.enabled=true), point at the endpoints trainguard serves for each
-// kind, and the cluster-scoped runtime's entry fails open.
+// kind, and the cluster-scoped runtime's entry fails open; the namespaced
+// kinds' CREATE and UPDATE are separate entries, UPDATE failing open.
 func TestTrainerSupportFollowsTheAPI(t *testing.T) {
 	helm, err := HelmBin()
 	require.NoError(t, err)
@@ -46,26 +48,39 @@ func TestTrainerSupportFollowsTheAPI(t *testing.T) {
 			require.NoError(t, rbacErr)
 			require.Len(t, entries, 3)
 			for _, a := range []jobs.Adapter{jobs.TrainJob{}, jobs.TrainingRuntime{}, jobs.ClusterTrainingRuntime{}} {
-				e := entries[webhook.ValidatePath(a.GVK())]
-				require.NotNil(t, e, a.Name())
-				assert.Equal(t, []string{"trainer.kubeflow.org"}, e.Rules[0].APIGroups)
+				es := entries[webhook.ValidatePath(a.GVK())]
+				require.NotEmpty(t, es, a.Name())
+				for _, e := range es {
+					assert.Equal(t, []string{"trainer.kubeflow.org"}, e.Rules[0].APIGroups)
+				}
 				if a.Name() == "clustertrainingruntime" {
-					assert.Equal(t, admissionregistrationv1.Ignore, *e.FailurePolicy, "nothing outside opted-in namespaces is blocked while trainguard is down")
-					assert.Equal(t, admissionregistrationv1.ClusterScope, *e.Rules[0].Scope)
-				} else {
+					require.Len(t, es, 1)
+					assert.Equal(t, admissionregistrationv1.Ignore, *es[0].FailurePolicy, "nothing outside opted-in namespaces is blocked while trainguard is down")
+					assert.Equal(t, admissionregistrationv1.ClusterScope, *es[0].Rules[0].Scope)
+					continue
+				}
+				// CREATE and UPDATE apart: only CREATE may fail closed.
+				require.Len(t, es, 2, a.Name())
+				for _, e := range es {
 					assert.NotNil(t, e.NamespaceSelector, "namespaced kinds are validated only where trainguard acts")
+					if slices.Contains(e.Rules[0].Operations, admissionregistrationv1.Update) {
+						assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, e.Rules[0].Operations, e.Name)
+						assert.Equal(t, admissionregistrationv1.Ignore, *e.FailurePolicy, "%s: an UPDATE never waits for trainguard", e.Name)
+						assert.NotEmpty(t, e.MatchConditions, e.Name)
+					}
 				}
 			}
 		})
 	}
 }
 
-func trainerEntries(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) map[string]*admissionregistrationv1.ValidatingWebhook {
-	out := map[string]*admissionregistrationv1.ValidatingWebhook{}
+// trainerEntries returns the Trainer entries by the path they call.
+func trainerEntries(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) map[string][]*admissionregistrationv1.ValidatingWebhook {
+	out := map[string][]*admissionregistrationv1.ValidatingWebhook{}
 	for i := range vwc.Webhooks {
 		w := &vwc.Webhooks[i]
 		if len(w.Rules) > 0 && len(w.Rules[0].APIGroups) > 0 && w.Rules[0].APIGroups[0] == "trainer.kubeflow.org" {
-			out[*w.ClientConfig.Service.Path] = w
+			out[*w.ClientConfig.Service.Path] = append(out[*w.ClientConfig.Service.Path], w)
 		}
 	}
 	return out

@@ -1,7 +1,9 @@
 // Package chartapply sends every manifest the Helm chart renders to a real
 // kube-apiserver (envtest) with server-side dry-run, cert-manager's CRDs
 // installed, so schema, CEL and admission validation reject anything
-// `helm template` and the chart's own tests would let through.
+// `helm template` and the chart's own tests would let through. The CRDs of
+// the workload kinds (PyTorchJob, KubeDL PyTorchJob, TrainJob, the
+// runtimes, JobSet) are installed too, for the fence and webhook tests.
 package chartapply
 
 import (
@@ -42,6 +44,12 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	// The kinds trainguard's fence and Trainer webhook entries name.
+	workloads, err := chart.WorkloadCRDs()
+	if err != nil {
+		return 1, err
+	}
+	crds = append(crds, workloads...)
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDInstallOptions: envtest.CRDInstallOptions{

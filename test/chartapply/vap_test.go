@@ -59,12 +59,21 @@ func installFence(t *testing.T, release, namespace string, set ...string) client
 	return sa
 }
 
-// tenantNamespace creates a namespace with labels, its default
-// ServiceAccount and one pod (created as the cluster admin).
-func tenantNamespace(t *testing.T, name string, labels map[string]string) *corev1.Pod {
+// nsMeta is what a tenant namespace carries.
+type nsMeta struct{ labels, annotations map[string]string }
+
+// optIn is a namespace annotated trainguard.io/inject=value with the label
+// mirrored, as the namespace webhook leaves it.
+func optIn(value string) nsMeta {
+	return nsMeta{map[string]string{"trainguard.io/inject": value}, map[string]string{"trainguard.io/inject": value}}
+}
+
+// tenantNamespace creates a namespace, its default ServiceAccount and one
+// pod (created as the cluster admin).
+func tenantNamespace(t *testing.T, name string, m nsMeta) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, apiServer.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}))
+	require.NoError(t, apiServer.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: m.labels, Annotations: m.annotations}}))
 	err := apiServer.c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "default"}})
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
@@ -135,9 +144,11 @@ func TestAdmissionPolicyFencesTheServiceAccount(t *testing.T) {
 	ctx := context.Background()
 	const release, ns, policy = "fence", "fence-system", "fence-trainguard-fence"
 	sa := installFence(t, release, ns)
-	optedIn := tenantNamespace(t, "fence-in", map[string]string{"trainguard.io/inject": "enabled", "team": "ml"})
-	notOptedIn := tenantNamespace(t, "fence-out", nil)
-	optedOut := tenantNamespace(t, "fence-disabled", map[string]string{"trainguard.io/inject": "disabled"})
+	in := optIn("enabled")
+	in.labels["team"] = "ml"
+	optedIn := tenantNamespace(t, "fence-in", in)
+	notOptedIn := tenantNamespace(t, "fence-out", nsMeta{})
+	optedOut := tenantNamespace(t, "fence-disabled", optIn("disabled"))
 	own := podIn(t, ns)
 	waitPolicyActive(t, sa, notOptedIn, policy)
 
@@ -149,7 +160,7 @@ func TestAdmissionPolicyFencesTheServiceAccount(t *testing.T) {
 			err := do()
 			assert.True(t, refusedByPolicy(err, policy), "%s in namespace %s must be refused, got %v", op, pod.Namespace, err)
 			if err != nil {
-				assert.Contains(t, err.Error(), "trainguard's ServiceAccount may create, update, delete or evict pods only", "%s in %s", op, pod.Namespace)
+				assert.Contains(t, err.Error(), "trainguard's ServiceAccount may create, update, delete or evict pods, and annotate PyTorchJobs, only in namespaces trainguard injects", "%s in %s", op, pod.Namespace)
 			}
 		}
 	}
@@ -159,8 +170,7 @@ func TestAdmissionPolicyFencesTheServiceAccount(t *testing.T) {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		return sa.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), client.DryRunAll)
 	}
-	assert.NoError(t, nsPatch("fence-out", `{"metadata":{"labels":{"trainguard.io/inject":"enabled"}}}`), "mirroring the opt-in label is allowed")
-	assert.NoError(t, nsPatch("fence-in", `{"metadata":{"labels":{"trainguard.io/inject":null}}}`), "removing it too")
+	assert.NoError(t, nsPatch("fence-in", `{"metadata":{"labels":{"trainguard.io/inject":"enabled"}}}`), "mirroring the opt-in label is allowed")
 	for what, patch := range map[string]string{
 		"a Pod Security label":             `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`,
 		"the opt-in label and a PSA label": `{"metadata":{"labels":{"trainguard.io/inject":"enabled","pod-security.kubernetes.io/enforce":"privileged"}}}`,
@@ -191,9 +201,9 @@ func TestAdmissionPolicyClusterWideAndSelfManaged(t *testing.T) {
 	ctx := context.Background()
 	const release, ns, policy = "fencecw", "fencecw-system", "fencecw-trainguard-fence"
 	sa := installFence(t, release, ns, "clusterWide=true", "certManager.enabled=false", "excludedNamespaces={fencecw-monitoring}")
-	unlabelled := tenantNamespace(t, "fencecw-any", nil)
-	optedOut := tenantNamespace(t, "fencecw-disabled", map[string]string{"trainguard.io/inject": "disabled"})
-	excluded := tenantNamespace(t, "fencecw-monitoring", map[string]string{"trainguard.io/inject": "enabled"})
+	unlabelled := tenantNamespace(t, "fencecw-any", nsMeta{})
+	optedOut := tenantNamespace(t, "fencecw-disabled", optIn("disabled"))
+	excluded := tenantNamespace(t, "fencecw-monitoring", optIn("enabled"))
 	own := podIn(t, ns)
 	waitPolicyActive(t, sa, optedOut, policy)
 
@@ -216,4 +226,85 @@ func TestAdmissionPolicyClusterWideAndSelfManaged(t *testing.T) {
 	if err != nil {
 		assert.Contains(t, err.Error(), "only manage its own certificate Secret")
 	}
+}
+
+// nsPatcher dry-runs a merge patch of a namespace as sa.
+func nsPatcher(sa client.Client) func(name, patch string) error {
+	return func(name, patch string) error {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		return sa.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch)), client.DryRunAll)
+	}
+}
+
+// assertPodOpsRefused asserts every fenced pod operation on pod is refused.
+func assertPodOpsRefused(t *testing.T, sa client.Client, pod *corev1.Pod, policy, why string) {
+	t.Helper()
+	for op, do := range podOps(sa, pod) {
+		err := do()
+		assert.True(t, refusedByPolicy(err, policy), "%s in namespace %s must be refused (%s), got %v", op, pod.Namespace, why, err)
+	}
+}
+
+const (
+	labelEnabled  = `{"metadata":{"labels":{"trainguard.io/inject":"enabled"}}}`
+	labelDisabled = `{"metadata":{"labels":{"trainguard.io/inject":"disabled"}}}`
+	labelRemoved  = `{"metadata":{"labels":{"trainguard.io/inject":null}}}`
+)
+
+// Issue 24, item 1: the fence decides "injected" from the namespace's
+// trainguard.io/inject annotation, which trainguard's ServiceAccount cannot
+// write, not from the label, which it can; and it may set the label only to
+// mirror the annotation. A stolen token can no longer label a namespace
+// enabled and then create, delete, evict or patch pods there.
+func TestAdmissionPolicyTrustsTheAnnotationNotTheLabel(t *testing.T) {
+	const release, ns, policy = "fencelbl", "fencelbl-system", "fencelbl-trainguard-fence"
+	sa := installFence(t, release, ns)
+	plain := tenantNamespace(t, "fencelbl-plain", nsMeta{})
+	labelledOnly := tenantNamespace(t, "fencelbl-labelled", nsMeta{labels: map[string]string{"trainguard.io/inject": "enabled"}})
+	annotated := tenantNamespace(t, "fencelbl-annotated", nsMeta{annotations: map[string]string{"trainguard.io/inject": "enabled"}})
+	waitPolicyActive(t, sa, plain, policy)
+	nsPatch := nsPatcher(sa)
+
+	// Step 1 of the attack: label a namespace that never opted in.
+	for _, patch := range []string{labelEnabled, labelDisabled} {
+		err := nsPatch(plain.Namespace, patch)
+		assert.True(t, refusedByPolicy(err, policy), "labelling a namespace without the annotation (%s) must be refused, got %v", patch, err)
+		if err != nil {
+			assert.Contains(t, err.Error(), "only to mirror its trainguard.io/inject annotation (no label)")
+		}
+	}
+	// Step 2: a namespace labelled by someone else is still not injected.
+	assertPodOpsRefused(t, sa, labelledOnly, policy, "labelled enabled but not annotated")
+
+	// The mirror's legitimate work: label an annotated namespace, unlabel
+	// one whose annotation is gone; never the other value.
+	assert.NoError(t, nsPatch(annotated.Namespace, labelEnabled), "mirroring the annotation into the label")
+	assert.NoError(t, nsPatch(labelledOnly.Namespace, labelRemoved), "removing a label no annotation backs")
+	err := nsPatch(annotated.Namespace, labelDisabled)
+	assert.True(t, refusedByPolicy(err, policy), "a label contradicting the annotation must be refused, got %v", err)
+	if err != nil {
+		assert.Contains(t, err.Error(), "annotation (enabled), not to disabled")
+	}
+	// Opted in by annotation, before the mirror caught up: injected.
+	for op, do := range podOps(sa, annotated) {
+		assert.NoError(t, do(), "%s in a namespace annotated enabled (label not yet mirrored)", op)
+	}
+}
+
+// Issue 24, item 1, cluster-wide mode: a namespace annotated disabled stays
+// fenced whatever its label, and its disabled label cannot be removed.
+func TestAdmissionPolicyClusterWideTrustsTheAnnotation(t *testing.T) {
+	const release, ns, policy = "fencecwa", "fencecwa-system", "fencecwa-trainguard-fence"
+	sa := installFence(t, release, ns, "clusterWide=true")
+	optedOut := tenantNamespace(t, "fencecwa-out", optIn("disabled"))
+	unlabelledOut := tenantNamespace(t, "fencecwa-out-unlabelled", nsMeta{annotations: map[string]string{"trainguard.io/inject": "disabled"}})
+	waitPolicyActive(t, sa, optedOut, policy)
+	nsPatch := nsPatcher(sa)
+
+	err := nsPatch(optedOut.Namespace, labelRemoved)
+	assert.True(t, refusedByPolicy(err, policy), "removing the disabled label of a namespace annotated disabled must be refused, got %v", err)
+	err = nsPatch(optedOut.Namespace, labelEnabled)
+	assert.True(t, refusedByPolicy(err, policy), "relabelling it enabled must be refused, got %v", err)
+	assertPodOpsRefused(t, sa, unlabelledOut, policy, "annotated disabled, label missing")
+	assert.NoError(t, nsPatch(unlabelledOut.Namespace, labelDisabled), "mirroring the opt-out into the label")
 }

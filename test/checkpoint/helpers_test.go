@@ -33,14 +33,15 @@ func newPod(t testing.TB) pod {
 }
 
 // jobPod is a pod of job `job` in namespace team-a whose checkpoint claim is
-// the directory claim: the job's directory is <claim>/team-a/pytorchjob/<job>,
-// as the kubelet builds it from the webhook's subPathExpr.
+// the directory claim: the job's directory is
+// <claim>/team-a/pytorchjob.kubeflow.org/<job>, as the kubelet builds it
+// from the webhook's subPathExpr for a kubeflow PyTorchJob.
 func jobPod(t testing.TB, claim, job string) pod {
-	dir := filepath.Join(claim, "team-a", "pytorchjob", job)
+	dir := filepath.Join(claim, "team-a", "pytorchjob.kubeflow.org", job)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	name := job + "-master-0"
 	return pod{name: name, ckptDir: dir, signalDir: filepath.Join(dir, ".trainguard", name),
-		extra: []string{"TRAINGUARD_NAMESPACE=team-a", "TRAINGUARD_CHECKPOINT_KEY=pytorchjob/" + job + "/"}}
+		extra: []string{"TRAINGUARD_NAMESPACE=team-a", "TRAINGUARD_CHECKPOINT_KEY=pytorchjob.kubeflow.org/" + job + "/"}}
 }
 
 // env is the injected environment, in the webhook's order, plus PYTHONPATH.

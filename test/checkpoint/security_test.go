@@ -170,7 +170,7 @@ class Payload:
 p = os.path.join(d, "trainguard-ckpt-00000099")
 os.makedirs(p)
 torch.save([torch.zeros(1), Payload()], os.path.join(p, "tensors.pt"))
-json.dump({"format": 2, "step": 999, "states": {}}, open(os.path.join(p, "state.json"), "w"))
+json.dump({"format": 2, "step": 999, "job": "", "states": {}}, open(os.path.join(p, "state.json"), "w"))
 files = {n: os.path.getsize(os.path.join(p, n)) for n in ("tensors.pt", "state.json")}
 json.dump({"format": 2, "generation": 1 << 30, "files": files}, open(os.path.join(p, "commit.json"), "w"))  # a forged generation: tried first
 json.dump({"file": "trainguard-ckpt-00000099", "seq": 99, "step": 999}, open(os.path.join(d, "trainguard-latest.json"), "w"))

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
 // trainguardDown: with trainguard scaled to 0, namespaces that did not opt in
 // create pods as usual; in an opted-in namespace a PyTorchJob and its pods
-// are refused with a message naming trainguard; scaled back up, the job
-// proceeds without anyone touching it.
+// are refused with a message naming trainguard, while updates (resuming a
+// PyTorchJob, labelling a TrainJob and its TrainingRuntime) go through;
+// scaled back up, the job proceeds without anyone touching it.
 func (e *env) trainguardDown(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(ctx, t, "e2e-down", true)
@@ -25,6 +27,9 @@ func (e *env) trainguardDown(t *testing.T) {
 	// Created while trainguard is up, suspended: its pods come later.
 	if err := e.createJob(ctx, pytorchJob(ns, "waiting", sleeper, replica{}, true)); err != nil {
 		t.Fatalf("create suspended job: %v", err)
+	}
+	if err := e.createSuspendedTrainJob(ctx, ns, "waiting-tj"); err != nil {
+		t.Fatalf("create suspended TrainJob: %v", err)
 	}
 	e.scale(ctx, t, 0)
 	tDown := time.Now()
@@ -60,6 +65,16 @@ func (e *env) trainguardDown(t *testing.T) {
 			t.Fatalf("pod %s was created while trainguard is down (not injected: %q)", p.Name, p.Annotations["trainguard.io/injected"])
 		}
 	}
+	// The same for Trainer's kinds (issue 24 item 3): their UPDATE entries
+	// fail open, so a label edit, Kueue's suspend toggle or a finalizer
+	// removal never waits for trainguard.
+	edited := []byte(`{"metadata":{"labels":{"e2e.trainguard.io/edited":"while-down"}}}`)
+	if _, err := e.dyn.Resource(trainJobs).Namespace(ns).Patch(ctx, "waiting-tj", types.MergePatchType, edited, metav1.PatchOptions{}); err != nil {
+		t.Errorf("labelling a TrainJob was refused while trainguard is down; only creations may be: %v", err)
+	}
+	if _, err := e.dyn.Resource(trainingRuntimes).Namespace(ns).Patch(ctx, "torch-resilient", types.MergePatchType, edited, metav1.PatchOptions{}); err != nil {
+		t.Errorf("labelling a TrainingRuntime was refused while trainguard is down; only creations may be: %v", err)
+	}
 	down := time.Since(tDown)
 	e.scale(ctx, t, 2)
 	scaledUp = true
@@ -79,8 +94,25 @@ func (e *env) trainguardDown(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	e.record("trainguard down", true, "down %s: other namespace unaffected; job refused (%q); pods refused (%q); job's pod running %s after scale-up, no manual action",
+	e.record("trainguard down", true, "down %s: other namespace unaffected; job refused (%q); pods refused (%q); TrainJob and runtime labelled; job's pod running %s after scale-up, no manual action",
 		down.Round(time.Second), clip(jobRefusal), clip(podRefusal), time.Since(tUp).Round(time.Second))
+}
+
+// createSuspendedTrainJob creates the namespace's resilient runtime and a
+// suspended TrainJob on it (no pods), as Kueue holds one in its queue.
+func (e *env) createSuspendedTrainJob(ctx context.Context, ns, name string) error {
+	rt := resilientRuntime(ns, "torch-resilient")
+	if _, err := e.dyn.Resource(trainingRuntimes).Namespace(ns).Create(ctx, rt, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("create TrainingRuntime: %w", err)
+	}
+	tj := trainJob(ns, name, "torch-resilient", sleepScript)
+	if err := unstructured.SetNestedField(tj.Object, true, "spec", "suspend"); err != nil {
+		return err
+	}
+	if _, err := e.dyn.Resource(trainJobs).Namespace(ns).Create(ctx, tj, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create TrainJob: %w", err)
+	}
+	return nil
 }
 
 func (e *env) scale(ctx context.Context, t *testing.T, n int) {

@@ -69,12 +69,12 @@ func (e *env) drain(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := e.pvDir(ns)
-	figures, err := e.drainFigures(filepath.Join(claim, ns, "pytorchjob", job), job, tDrain, 3)
+	figures, err := e.drainFigures(filepath.Join(claim, ns, "pytorchjob.kubeflow.org", job), job, tDrain, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	final, err := sameFinalState(e.root, filepath.Join(claim, ns, "pytorchjob", job, "e2e-dumps", job, "final"),
-		filepath.Join(claim, ns, "pytorchjob", ref, "e2e-dumps", ref, "final"), 3)
+	final, err := sameFinalState(e.root, filepath.Join(claim, ns, "pytorchjob.kubeflow.org", job, "e2e-dumps", job, "final"),
+		filepath.Join(claim, ns, "pytorchjob.kubeflow.org", ref, "e2e-dumps", ref, "final"), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

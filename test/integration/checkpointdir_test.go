@@ -61,7 +61,7 @@ func TestPodOfAJobTemplateKeepsItsJobDirectory(t *testing.T) {
 	tmpl := templateOf(t, u, "Worker")
 	key := envNamed(tmpl.Spec.Containers[0], contract.EnvCheckpointKey)
 	require.NotNil(t, key)
-	assert.Equal(t, "pytorchjob/$(TRAINGUARD_KUBEFLOW_JOB_NAME)/$(TRAINGUARD_OPERATOR_JOB_NAME)", key.Value)
+	assert.Equal(t, "pytorchjob.kubeflow.org/$(TRAINGUARD_KUBEFLOW_JOB_NAME)/$(TRAINGUARD_OPERATOR_JOB_NAME)", key.Value)
 
 	// What the operator does: a pod from the template, with its labels.
 	yes := true

@@ -157,3 +157,22 @@ annotations:
   cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "trainguard.servingCertName" .) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The training container names, as a list: config.trainingContainer.names (its
+default in values.yaml is the Go default, internal/policy). The configuration
+file and the pod matchConditions both read them from here, so the API server
+never skips a pod the Go code would inject.
+*/}}
+{{- define "trainguard.trainingContainerNames" -}}
+{{- $tc := .Values.config.trainingContainer | default dict -}}
+{{- toYaml ($tc.names | default (list "pytorch" "ascend")) -}}
+{{- end }}
+
+{{/*
+Kubeflow Trainer's trainer container (internal/apis/trainer/v1alpha1.Node):
+the Go code adds it to the names for a JobSet pod of a TrainJob.
+*/}}
+{{- define "trainguard.trainerContainerName" -}}
+node
+{{- end }}

@@ -25,37 +25,49 @@ Validating entries for TrainJob, TrainingRuntime and ClusterTrainingRuntime,
 included in the chart's ValidatingWebhookConfiguration (so the CA bundle is
 injected there in both certificate modes). No mutating entries: trainguard
 never mutates these kinds; it injects the trainer pods through the pod
-webhook. ClusterTrainingRuntimes are cluster-scoped, so no namespace opted
-in: that entry fails open whatever the values, because trainguard down must
-never block anything outside opted-in namespaces.
+webhook. As for PyTorchJobs, CREATE and UPDATE are separate entries: CREATE
+fails closed in opted-in namespaces (workloadFailurePolicy), UPDATE always
+fails open and is sent only when the spec or checked metadata changes, so
+with trainguard down Kueue's suspend toggle, label edits, the garbage
+collector's finalizer removal and Trainer's resource-in-use finalizer on a
+runtime still go through (DESIGN.md, safety invariant 4).
+ClusterTrainingRuntimes are cluster-scoped, so no namespace opted in: that
+entry fails open whatever the values, because trainguard down must never
+block anything outside opted-in namespaces.
 */}}
 {{- define "trainguard.trainerValidatingWebhooks" -}}
 {{- if include "trainguard.trainerEnabled" . }}
 {{- $workloadFailurePolicy := include "trainguard.workloadFailurePolicy" . }}
-- name: trainjobs.validate.trainguard.io
-  {{- include "trainguard.clientConfig" (list . "/validate-trainer-kubeflow-org-v1alpha1-trainjob") | nindent 2 }}
+{{- range $kind := list (dict "name" "trainjobs" "path" "/validate-trainer-kubeflow-org-v1alpha1-trainjob")
+                       (dict "name" "trainingruntimes" "path" "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime") }}
+- name: {{ $kind.name }}.validate.trainguard.io
+  {{- include "trainguard.clientConfig" (list $ $kind.path) | nindent 2 }}
   rules:
     - apiGroups: [trainer.kubeflow.org]
       apiVersions: [v1alpha1]
-      resources: [trainjobs]
-      operations: [CREATE, UPDATE]
+      resources: [{{ $kind.name }}]
+      operations: [CREATE]
       scope: Namespaced
   failurePolicy: {{ $workloadFailurePolicy }}
   namespaceSelector:
-    {{- include "trainguard.workloadNamespaceSelector" . | nindent 4 }}
-  {{- include "trainguard.webhookCommon" . | nindent 2 }}
-- name: trainingruntimes.validate.trainguard.io
-  {{- include "trainguard.clientConfig" (list . "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime") | nindent 2 }}
+    {{- include "trainguard.workloadNamespaceSelector" $ | nindent 4 }}
+  {{- include "trainguard.webhookCommon" $ | nindent 2 }}
+- name: {{ $kind.name }}-updates.validate.trainguard.io
+  {{- include "trainguard.clientConfig" (list $ $kind.path) | nindent 2 }}
   rules:
     - apiGroups: [trainer.kubeflow.org]
       apiVersions: [v1alpha1]
-      resources: [trainingruntimes]
-      operations: [CREATE, UPDATE]
+      resources: [{{ $kind.name }}]
+      operations: [UPDATE]
       scope: Namespaced
-  failurePolicy: {{ $workloadFailurePolicy }}
+  failurePolicy: Ignore
   namespaceSelector:
-    {{- include "trainguard.workloadNamespaceSelector" . | nindent 4 }}
-  {{- include "trainguard.webhookCommon" . | nindent 2 }}
+    {{- include "trainguard.workloadNamespaceSelector" $ | nindent 4 }}
+  matchConditions:
+    - name: spec-or-checked-metadata-changed
+      expression: {{ printf "object.spec != oldObject.spec || %s" (include "trainguard.cel.checkedMetadataChanged" $) | quote }}
+  {{- include "trainguard.webhookCommon" $ | nindent 2 }}
+{{- end }}
 - name: clustertrainingruntimes.validate.trainguard.io
   {{- include "trainguard.clientConfig" (list . "/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime") | nindent 2 }}
   rules:
@@ -65,6 +77,9 @@ never block anything outside opted-in namespaces.
       operations: [CREATE, UPDATE]
       scope: Cluster
   failurePolicy: Ignore
+  matchConditions:
+    - name: create-or-spec-or-checked-metadata-changed
+      expression: {{ printf "request.operation == 'CREATE' || object.spec != oldObject.spec || %s" (include "trainguard.cel.checkedMetadataChanged" .) | quote }}
   {{- include "trainguard.webhookCommon" . | nindent 2 }}
 {{- end }}
 {{- end }}

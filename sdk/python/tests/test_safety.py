@@ -29,13 +29,17 @@ class _Payload:
         return (os.system, ("touch " + self.marker,))
 
 
-def plant(directory, seq, tensor_objects, step=99):
+JOB_A = "team-a/pytorchjob/job-a"  # the identity Safety.migrator() gets by default
+
+
+def plant(directory, seq, tensor_objects, step=99, job=JOB_A):
     """A checkpoint directory that looks committed, holding tensor_objects as its tensor file."""
     name = storage.ckpt_name(seq)
     path = os.path.join(directory, name)
     os.makedirs(path)
     torch.save(tensor_objects, os.path.join(path, storage.TENSOR_FILE))
-    state = {"format": storage.FORMAT_VERSION, "step": step, "states": {"s": {"v": {"__tensor__": 0}}}}
+    state = {"format": storage.FORMAT_VERSION, "step": step, "job": job,
+             "states": {"s": {"v": {"__tensor__": 0}}}}
     with open(os.path.join(path, storage.STATE_FILE), "w") as f:
         json.dump(state, f)
     files = {n: os.path.getsize(os.path.join(path, n)) for n in (storage.TENSOR_FILE, storage.STATE_FILE)}
@@ -108,7 +112,7 @@ class Safety(unittest.TestCase):
         with open(commit, "w") as f:
             json.dump(c, f)
         with self.assertRaises(storage.CorruptCheckpoint):
-            storage.load_checkpoint(self.dir, name)
+            storage.load_checkpoint(self.dir, name, JOB_A)
         self.assertFalse(os.path.exists(self.marker))
 
     def test_another_jobs_checkpoint_is_refused(self):
@@ -169,10 +173,13 @@ class Safety(unittest.TestCase):
         self.assertIsNone(proto.read_json(os.path.join(signal, proto.ACK_FILE)))
 
     def test_missing_job_label_is_warned(self):
-        m = self.migrator(key="pytorchjob//")
-        with self.assertLogs("trainguard", "WARNING") as logs:
-            m.listening()
-        self.assertIn("no job-name label", "".join(logs.output))
+        for key in ("pytorchjob.kubeflow.org//", "pytorchjob.training.kubedl.io//", "pytorchjob//"):
+            with self.subTest(key):
+                m = self.migrator(key=key)
+                with self.assertLogs("trainguard", "WARNING") as logs:
+                    m.listening()
+                self.assertIn("no job-name label", "".join(logs.output))
+                m.close()
 
     def test_symlinked_request_is_not_read(self):
         signal = os.path.join(self.dir, ".trainguard", "p")

@@ -70,7 +70,7 @@ class Migrator:
         if self._listener is not None:
             return self
         cfg = self.config
-        if cfg.job.endswith("/pytorchjob"):
+        if proto.names_no_job(cfg.job):
             log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
                         "job-name), so %s is shared by every such pod of the namespace; set "
                         "trainguard.io/checkpoint-key on the job", cfg.checkpoint_dir)

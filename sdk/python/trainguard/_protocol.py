@@ -105,6 +105,31 @@ def job_identity(env):
     return "%s/%s" % (ns, key) if ns and key else ""
 
 
+# A job template's key starts with its kind qualified by its group. Before
+# that, kubeflow and KubeDL PyTorchJobs both used "pytorchjob/<name>", so two
+# jobs of the same name shared a directory and an identity.
+TEMPLATE_PREFIXES = ("pytorchjob.kubeflow.org", "pytorchjob.training.kubedl.io")
+LEGACY_TEMPLATE_PREFIX = "pytorchjob"
+
+
+def legacy_identity(job):
+    """The identity this job had under the old shared prefix, or None. A
+    checkpoint recording it is one the user moved into this job's own
+    directory (docs/checkpoint-protocol.md, "Upgrading")."""
+    ns, _, key = job.partition("/")
+    first, _, rest = key.partition("/")
+    if ns and first in TEMPLATE_PREFIXES and rest:
+        return "%s/%s/%s" % (ns, LEGACY_TEMPLATE_PREFIX, rest)
+    return None
+
+
+def names_no_job(job):
+    """A key that is only its literal prefix: the pod carries none of the
+    labels that name its job, so every such pod shares the directory."""
+    ns, _, key = job.partition("/")
+    return bool(ns and key) and "/" not in key
+
+
 def fsync_dir(path):
     """Make a rename durable: the new directory entry survives a crash."""
     fd = os.open(path, os.O_RDONLY)
@@ -170,6 +195,8 @@ def read_json(path):
         if len(raw) > MAX_PROTOCOL_FILE:
             return None
         obj = json.loads(raw.decode())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError, MemoryError):
+        # A file nested deeper than the parser's stack (a few KB of "[") or
+        # too big to hold is as unusable as a truncated one: never a crash.
         return None
     return obj if isinstance(obj, dict) else None

@@ -15,6 +15,7 @@ stale incarnation never outranks one of a newer incarnation.
 
 import errno
 import importlib
+import io
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ import shutil
 import stat
 import tempfile
 import time
+import zipfile
 
 from . import _codec as codec
 from . import _fence as fence
@@ -244,16 +246,33 @@ def load_checkpoint(directory, name, job=""):
         raise CorruptCheckpoint("%s has no valid %s: the save never finished" % (path, COMMIT_FILE))
     _check_sizes(path, commit["files"])
     state = _read_state(os.path.join(path, STATE_FILE))
-    if job and state.get("job") and state["job"] != job:
-        raise CorruptCheckpoint("%s belongs to job %r, not to this job (%r)" % (path, state["job"], job))
-    tensors = _read_tensors(os.path.join(path, TENSOR_FILE)) if TENSOR_FILE in commit["files"] else []
+    _check_job(path, state, job)
+    tensors = _read_tensors(os.path.join(path, TENSOR_FILE), commit["files"][TENSOR_FILE]) \
+        if TENSOR_FILE in commit["files"] else []
     try:
         states = codec.decode(state["states"], tensors)
-    except (ValueError, TypeError) as e:
-        raise CorruptCheckpoint("%s: %s" % (os.path.join(path, STATE_FILE), e)) from e
+    except (ValueError, TypeError, RecursionError, MemoryError) as e:
+        raise CorruptCheckpoint("%s: %s: %s" % (os.path.join(path, STATE_FILE), type(e).__name__, e)) from e
     if not isinstance(states, dict):
         raise CorruptCheckpoint("%s: states is not a mapping" % os.path.join(path, STATE_FILE))
     return {"format": FORMAT_VERSION, "step": state["step"], "saved_at": state.get("saved_at"), "states": states}
+
+
+def _check_job(path, state, job):
+    """Every checkpoint this format has ever written records its job ("" when
+    the writer had no identity), so one without the field is not ours; and a
+    checkpoint is loaded only by the job it records, never by "any job"."""
+    recorded = state.get("job")
+    if not isinstance(recorded, str):
+        raise CorruptCheckpoint("%s records no job (state.json has no \"job\" string), so it cannot be "
+                                "told apart from another job's; not loaded" % path)
+    if recorded != job and recorded == proto.legacy_identity(job):
+        log.warning("trainguard: %s was written for %r, this job's identity before the per-kind directory "
+                    "prefix; loading it (it is in this job's own directory)", path, recorded)
+        return
+    if recorded != job:
+        raise CorruptCheckpoint("%s belongs to job %r, not to this job (%r); to share checkpoints between "
+                                "jobs give both the same trainguard.io/checkpoint-key" % (path, recorded, job))
 
 
 def _check_sizes(path, files):
@@ -280,7 +299,7 @@ def _read_state(path):
         if len(raw) > _MAX_STATE_BYTES:
             raise ValueError("larger than %d bytes" % _MAX_STATE_BYTES)
         state = json.loads(raw.decode())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError, MemoryError) as e:  # deep nesting, huge arrays: corrupt
         raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
     if not (isinstance(state, dict) and state.get("format") == FORMAT_VERSION and "states" in state
             and isinstance(state.get("step"), int) and not isinstance(state.get("step"), bool)):
@@ -288,19 +307,48 @@ def _read_state(path):
     return state
 
 
-def _read_tensors(path):
+def _read_tensors(path, size):
     torch = _torch()
     if torch is None:
         raise CorruptCheckpoint("%s holds tensors but torch is not importable" % path)
     try:
+        # The whole file is read once and every check and torch.load see those
+        # bytes: a writer of the volume cannot swap the file's content between
+        # the TorchScript check and the load. Costs the file's size in memory
+        # while loading.
         with proto.open_nofollow(path) as f:
-            if f.read(4) != _ZIP_MAGIC:
-                raise CorruptCheckpoint("%s is not a torch zip file; refusing to unpickle it" % path)
-            f.seek(0)
-            return codec.load_tensors(torch, f)
+            data = f.read(size + 1)  # size was checked against the file: more means it changed since
+        if len(data) != size:
+            raise CorruptCheckpoint("%s changed while being loaded (%d bytes, commit says %d)" % (path, len(data), size))
+        if data[:4] != _ZIP_MAGIC:
+            raise CorruptCheckpoint("%s is not a torch zip file; refusing to unpickle it" % path)
+        _refuse_torchscript(path, data, torch)
+        return codec.load_tensors(torch, io.BytesIO(data))
     except CorruptCheckpoint:
         raise
     except codec.UnsafeCheckpoint as e:
         raise CorruptCheckpoint("%s: UNSAFE, not loaded: %s" % (path, e)) from e
     except Exception as e:  # truncated zip, unpickling garbage, I/O error: all mean "unusable"
         raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
+
+
+def _refuse_torchscript(path, data, torch):
+    """torch <= 2.5 hands a zip holding constants.pkl to torch.jit.load before
+    honouring weights_only (CVE-2025-32434), and loading TorchScript runs the
+    archive's code (a scripted __setstate__). torch.save never writes
+    constants.pkl or code/, so an archive with either is refused unread. The
+    members are listed by Python's zipfile and by torch's own reader (the one
+    torch.load decides with), so a zip the two parse differently is caught."""
+    try:
+        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+        reader = getattr(getattr(torch, "_C", None), "PyTorchFileReader", None)
+        if reader is not None:
+            names += reader(io.BytesIO(data)).get_all_records()
+    except (zipfile.BadZipFile, ValueError, OSError, RuntimeError) as e:
+        raise CorruptCheckpoint("%s: not a readable zip: %s" % (path, e)) from e
+    for member in names:
+        parts = member.replace("\\", "/").split("/")
+        if parts[-1] == "constants.pkl" or "code" in parts[:-1]:
+            raise CorruptCheckpoint("%s: UNSAFE, not loaded: a TorchScript archive (member %r), which "
+                                    "torch.load would run as code; trainguard writes only tensors"
+                                    % (path, member))
