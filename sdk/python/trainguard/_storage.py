@@ -141,8 +141,13 @@ def write_checkpoint(cfg, payload, generation=0):
         if generation:
             fence.check(directory, generation)
         name, seq = _commit(tmp, directory)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if generation and isinstance(e, OSError):
+            # A newer incarnation cleans up older generations' temp
+            # directories (a crashed save's, or a stale process's live one):
+            # name the real cause.
+            fence.check(directory, generation)
         raise
     proto.fsync_dir(directory)
     if generation:
