@@ -22,8 +22,9 @@ log = logging.getLogger("trainguard")
 
 
 class Schedule:
-    """When the next periodic checkpoint is due: every `steps` optimizer steps
-    and/or every `seconds` of training, whichever comes first (0: off)."""
+    """When the next periodic checkpoint is due: at every multiple of `steps`
+    optimizer steps and/or every `seconds` of training, whichever comes first
+    (0: off)."""
 
     def __init__(self, steps=0, seconds=0.0, clock=time.monotonic):
         self.steps, self.seconds, self._clock = max(0, int(steps)), max(0.0, float(seconds)), clock
@@ -41,7 +42,9 @@ class Schedule:
     def due(self, step):
         if not self.enabled or self._step is None:
             return False
-        return bool((self.steps and step - self._step >= self.steps)
+        # Steps: at every multiple of `steps` (10, 20, 30... also after a
+        # resume at 37), as a loop's `(step + 1) % steps == 0` would.
+        return bool((self.steps and step // self.steps > self._step // self.steps)
                     or (self.seconds and self._clock() - self._time >= self.seconds))
 
     def saved(self, step):
