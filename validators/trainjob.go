@@ -32,7 +32,14 @@ func torchRunReservedEnv() []string {
 func trainJobControllers() []string {
 	return []string{trainerv1alpha1.DefaultManagedBy, trainerv1alpha1.MultiKueueManagedBy}
 }
-func torchTuneModels() []string { return []string{"llama3_2/1B", "llama3_2/7B", "llama3_3/70B"} }
+// torchTuneModels are the models of every Trainer release trainguard is
+// tested with: v2.0.0 has llama3_2/1B, llama3_2/7B, llama3_3/70B; v2.3.0
+// dropped 7B and added llama3_2/3B and qwen2_5/1.5B. The webhook cannot
+// tell which release the cluster runs, so it must not refuse a model that
+// release supports; the release's own webhook refuses the rest.
+func torchTuneModels() []string {
+	return []string{"llama3_2/1B", "llama3_2/3B", "llama3_2/7B", "llama3_3/70B", "qwen2_5/1.5B"}
+}
 func runtimeKinds() []string {
 	return []string{trainerv1alpha1.ClusterTrainingRuntimeKind, trainerv1alpha1.TrainingRuntimeKind}
 }
