@@ -54,3 +54,25 @@ func TestTrainerVersionWarnings(t *testing.T) {
 	assert.Empty(t, TrainerVersionWarnings(trainerv1alpha1.GroupVersion.WithKind("Other"), []byte(`{"spec":{"mlPolicy":{"torch":{"elasticPolicy":{}}}}}`)))
 	assert.Empty(t, versionWarnings(t, trainerv1alpha1.TrainingRuntimeKind, "spec: 3\n"), "undecodable: Validate reports it")
 }
+
+// TestTorchTuneWithoutNumNodesWarns: a torchtune TrainJob with
+// numProcPerNode and no numNodes is valid on Trainer v2.3.0 (1 node) and
+// broke v2.0.0's webhook: a warning naming the field, not an error.
+func TestTorchTuneWithoutNumNodesWarns(t *testing.T) {
+	raw, err := yaml.YAMLToJSON([]byte(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tune, namespace: default}
+spec:
+  runtimeRef: {name: torchtune-llama3.2-1b}
+  trainer: {numProcPerNode: 1, command: [tune, run]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := New(nil).Validate(Object{GVK: trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind), Raw: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assert.Empty(t, res.Errors)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "spec.trainer.numNodes: not set; Trainer v2.0.0's webhook fails")
+}

@@ -56,6 +56,7 @@ func validateTrainJob(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.Trainin
 		res.Errors = append(res.Errors, field.NotSupported(specPath.Child("managedBy"), *m, trainJobControllers()))
 	}
 	res.Errors = append(res.Errors, validateTrainer(job, rt, specPath)...)
+	res.Warnings = append(res.Warnings, torchTuneNodesWarning(job, specPath)...)
 	res.Errors = append(res.Errors, validatePodSpecOverrides(job.Spec.PodSpecOverrides, rt, specPath.Child("podSpecOverrides"))...)
 	if rt != nil {
 		res.Errors = append(res.Errors, validateInitializers(job, rt, specPath.Child("runtimeRef"))...)
@@ -173,14 +174,23 @@ func validateTorchTune(job *trainerv1alpha1.TrainJob, specPath *field.Path) fiel
 			fmt.Sprintf("must have a supported pretrained model, invalid model configured: %s; use one of the torchtune runtimes for %v", model, torchTuneModels())))
 	}
 	nodesPath := specPath.Child("trainer", "numNodes")
-	switch nodes := job.Spec.Trainer.NumNodes; {
-	case nodes == nil:
-		// Trainer v2.0.0's webhook dereferences it and fails: refuse clearly instead.
-		errs = append(errs, field.Required(nodesPath, "must be set for a torchtune (tune run) TrainJob with numProcPerNode; set numNodes: 1"))
-	case *nodes > 1 && model != "llama3_3/70B":
+	// Unset is 1 (Trainer v2.2+; see torchTuneNodesWarning for v2.0.0).
+	if nodes := job.Spec.Trainer.NumNodes; nodes != nil && *nodes > 1 && model != "llama3_3/70B" {
 		errs = append(errs, field.Invalid(nodesPath, *nodes, fmt.Sprintf("must be 1 for %v model", model)))
 	}
 	return errs
+}
+
+// torchTuneNodesWarning: Trainer v2.0.0's webhook dereferences numNodes of
+// a torchtune (tune run) TrainJob with numProcPerNode and fails without
+// it, while v2.2+ takes 1. trainguard cannot tell the cluster's release,
+// so it warns instead of refusing an object v2.3.0 admits.
+func torchTuneNodesWarning(job *trainerv1alpha1.TrainJob, specPath *field.Path) []string {
+	tr := job.Spec.Trainer
+	if tr == nil || tr.NumProcPerNode == nil || tr.NumNodes != nil || !slices.Equal(tr.Command, []string{"tune", "run"}) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: not set; Trainer v2.0.0's webhook fails on a torchtune (tune run) TrainJob with numProcPerNode and no numNodes (v2.2+ takes 1): set numNodes: 1", specPath.Child("trainer", "numNodes"))}
 }
 
 // torchTuneModel derives the model from a torchtune runtime name the way
