@@ -32,6 +32,7 @@ func torchRunReservedEnv() []string {
 func trainJobControllers() []string {
 	return []string{trainerv1alpha1.DefaultManagedBy, trainerv1alpha1.MultiKueueManagedBy}
 }
+
 // torchTuneModels are the models of every Trainer release trainguard is
 // tested with: v2.0.0 has llama3_2/1B, llama3_2/7B, llama3_3/70B; v2.3.0
 // dropped 7B and added llama3_2/3B and qwen2_5/1.5B. The webhook cannot
