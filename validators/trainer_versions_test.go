@@ -57,7 +57,7 @@ func TestTrainerVersionWarnings(t *testing.T) {
 
 // TestTorchTuneWithoutNumNodesWarns: a torchtune TrainJob with
 // numProcPerNode and no numNodes is valid on Trainer v2.3.0 (1 node) and
-// broke v2.0.0's webhook: a warning naming the field, not an error.
+// broke v2.0's and v2.1's webhooks: a warning naming the field, not an error.
 func TestTorchTuneWithoutNumNodesWarns(t *testing.T) {
 	raw, err := yaml.YAMLToJSON([]byte(`apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
@@ -74,5 +74,5 @@ spec:
 		t.Fatal(err)
 	}
 	assert.Empty(t, res.Errors)
-	assert.Contains(t, strings.Join(res.Warnings, "\n"), "spec.trainer.numNodes: not set; Trainer v2.0.0's webhook fails")
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "spec.trainer.numNodes: not set; Trainer v2.0 and v2.1's webhooks fail")
 }

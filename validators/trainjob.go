@@ -34,8 +34,8 @@ func trainJobControllers() []string {
 }
 
 // torchTuneModels are the models of every Trainer release trainguard is
-// tested with: v2.0.0 has llama3_2/1B, llama3_2/7B, llama3_3/70B; v2.3.0
-// dropped 7B and added llama3_2/3B and qwen2_5/1.5B. The webhook cannot
+// tested with: v2.0.0 has llama3_2/1B, llama3_2/7B, llama3_3/70B; v2.1
+// replaced 7B with llama3_2/3B and added qwen2_5/1.5B. The webhook cannot
 // tell which release the cluster runs, so it must not refuse a model that
 // release supports; the release's own webhook refuses the rest.
 func torchTuneModels() []string {
@@ -175,23 +175,23 @@ func validateTorchTune(job *trainerv1alpha1.TrainJob, specPath *field.Path) fiel
 			fmt.Sprintf("must have a supported pretrained model, invalid model configured: %s; use one of the torchtune runtimes for %v", model, torchTuneModels())))
 	}
 	nodesPath := specPath.Child("trainer", "numNodes")
-	// Unset is 1 (Trainer v2.2+; see torchTuneNodesWarning for v2.0.0).
+	// Unset is 1 (Trainer v2.2+; see torchTuneNodesWarning for v2.0, v2.1).
 	if nodes := job.Spec.Trainer.NumNodes; nodes != nil && *nodes > 1 && model != "llama3_3/70B" {
 		errs = append(errs, field.Invalid(nodesPath, *nodes, fmt.Sprintf("must be 1 for %v model", model)))
 	}
 	return errs
 }
 
-// torchTuneNodesWarning: Trainer v2.0.0's webhook dereferences numNodes of
-// a torchtune (tune run) TrainJob with numProcPerNode and fails without
-// it, while v2.2+ takes 1. trainguard cannot tell the cluster's release,
+// torchTuneNodesWarning: Trainer v2.0 and v2.1's webhooks dereference
+// numNodes of a torchtune (tune run) TrainJob with numProcPerNode and fail
+// without it, while v2.2+ takes 1. trainguard cannot tell the cluster's release,
 // so it warns instead of refusing an object v2.3.0 admits.
 func torchTuneNodesWarning(job *trainerv1alpha1.TrainJob, specPath *field.Path) []string {
 	tr := job.Spec.Trainer
 	if tr == nil || tr.NumProcPerNode == nil || tr.NumNodes != nil || !slices.Equal(tr.Command, []string{"tune", "run"}) {
 		return nil
 	}
-	return []string{fmt.Sprintf("%s: not set; Trainer v2.0.0's webhook fails on a torchtune (tune run) TrainJob with numProcPerNode and no numNodes (v2.2+ takes 1): set numNodes: 1", specPath.Child("trainer", "numNodes"))}
+	return []string{fmt.Sprintf("%s: not set; Trainer v2.0 and v2.1's webhooks fail on a torchtune (tune run) TrainJob with numProcPerNode and no numNodes (v2.2+ takes 1): set numNodes: 1", specPath.Child("trainer", "numNodes"))}
 }
 
 // torchTuneModel derives the model from a torchtune runtime name the way
