@@ -23,6 +23,9 @@ import (
 // the runtime is not known, trainguard applies the torch rule, which is
 // the stricter one for every value Trainer's torch runtime refuses: so
 // trainguard never admits what Trainer refuses, and may refuse a little more.
+// Where a later Trainer release admits more (torchtune models, an unset
+// numNodes), trainguard admits it too: it cannot tell the cluster's release
+// (trainer_versions.go; docs/trainjob.md#trainer-versions).
 
 // Values Trainer accepts; funcs so nothing can change them.
 func torchNprocKeywords() []string { return []string{"auto", "cpu", "gpu"} }
