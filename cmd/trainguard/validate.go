@@ -163,7 +163,8 @@ func validateObject(v *validators.Validator, fallback string, raw []byte) []docu
 	}
 	// Offline the cluster's Trainer release is unknown: fields only some
 	// releases have are warned about (the webhook sees them pruned).
-	report.warnings = append(res.Warnings, validators.TrainerVersionWarnings(h.GVK(), raw)...)
+	report.warnings = append(report.warnings, res.Warnings...)
+	report.warnings = append(report.warnings, validators.TrainerVersionWarnings(h.GVK(), raw)...)
 	return []documentReport{report}
 }
 
