@@ -61,8 +61,10 @@ test-integration: ## Integration and rescheduler suites against a real kube-apis
 		| grep -E '^(--- |ok|FAIL|panic|integration suite)|_test.go:[0-9]+: |median'
 
 .PHONY: test-trainer
-test-trainer: ## TrainJob suite: real kube-apiserver, Trainer v2.0.0 and JobSet v0.8.2 controllers, trainguard.
-	set -o pipefail; $(GO) test -count=1 -v ./test/trainer/ | grep -E '^(--- |ok|FAIL|panic|trainer suite)|_test.go:[0-9]+: '
+test-trainer: ## TrainJob suite, twice: real kube-apiserver and trainguard with the real Trainer v2.3.0 + JobSet v0.12.0, then Trainer v2.0.0 + JobSet v0.8.2 controllers.
+	set -o pipefail; for v in v2.3.0 v2.0.0; do \
+		TRAINER_VERSION=$$v $(GO) test -count=1 -v ./test/trainer/ | grep -E '^(--- |ok|FAIL|panic|trainer suite)|_test.go:[0-9]+: ' || exit 1; \
+	done
 
 .PHONY: test-python
 test-python:

@@ -23,6 +23,9 @@ import (
 // the runtime is not known, trainguard applies the torch rule, which is
 // the stricter one for every value Trainer's torch runtime refuses: so
 // trainguard never admits what Trainer refuses, and may refuse a little more.
+// Where a later Trainer release admits more (torchtune models, an unset
+// numNodes), trainguard admits it too: it cannot tell the cluster's release
+// (trainer_versions.go; docs/trainjob.md#trainer-versions).
 
 // Values Trainer accepts; funcs so nothing can change them.
 func torchNprocKeywords() []string { return []string{"auto", "cpu", "gpu"} }
@@ -32,7 +35,15 @@ func torchRunReservedEnv() []string {
 func trainJobControllers() []string {
 	return []string{trainerv1alpha1.DefaultManagedBy, trainerv1alpha1.MultiKueueManagedBy}
 }
-func torchTuneModels() []string { return []string{"llama3_2/1B", "llama3_2/7B", "llama3_3/70B"} }
+
+// torchTuneModels are the models of every Trainer release trainguard is
+// tested with: v2.0.0 has llama3_2/1B, llama3_2/7B, llama3_3/70B; v2.1
+// replaced 7B with llama3_2/3B and added qwen2_5/1.5B. The webhook cannot
+// tell which release the cluster runs, so it must not refuse a model that
+// release supports; the release's own webhook refuses the rest.
+func torchTuneModels() []string {
+	return []string{"llama3_2/1B", "llama3_2/3B", "llama3_2/7B", "llama3_3/70B", "qwen2_5/1.5B"}
+}
 func runtimeKinds() []string {
 	return []string{trainerv1alpha1.ClusterTrainingRuntimeKind, trainerv1alpha1.TrainingRuntimeKind}
 }
@@ -49,6 +60,7 @@ func validateTrainJob(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.Trainin
 		res.Errors = append(res.Errors, field.NotSupported(specPath.Child("managedBy"), *m, trainJobControllers()))
 	}
 	res.Errors = append(res.Errors, validateTrainer(job, rt, specPath)...)
+	res.Warnings = append(res.Warnings, torchTuneNodesWarning(job, specPath)...)
 	res.Errors = append(res.Errors, validatePodSpecOverrides(job.Spec.PodSpecOverrides, rt, specPath.Child("podSpecOverrides"))...)
 	if rt != nil {
 		res.Errors = append(res.Errors, validateInitializers(job, rt, specPath.Child("runtimeRef"))...)
@@ -166,14 +178,23 @@ func validateTorchTune(job *trainerv1alpha1.TrainJob, specPath *field.Path) fiel
 			fmt.Sprintf("must have a supported pretrained model, invalid model configured: %s; use one of the torchtune runtimes for %v", model, torchTuneModels())))
 	}
 	nodesPath := specPath.Child("trainer", "numNodes")
-	switch nodes := job.Spec.Trainer.NumNodes; {
-	case nodes == nil:
-		// Trainer v2.0.0's webhook dereferences it and fails: refuse clearly instead.
-		errs = append(errs, field.Required(nodesPath, "must be set for a torchtune (tune run) TrainJob with numProcPerNode; set numNodes: 1"))
-	case *nodes > 1 && model != "llama3_3/70B":
+	// Unset is 1 (Trainer v2.2+; see torchTuneNodesWarning for v2.0, v2.1).
+	if nodes := job.Spec.Trainer.NumNodes; nodes != nil && *nodes > 1 && model != "llama3_3/70B" {
 		errs = append(errs, field.Invalid(nodesPath, *nodes, fmt.Sprintf("must be 1 for %v model", model)))
 	}
 	return errs
+}
+
+// torchTuneNodesWarning: Trainer v2.0 and v2.1's webhooks dereference
+// numNodes of a torchtune (tune run) TrainJob with numProcPerNode and fail
+// without it, while v2.2+ takes 1. trainguard cannot tell the cluster's release,
+// so it warns instead of refusing an object v2.3.0 admits.
+func torchTuneNodesWarning(job *trainerv1alpha1.TrainJob, specPath *field.Path) []string {
+	tr := job.Spec.Trainer
+	if tr == nil || tr.NumProcPerNode == nil || tr.NumNodes != nil || !slices.Equal(tr.Command, []string{"tune", "run"}) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: not set; Trainer v2.0 and v2.1's webhooks fail on a torchtune (tune run) TrainJob with numProcPerNode and no numNodes (v2.2+ takes 1): set numNodes: 1", specPath.Child("trainer", "numNodes"))}
 }
 
 // torchTuneModel derives the model from a torchtune runtime name the way

@@ -26,7 +26,11 @@ same rules the validating webhook applies:
     ClusterTrainingRuntime (Kubeflow Trainer v2): everything Trainer's own
     webhook and CRD refuse, plus the torch elastic policy (minNodes,
     maxNodes, maxRestarts, metrics); a TrainJob is checked against its
-    runtime when the runtime is in the same input;
+    runtime when the runtime is in the same input. These are the rules of
+    Trainer v2.0's API; a field a later release removed or retyped
+    (mlPolicy.torch.elasticPolicy and numProcPerNode, removed in v2.2; a
+    TrainJob's podSpecOverrides, or a string spec.trainer.numProcPerNode)
+    is a warning, since the cluster's release is not known offline;
   - trainguard.io/ and MindCluster annotations and the fault-scheduling label
     on jobs, pod templates, Pods and Namespaces;
   - cross-field checks against the effective policy (TaskD port, GPU limit
@@ -157,7 +161,10 @@ func validateObject(v *validators.Validator, fallback string, raw []byte) []docu
 	for _, e := range res.Errors {
 		report.errors = append(report.errors, fmt.Sprintf("%s: %s", e.Field, e.ErrorBody()))
 	}
-	report.warnings = res.Warnings
+	// Offline the cluster's Trainer release is unknown: fields only some
+	// releases have are warned about (the webhook sees them pruned).
+	report.warnings = append(report.warnings, res.Warnings...)
+	report.warnings = append(report.warnings, validators.TrainerVersionWarnings(h.GVK(), raw)...)
 	return []documentReport{report}
 }
 

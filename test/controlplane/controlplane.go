@@ -244,10 +244,15 @@ func renderWebhooks(values []string) (*admissionregistrationv1.MutatingWebhookCo
 	return chart.WebhookConfigurations(objs)
 }
 
+// TrainingOperatorModule is the kubeflow training-operator release whose
+// PyTorchJob CRD the suites install: v1.9.4, the newest the Go module proxy
+// serves and the one `make cluster` runs.
+const TrainingOperatorModule = "github.com/kubeflow/training-operator@v1.9.4"
+
 // kubeflowPyTorchJobCRD returns the path of kubeflow's PyTorchJob CRD in
 // the Go module cache (downloaded on first use).
 func kubeflowPyTorchJobCRD() (string, error) {
-	dir, err := moduleDir("github.com/kubeflow/training-operator@v1.8.1")
+	dir, err := moduleDir(TrainingOperatorModule)
 	if err != nil {
 		return "", err
 	}

@@ -24,32 +24,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/trainguard/trainguard/test/chart"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
-// Exact versions, as hack/build-trainer.sh stamps them.
-const (
-	trainerModule = "github.com/kubeflow/trainer/v2@v2.0.0"
-	jobsetModule  = "sigs.k8s.io/jobset@v0.8.2"
-	// Trainer v2.0.0's go.mod requires this scheduler-plugins; Trainer
-	// watches its PodGroups, so the CRD must exist.
-	schedulerPluginsModule = "sigs.k8s.io/scheduler-plugins@v0.30.6"
-)
-
 type bins struct{ trainer, jobset string }
 
-// binaries returns the built controllers, checking their version stamps.
-func binaries() (bins, error) {
+// binaries returns the built controllers of rel, checking their version stamps.
+func binaries(rel release) (bins, error) {
 	root, err := chart.RepoRoot()
 	if err != nil {
 		return bins{}, err
 	}
 	dir := filepath.Join(root, "bin", "trainer")
-	b := bins{trainer: filepath.Join(dir, "trainer-controller-manager-v2.0.0"), jobset: filepath.Join(dir, "jobset-controller-v0.8.2")}
-	for bin, want := range map[string]string{b.trainer: "v2.0.0", b.jobset: "v0.8.2"} {
+	b := bins{trainer: filepath.Join(dir, rel.trainerBinary()), jobset: filepath.Join(dir, rel.jobsetBinary())}
+	for bin, want := range map[string]string{b.trainer: rel.trainer, b.jobset: rel.jobset} {
 		got, err := os.ReadFile(filepath.Join(dir, "."+filepath.Base(bin)+".version"))
 		if err != nil || strings.TrimSpace(string(got)) != want {
 			return bins{}, fmt.Errorf("%s %s not built: run `make trainer-bins` (hack/build-trainer.sh)", bin, want)
@@ -70,28 +62,16 @@ func moduleDir(modVersion string) (string, error) {
 	return m.Dir, nil
 }
 
-// installThirdParty installs JobSet's, Trainer's and the PodGroup CRDs
-// from the module cache, the namespaces the controllers run in, and the
-// configuration Trainer's certificate rotator fills (see trainerWebhook).
-func installThirdParty(cp *controlplane.ControlPlane) error {
-	tdir, err := moduleDir(trainerModule)
+// installThirdParty installs JobSet's and Trainer's CRDs (and for
+// v2.0.0 the PodGroup CRD) from the module cache, the namespaces the
+// controllers run in, and the configurations Trainer's certificate rotator
+// fills (see trainerWebhooks).
+func installThirdParty(cp *controlplane.ControlPlane, rel release) error {
+	paths, err := crdPaths(rel)
 	if err != nil {
 		return err
 	}
-	jdir, err := moduleDir(jobsetModule)
-	if err != nil {
-		return err
-	}
-	sdir, err := moduleDir(schedulerPluginsModule)
-	if err != nil {
-		return err
-	}
-	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
-		filepath.Join(jdir, "config", "components", "crd", "bases"),
-		filepath.Join(tdir, "manifests", "base", "crds"),
-		filepath.Join(sdir, "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"),
-	}})
-	if err != nil {
+	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: paths}); err != nil {
 		return fmt.Errorf("installing Trainer and JobSet CRDs: %w", err)
 	}
 	ctx := context.Background()
@@ -105,36 +85,72 @@ func installThirdParty(cp *controlplane.ControlPlane) error {
 	if err := cp.Client.Create(ctx, secret); err != nil {
 		return err
 	}
-	return cp.Client.Create(ctx, trainerWebhook())
+	for _, obj := range trainerWebhooks(rel) {
+		if err := cp.Client.Create(ctx, obj); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// trainerWebhook is the ValidatingWebhookConfiguration Trainer's
-// certificate rotator must find (by name) before Trainer starts its
-// controllers. Trainer serves its webhook for the Service name
+// crdPaths are the CRD files of rel in the module cache: JobSet's,
+// Trainer's (manifests/base/crds in every release) and PodGroup's if rel
+// installs it.
+func crdPaths(rel release) ([]string, error) {
+	tdir, err := moduleDir(rel.trainerModule())
+	if err != nil {
+		return nil, err
+	}
+	jdir, err := moduleDir(rel.jobsetModule())
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{filepath.Join(jdir, "config", "components", "crd", "bases"), filepath.Join(tdir, "manifests", "base", "crds")}
+	if rel.podGroupModule == "" {
+		return paths, nil
+	}
+	sdir, err := moduleDir(rel.podGroupModule)
+	if err != nil {
+		return nil, err
+	}
+	return append(paths, filepath.Join(sdir, "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml")), nil
+}
+
+// trainerWebhooks are the webhook configurations Trainer's certificate
+// rotator must find (by name) before Trainer starts its controllers: the
+// ValidatingWebhookConfiguration validator.trainer.kubeflow.org, and from
+// v2.2 also the MutatingWebhookConfiguration defaulter.trainer.kubeflow.org
+// (pkg/util/cert). Trainer serves its webhooks for the Service name
 // kubeflow-trainer-controller-manager.kubeflow-system.svc, which envtest's
-// API server cannot reach; the entry matches no object, so Trainer's own
+// API server cannot reach; the entries match no object, so Trainer's own
 // admission checks are not exercised here (validators/testdata/trainer
 // holds them), while its controllers run for real.
-func trainerWebhook() *admissionregistrationv1.ValidatingWebhookConfiguration {
-	none, ignore, sideEffects := "trainguard.io/never-matches", admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone
-	path := "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
-	return &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "validator.trainer.kubeflow.org"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "validator.trainjob.trainer.kubeflow.org",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "kubeflow-system", Name: "kubeflow-trainer-controller-manager", Path: &path}},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"trainer.kubeflow.org"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"trainjobs"}}}},
-			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: none, Operator: metav1.LabelSelectorOpExists}}},
-			FailurePolicy:           &ignore,
-			SideEffects:             &sideEffects,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
+func trainerWebhooks(rel release) []client.Object {
+	ignore, sideEffects := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone
+	neverMatches := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "trainguard.io/never-matches", Operator: metav1.LabelSelectorOpExists}}}
+	rules := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"trainer.kubeflow.org"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"trainjobs"}}}}
+	service := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "kubeflow-system", Name: "kubeflow-trainer-controller-manager", Path: &path}}
 	}
+	objs := []client.Object{&admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "validator.trainer.kubeflow.org"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "validator.trainjob.trainer.kubeflow.org", ClientConfig: service("/validate-trainer-kubeflow-org-v1alpha1-trainjob"),
+			Rules: rules, ObjectSelector: neverMatches, FailurePolicy: &ignore, SideEffects: &sideEffects, AdmissionReviewVersions: []string{"v1"}}},
+	}}
+	if !rel.configFile {
+		return objs
+	}
+	return append(objs, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "defaulter.trainer.kubeflow.org"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "defaulter.trainjob.trainer.kubeflow.org", ClientConfig: service("/mutate-trainer-kubeflow-org-v1alpha1-trainjob"),
+			Rules: rules, ObjectSelector: neverMatches, FailurePolicy: &ignore, SideEffects: &sideEffects, AdmissionReviewVersions: []string{"v1"}}},
+	})
 }
 
 // startControllers starts JobSet's and Trainer's controller managers as
 // processes and waits until both report ready.
-func startControllers(ctx context.Context, cp *controlplane.ControlPlane, b bins) (func(), error) {
+func startControllers(ctx context.Context, cp *controlplane.ControlPlane, rel release, b bins) (func(), error) {
 	dir, err := os.MkdirTemp("", "trainguard-trainer-")
 	if err != nil {
 		return func() {}, err
@@ -158,21 +174,16 @@ func startControllers(ctx context.Context, cp *controlplane.ControlPlane, b bins
 	if err := registerJobSetWebhooks(ctx, cp, jobsetHook, filepath.Join(dir, "jobset-certs", "tls.crt")); err != nil {
 		return stop, err
 	}
-	trainerProbe, err := controlplane.FreeAddr()
+	trainerArgs, trainerProbe, err := trainerArgs(rel, dir, kubeconfig)
 	if err != nil {
 		return stop, err
 	}
-	trainerWebhookAddr, err := controlplane.FreeAddr()
-	if err != nil {
-		return stop, err
-	}
-	_, port, _ := net.SplitHostPort(trainerWebhookAddr)
 	for _, c := range []struct {
 		bin, log string
 		args     []string
 	}{
 		{b.jobset, "jobset.log", jobsetArgs},
-		{b.trainer, "trainer.log", []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=" + trainerProbe, "--webhook-server-port=" + port}},
+		{b.trainer, "trainer.log", trainerArgs},
 	} {
 		p, err := startProcess(ctx, c.bin, filepath.Join(dir, c.log), c.args)
 		if err != nil {
@@ -200,6 +211,39 @@ func writeKubeconfig(cp *controlplane.ControlPlane, dir string) (string, error) 
 	}
 	path := filepath.Join(dir, "kubeconfig")
 	return path, os.WriteFile(path, kc, 0o600)
+}
+
+// trainerArgs configures Trainer's controller manager: metrics off, no
+// leader election, free ports for its probes and webhook server. v2.0
+// takes flags; from v2.1 the settings live in a Configuration file
+// (cmd/trainer-controller-manager, pkg/apis/config/v1alpha1), with the
+// defaults (certificate management on, Secret
+// kubeflow-trainer-webhook-cert, Service kubeflow-trainer-controller-manager)
+// the flags had.
+func trainerArgs(rel release, dir, kubeconfig string) (args []string, probe string, err error) {
+	probe, err = controlplane.FreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	hook, err := controlplane.FreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	_, port, _ := net.SplitHostPort(hook)
+	if !rel.configFile {
+		return []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=" + probe, "--webhook-server-port=" + port}, probe, nil
+	}
+	cfg := fmt.Sprintf(`apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+health: {healthProbeBindAddress: "%s"}
+metrics: {bindAddress: "0"}
+webhook: {port: %s, host: 127.0.0.1}
+`, probe, port)
+	path := filepath.Join(dir, "trainer-config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return nil, "", err
+	}
+	return []string{"--kubeconfig=" + kubeconfig, "--config=" + path}, probe, nil
 }
 
 // jobsetArgs configures JobSet without its internal certificate
@@ -307,8 +351,10 @@ func waitReady(ctx context.Context, addr, logPath string) error {
 	return errors.New("not ready after 120s; log tail:\n" + string(tail))
 }
 
-// trainerCertDir is where Trainer v2.0.0's certificate rotator (a constant in
-// its pkg/util/cert) expects its Secret mounted, as the kubelet would.
+// trainerCertDir is where Trainer's certificate rotator (pkg/util/cert: a
+// constant in v2.0.0, a package variable no flag or setting reaches in
+// v2.3.0) expects its Secret mounted, as the kubelet would. Being fixed, it
+// is why two runs of this suite on one machine collide.
 const trainerCertDir = "/tmp/k8s-webhook-server/serving-certs"
 
 // mountTrainerCerts plays the kubelet's part for Trainer's webhook Secret:

@@ -1,8 +1,9 @@
 // Package trainer runs trainguard against a real kube-apiserver and etcd
-// with the real Kubeflow Trainer v2.0.0 controller manager and the real
-// JobSet v0.8.2 controller (both built from Go modules by
-// hack/build-trainer.sh into bin/trainer), their CRDs read from the Go
-// module cache. envtest has no kube-controller-manager, so no batch Job
+// with the real Kubeflow Trainer controller manager and the real JobSet
+// controller (both built from Go modules by hack/build-trainer.sh into
+// bin/trainer), their CRDs read from the Go module cache. TRAINER_VERSION
+// picks the pair: v2.3.0 with JobSet v0.12.0 (the default, the newest) or
+// v2.0.0 with JobSet v0.8.2 (versions_test.go says what differs). envtest has no kube-controller-manager, so no batch Job
 // controller: the suite asserts on the JobSet and Jobs the real controllers
 // create, and creates each trainer pod exactly as the Job controller would
 // (from the Job's pod template, owned by the Job, with its index), which the
@@ -25,8 +26,9 @@ import (
 const nodeLostGrace = 2 * time.Second
 
 type suite struct {
-	cp *controlplane.ControlPlane
-	c  client.Client
+	cp  *controlplane.ControlPlane
+	c   client.Client
+	rel release // the Trainer and JobSet under test
 }
 
 var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
@@ -37,11 +39,22 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
 		os.Exit(m.Run())
 	}
-	os.Exit(controlplane.RunSuite("trainer suite", m, run))
+	rel, relErr := selectRelease()
+	name := "trainer suite"
+	if relErr == nil {
+		name += " (" + rel.String() + ")"
+	}
+	os.Exit(controlplane.RunSuite(name, m, func(m *testing.M) (int, error) {
+		if relErr != nil {
+			return 1, relErr
+		}
+		env.rel = rel
+		return run(m)
+	}))
 }
 
 func run(m *testing.M) (int, error) {
-	bins, err := binaries()
+	bins, err := binaries(env.rel)
 	if err != nil {
 		return 1, err
 	}
@@ -51,12 +64,12 @@ func run(m *testing.M) (int, error) {
 	}
 	defer func() { _ = cp.Stop() }()
 	env.cp, env.c = cp, cp.Client
-	if err := installThirdParty(cp); err != nil {
+	if err := installThirdParty(cp, env.rel); err != nil {
 		return 1, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop, err := startControllers(ctx, cp, bins)
+	stop, err := startControllers(ctx, cp, env.rel, bins)
 	defer stop()
 	if err != nil {
 		return 1, err

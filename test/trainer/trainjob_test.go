@@ -43,15 +43,21 @@ func apply(t *testing.T, doc string) error {
 }
 
 // torchDistributed is a runtime shaped like Trainer's torch-distributed
-// (manifests/base/runtimes), written for this suite.
+// (manifests/base/runtimes) of the release under test, written for this
+// suite: up to v2.1 its torch policy sets numProcPerNode: auto, which v2.2
+// removed (a TrainJob sets it, auto by default).
 func torchDistributed(name string) string {
+	torch := "{}"
+	if env.rel.torchV20 {
+		torch = "{numProcPerNode: auto}"
+	}
 	return `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
 metadata: {name: ` + name + `}
 spec:
   mlPolicy:
     numNodes: 1
-    torch: {numProcPerNode: auto}
+    torch: ` + torch + `
   template:
     spec:
       replicatedJobs:
@@ -185,12 +191,18 @@ func TestOptedOutTrainJobAndSpoofedLabels(t *testing.T) {
 func TestTrainerKindsAreValidated(t *testing.T) {
 	ns := namespace(t, true)
 	require.NoError(t, apply(t, torchDistributed("torch-v-"+ns)))
+	// A value trainguard refuses that the served API's schema admits:
+	// up to v2.1 numProcPerNode is an int or a string, from v2.2 an int.
+	bad, zero := "npu", `"0"`
+	if !env.rel.torchV20 {
+		bad, zero = "0", "0"
+	}
 	err := apply(t, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata: {name: bad-nproc, namespace: `+ns+`}
 spec:
   runtimeRef: {name: torch-v-`+ns+`}
-  trainer: {numProcPerNode: npu}
+  trainer: {numProcPerNode: `+bad+`}
 `)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "trainjobs.validate.trainguard.io")
@@ -200,27 +212,6 @@ spec:
 	require.Error(t, err, "the runtime is read live: a missing one is refused as Trainer refuses it")
 	assert.Contains(t, err.Error(), "spec.runtimeRef")
 
-	err = apply(t, `apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainingRuntime
-metadata: {name: elastic, namespace: `+ns+`}
-spec:
-  mlPolicy:
-    torch:
-      elasticPolicy: {minNodes: 4, maxNodes: 2, maxRestarts: -1}
-  template:
-    spec:
-      replicatedJobs:
-        - name: node
-          template:
-            spec:
-              template:
-                spec:
-                  containers: [{name: node, image: example.com/x:1}]
-`)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "spec.mlPolicy.torch.elasticPolicy.maxNodes")
-	assert.Contains(t, err.Error(), "spec.mlPolicy.torch.elasticPolicy.maxRestarts")
-
 	// Outside opted-in namespaces trainguard validates nothing.
 	plain := namespace(t, false)
 	require.NoError(t, apply(t, `apiVersion: trainer.kubeflow.org/v1alpha1
@@ -228,7 +219,7 @@ kind: TrainJob
 metadata: {name: other, namespace: `+plain+`}
 spec:
   runtimeRef: {name: torch-v-`+ns+`}
-  trainer: {numProcPerNode: "0"}
+  trainer: {numProcPerNode: `+zero+`}
 `))
 }
 

@@ -5,6 +5,15 @@
 // re-serialises these types over a user's object (it patches, or does not
 // mutate these kinds at all), so undeclared fields survive.
 //
+// Trainer changed this API without a new version; the types decode every
+// tested release (v2.0.0 and v2.3.0): v2.2 removed the runtime's
+// mlPolicy.torch.numProcPerNode and elasticPolicy (on such a cluster the
+// API server prunes them before trainguard sees the object, so they are
+// simply nil) and made the TrainJob's spec.trainer.numProcPerNode an
+// int32, which IntOrString decodes too. Fields only newer releases have
+// (runtimePatches, jax, xgboost, flux) are not declared and pass
+// untouched. docs/trainjob.md#trainer-versions has the whole list.
+//
 // The runtime's JobSet template is declared down to the pod templates of its
 // replicated jobs, which is all trainguard needs of sigs.k8s.io/jobset.
 package v1alpha1
