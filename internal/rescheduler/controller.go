@@ -194,7 +194,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if actionable(d) {
 		// The job may set trainguard.io/max-reschedules or the defaults;
 		// read it now that it matters, and decide again with it.
-		d = Decide(r.input(pod, node, &rec, r.jobAnnotations(ctx, key)), r.opts)
+		d = Decide(r.input(pod, node, &rec, r.jobAnnotations(ctx, pod)), r.opts)
 	}
 	return r.carryOut(ctx, pod, node, key, cm, &rec, d)
 }
