@@ -68,9 +68,14 @@ func TestHeaderOnlyClientsDoNotLockOutAdmission(t *testing.T) {
 			url, stop := startServerOpts(t, WebhookServerOptions{ReadTimeout: time.Minute, Log: logr.Discard()})
 			defer stop()
 			addr := strings.TrimPrefix(url, "https://")
+			conns := make([]net.Conn, 0, len(tc.declared))
+			defer func() { // before the server stops, which waits for them
+				for _, c := range conns {
+					_ = c.Close()
+				}
+			}()
 			for _, n := range tc.declared {
-				conn := headerOnly(t, addr, n)
-				defer conn.Close()
+				conns = append(conns, headerOnly(t, addr, n))
 			}
 			time.Sleep(200 * time.Millisecond) // let the server read every attacker's headers
 			status, body, took := realReview(t, url)
