@@ -29,6 +29,8 @@ type serveOptions struct {
 	metricsSecure      bool
 	agentImage         string
 	readTimeout        time.Duration
+	readHeaderTimeout  time.Duration
+	maxConnections     int
 	writeTimeout       time.Duration
 	idleTimeout        time.Duration
 	limits             server.LimiterOptions
@@ -65,12 +67,16 @@ with the webhook's certificate, readable only by callers the API server
 authenticates and authorizes for GET /metrics (--metrics-secure=false serves
 plain HTTP to anyone, for local use).
 
-Cost per request is bounded: a review body over 7 MiB is refused (413); at
-most --max-concurrent-reviews reviews and --max-inflight-request-bytes of
-review bodies are handled at once, and a review that finds no room within
---review-queue-wait is answered 429 Too Many Requests with Retry-After (the
-API server retries, then applies the webhook's failurePolicy); every
-connection has read, write and idle timeouts.`,
+Cost per request is bounded: a review body over 7 MiB is refused (413); a
+body must arrive within --webhook-body-read-timeout of its headers and is
+charged to the limits only by the bytes that arrived (a declared
+Content-Length reserves nothing); at most --max-concurrent-reviews reviews
+and --max-inflight-request-bytes of review bodies are handled at once, and a
+review that finds no room within --review-queue-wait is answered 429 Too
+Many Requests with Retry-After (the API server retries, then applies the
+webhook's failurePolicy); at most --webhook-max-connections connections are
+open at once, and every connection has header, read, write and idle
+timeouts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o, cmd.Flags())
@@ -86,10 +92,13 @@ connection has read, write and idle timeouts.`,
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS (certificate from --cert-dir) with TokenReview/SubjectAccessReview authentication and authorization; false serves plain HTTP")
 	fs.StringVar(&o.agentImage, "agent-image", policy.DefaultAgentImage, "image of the injected trainguard-agent init container when the config file names none (pinned to this release; the config file's agent.image wins)")
 	fs.DurationVar(&o.readTimeout, "webhook-read-timeout", server.DefaultReadTimeout, "time allowed to read one admission request, headers and body")
+	fs.DurationVar(&o.readHeaderTimeout, "webhook-read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed for the TLS handshake and a request's headers")
+	fs.DurationVar(&o.limits.BodyReadTimeout, "webhook-body-read-timeout", server.DefaultBodyReadTimeout, "time allowed for a request's body once its headers are in; the body is read before it takes a place under the limits")
+	fs.IntVar(&o.maxConnections, "webhook-max-connections", server.DefaultMaxConnections, "connections open to the webhook server at once (about 25 KiB each); further ones wait to be accepted")
 	fs.DurationVar(&o.writeTimeout, "webhook-write-timeout", server.DefaultWriteTimeout, "time allowed from the end of the request headers to the end of the response")
 	fs.DurationVar(&o.idleTimeout, "webhook-idle-timeout", server.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&o.limits.MaxConcurrent, "max-concurrent-reviews", server.DefaultMaxConcurrent, "admission reviews handled at once; more wait up to --review-queue-wait, then get 429")
-	fs.Int64Var(&o.limits.MaxInFlightBytes, "max-inflight-request-bytes", server.DefaultMaxInFlightBytes, "bytes of admission review bodies handled at once (by Content-Length; at least 7 MiB); bounds memory, since decoding costs a few times the body")
+	fs.Int64Var(&o.limits.MaxInFlightBytes, "max-inflight-request-bytes", server.DefaultMaxInFlightBytes, "bytes of admission review bodies handled at once (counted as they arrive, at least 7 MiB; bodies still arriving get half this, at least 7 MiB); bounds memory, since decoding costs a few times the body")
 	fs.DurationVar(&o.limits.QueueWait, "review-queue-wait", server.DefaultQueueWait, "how long a review waits for room under the limits before a 429; keep it below the webhooks' timeoutSeconds")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&o.namespace, "namespace", ownNamespaceDefault(), "trainguard's own namespace: never mutated, holds the leader lease, the rescheduler's bad-node records (no other namespace's ConfigMaps are ever read) and the self-managed Secret (default $POD_NAMESPACE, else trainguard-system)")
@@ -140,7 +149,7 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	mgr, err := server.New(ctx, restCfg, server.Options{
 		Config: cfg, CertDir: o.certDir, CertMode: o.certMode, WebhookPort: o.webhookPort,
 		MetricsAddr: o.metricsAddr, MetricsSecure: o.metricsSecure, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout,
-		IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
+		ReadHeaderTimeout: o.readHeaderTimeout, MaxConnections: o.maxConnections, IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
 		CertSecret: o.certSecret, WebhookService: o.webhookService, WebhookConfigName: o.webhookConfigName,
 		NamespaceMirror: o.namespaceMirroring, Rescheduler: o.resched, Log: ctrl.Log,
 	})

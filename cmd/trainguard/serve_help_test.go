@@ -21,7 +21,8 @@ func TestServeHelpPinsTheAgentImage(t *testing.T) {
 	assert.Contains(t, res.stdout, `(default "`+version.Image+`")`)
 	assert.Equal(t, version.Image, policy.DefaultConfig().Agent.Image)
 	for _, flag := range []string{"--metrics-secure", "--max-concurrent-reviews", "--max-inflight-request-bytes",
-		"--review-queue-wait", "--webhook-read-timeout", "--webhook-write-timeout", "--webhook-idle-timeout"} {
+		"--review-queue-wait", "--webhook-read-timeout", "--webhook-write-timeout", "--webhook-idle-timeout",
+		"--webhook-read-header-timeout", "--webhook-body-read-timeout", "--webhook-max-connections"} {
 		assert.Contains(t, res.stdout, flag)
 	}
 }

@@ -44,7 +44,12 @@ def from_checkpoint(directory, name=None):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
     from trainguard import _storage as storage
     ptr = json.load(open(os.path.join(directory, "trainguard-latest.json")))
-    ck = storage.load_checkpoint(directory, name or ptr["file"])
+    name = name or ptr["file"]
+    # The SDK loads only a checkpoint of its own job; this tool compares the
+    # job's checkpoint as recorded, so it asks for the job the state names.
+    with open(os.path.join(directory, name, storage.STATE_FILE)) as f:
+        job = json.load(f).get("job", "")
+    ck = storage.load_checkpoint(directory, name, job)
     s = ck["states"]
     return {"model": s["model"], "optimizer": s["optimizer"], "metrics": s["metrics"], "step": ck["step"]}
 

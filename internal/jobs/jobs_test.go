@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +84,28 @@ func TestListItemsRoundTrip(t *testing.T) {
 	out, err := ReplaceListItems(raw, items)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":"7"},"items":[{"a":1},{"b":3}]}`, string(out))
+}
+
+// TestEmptyReplicaKeyIsRefusedWithItsFieldPath: a replica type "" (found by
+// FuzzInjectObject) would make every patch path under it
+// /spec/pytorchReplicaSpecs//..., which the API server refuses with an
+// error naming neither the field nor the fix.
+func TestEmptyReplicaKeyIsRefusedWithItsFieldPath(t *testing.T) {
+	for _, a := range []Adapter{KubeflowPyTorchJob{}, KubeDLPyTorchJob{}} {
+		for key, want := range map[string]string{
+			"":                      `spec.pytorchReplicaSpecs[]: Invalid value: "": the replica type is empty; name it Master or Worker`,
+			"Wor ker":               `spec.pytorchReplicaSpecs[Wor ker]: Invalid value: "Wor ker": the replica type must be usable as a label value`,
+			strings.Repeat("w", 64): "must be usable as a label value",
+		} {
+			raw := fmt.Sprintf(`{"apiVersion":%q,"kind":"PyTorchJob","metadata":{"name":"j"},"spec":{"pytorchReplicaSpecs":{%q:{"replicas":1,"template":{"spec":{"containers":[{"name":"pytorch","image":"x"}]}}}}}}`,
+				a.GVK().GroupVersion().String(), key)
+			_, err := a.Decode([]byte(raw))
+			require.Error(t, err, "%s key %q", a.Name(), key)
+			assert.Contains(t, err.Error(), want)
+		}
+		ok := fmt.Sprintf(`{"apiVersion":%q,"kind":"PyTorchJob","metadata":{"name":"j"},"spec":{"pytorchReplicaSpecs":{"Master":{"replicas":1},"Worker":{"replicas":2}}}}`,
+			a.GVK().GroupVersion().String())
+		_, err := a.Decode([]byte(ok))
+		assert.NoError(t, err, a.Name())
+	}
 }

@@ -26,6 +26,9 @@ func (a KubeDLPyTorchJob) Decode(raw []byte) (Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs")); err != nil {
+		return nil, err
+	}
 	return kubedlJob{obj}, nil
 }
 

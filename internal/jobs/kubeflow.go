@@ -1,11 +1,15 @@
 package jobs
 
 import (
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
@@ -28,7 +32,30 @@ func (a KubeflowPyTorchJob) Decode(raw []byte) (Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs")); err != nil {
+		return nil, err
+	}
 	return kubeflowJob{obj}, nil
+}
+
+// validReplicaKeys refuses replica types that cannot name a replica: the
+// key is part of every patch path under the map, and the operator writes
+// it, lowercased, into its pods' training.kubeflow.org/replica-type label.
+// An empty key made the patch path /spec/pytorchReplicaSpecs//template/...,
+// which the API server refused with an error naming neither the field nor
+// the fix (found by FuzzInjectObject).
+func validReplicaKeys[R any](specs map[string]*R, path *field.Path) error {
+	var errs field.ErrorList
+	for _, rt := range slices.Sorted(maps.Keys(specs)) {
+		switch {
+		case rt == "":
+			errs = append(errs, field.Invalid(path.Key(rt), rt, "the replica type is empty; name it Master or Worker"))
+		case len(validation.IsValidLabelValue(strings.ToLower(rt))) > 0:
+			errs = append(errs, field.Invalid(path.Key(rt), rt, "the replica type must be usable as a label value "+
+				"(at most 63 letters, digits, '-', '_' or '.'); name it Master or Worker"))
+		}
+	}
+	return errs.ToAggregate()
 }
 
 type kubeflowJob struct{ *kubeflowv1.PyTorchJob }

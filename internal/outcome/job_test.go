@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/trainguard/trainguard/internal/ownerchain"
 )
 
 // metaOf builds an object's metadata, controlled by owner when it is set.
@@ -34,9 +36,9 @@ func ref(o *metav1.PartialObjectMetadata) metav1.OwnerReference {
 // TestTrainJobChain follows Job → JobSet → TrainJob and stops at the first
 // hop a tenant could have forged.
 func TestTrainJobChain(t *testing.T) {
-	chain := trainJobChain()
+	chain := ownerchain.TrainJobChain()
 	jobGVK, jobSetGVK, trainJobGVK := chain[0], chain[1], chain[2]
-	pytorch := jobKinds()[0]
+	pytorch := ownerchain.JobKinds()[0]
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for _, gvk := range append(chain, pytorch) {
 		mapper.Add(gvk, meta.RESTScopeNamespace)

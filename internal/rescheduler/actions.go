@@ -9,9 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -210,7 +208,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey
 		return nil
 	}
 	if d.Reason == ReasonRescheduleCapReached {
-		if err := r.markExhausted(ctx, key, rec.Reschedules); err != nil {
+		if err := r.markExhausted(ctx, pod, key, rec.Reschedules); err != nil {
 			r.metrics.errorsByOp.WithLabelValues("annotate-job").Inc()
 			return err
 		}
@@ -361,45 +359,6 @@ func (r *Reconciler) clearStash(ctx context.Context, key JobKey, cm *corev1.Conf
 	}
 	if err := r.client.Update(ctx, cm); err != nil {
 		return fmt.Errorf("clearing the stash of %s: %w", key, err)
-	}
-	return nil
-}
-
-// jobAnnotations reads the owner's annotations, uncached and untyped: the
-// job's CRD may not be installed, and a bare pod is its own job.
-func (r *Reconciler) jobAnnotations(ctx context.Context, key JobKey) map[string]string {
-	if key.Bare() {
-		return nil
-	}
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(key.APIVersion)
-	u.SetKind(key.Kind)
-	if err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, u); err != nil {
-		log.FromContext(ctx).V(1).Info("job annotations unavailable; using the pod's and the config's", "job", key.String(), "error", err.Error())
-		return nil
-	}
-	return u.GetAnnotations()
-}
-
-// markExhausted annotates the job (or the bare pod) whose cap is reached.
-// A job whose CRD is missing or that is gone is not an error: the pod's
-// Event still says it.
-func (r *Reconciler) markExhausted(ctx context.Context, key JobKey, reschedules int) error {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(key.APIVersion)
-	u.SetKind(key.Kind)
-	u.SetNamespace(key.Namespace)
-	u.SetName(key.Name)
-	patch, err := annotationPatch(AnnotationReschedulesExhausted, fmt.Sprint(reschedules))
-	if err != nil {
-		return err
-	}
-	if err := r.client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			log.FromContext(ctx).Info("cannot annotate job", "job", key.String(), "error", err.Error())
-			return nil
-		}
-		return fmt.Errorf("annotating %s: %w", key, err)
 	}
 	return nil
 }

@@ -194,13 +194,24 @@ func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, err
 	return z, nil
 }
 
+// carriesManagedPods says whether a pod trainguard manages runs on node:
+// labelled managed and in a namespace that opted in. The label alone is
+// anyone's to set: counted as it was, pods of namespaces that never opted
+// in, on healthy nodes, diluted the zone's unhealthy fraction and kept the
+// brake off during a partition.
 func (r *Reconciler) carriesManagedPods(ctx context.Context, node string) (bool, error) {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPodNodeName: node},
 		client.MatchingLabels{contract.LabelManaged: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing pods on node %s: %w", node, err)
 	}
-	return len(pods.Items) > 0, nil
+	for i := range pods.Items {
+		ok, _, err := r.injects(ctx, pods.Items[i].Namespace, pods.Items[i].Annotations)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // zoneOf is the node's zone, as NLC reads it; "" for nodes without one

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,31 +45,38 @@ func TestZoneBrake(t *testing.T) {
 		return n
 	}
 	for _, tc := range []struct {
-		unhealthy, healthy, idle int
-		engaged                  bool
+		unhealthy, healthy, idle, outsiders int
+		engaged                             bool
 	}{
 		{unhealthy: 6, healthy: 4, engaged: true},
 		{unhealthy: 5, healthy: 5, engaged: false},           // 50% is not more than 55%
 		{unhealthy: 2, healthy: 0, engaged: false},           // fewer than 3: a normal failure
 		{unhealthy: 3, healthy: 0, idle: 10, engaged: true},  // idle nodes carry no managed pod: not counted
 		{unhealthy: 3, healthy: 10, idle: 0, engaged: false}, // 3 of 13
+		// Healthy nodes whose only "managed" pods are in a namespace that
+		// never opted in (the label is anyone's to set) do not dilute it.
+		{unhealthy: 3, outsiders: 10, engaged: true},
 	} {
-		t.Run(fmt.Sprintf("%d-%d-%d", tc.unhealthy, tc.healthy, tc.idle), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d-%d-%d-%d", tc.unhealthy, tc.healthy, tc.idle, tc.outsiders), func(t *testing.T) {
 			var objs []any
 			i := 0
-			add := func(n int, status corev1.ConditionStatus, withPod bool) {
+			add := func(n int, status corev1.ConditionStatus, podNS string) {
 				for range n {
 					name := fmt.Sprintf("n%d", i)
 					i++
 					objs = append(objs, zoned(name, status))
-					if withPod {
-						objs = append(objs, newPod(func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "p-"+name, types.UID("uid-"+name), name }))
+					if podNS != "" {
+						objs = append(objs, newPod(func(p *corev1.Pod) {
+							p.Namespace, p.Name, p.UID, p.Spec.NodeName = podNS, "p-"+name, types.UID("uid-"+name), name
+						}))
 					}
 				}
 			}
-			add(tc.unhealthy, corev1.ConditionUnknown, true)
-			add(tc.healthy, corev1.ConditionTrue, true)
-			add(tc.idle, corev1.ConditionUnknown, false)
+			add(tc.unhealthy, corev1.ConditionUnknown, "team")
+			add(tc.healthy, corev1.ConditionTrue, "team")
+			add(tc.idle, corev1.ConditionUnknown, "")
+			add(tc.outsiders, corev1.ConditionTrue, "outsider")
+			objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "outsider"}})
 			h := newHarness(t, false, clientObjects(objs)...)
 			hold := h.r.checkBrakes(context.Background(), "n0", zoned("n0", corev1.ConditionUnknown))
 			if tc.engaged {

@@ -203,7 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if actionable(d) {
 		// The job may set trainguard.io/max-reschedules or the defaults;
 		// read it now that it matters, and decide again with it.
-		d = Decide(r.input(pod, node, &rec, r.jobAnnotations(ctx, key)), r.opts)
+		d = Decide(r.input(pod, node, &rec, r.jobAnnotations(ctx, pod)), r.opts)
 	}
 	return r.carryOut(ctx, pod, node, key, cm, &rec, d)
 }
@@ -211,19 +211,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // optedIn checks, with the webhook's own predicate, that the webhook would
 // inject the pod: the managed label alone is anyone's to set.
 func (r *Reconciler) optedIn(ctx context.Context, namespace string, podAnnotations map[string]string) (bool, error) {
-	ns := &corev1.Namespace{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("getting namespace %s: %w", namespace, err)
-	}
-	ok, why := optin.Injects(r.cfg, r.opts.Namespace, namespace, ns.Annotations, podAnnotations)
-	if !ok {
+	ok, why, err := r.injects(ctx, namespace, podAnnotations)
+	if !ok && err == nil {
 		r.metrics.podsIgnored.WithLabelValues("not-opted-in").Inc()
 		log.FromContext(ctx).V(1).Info("leaving a pod labelled managed alone: the webhook would not inject it", "namespace", namespace, "why", why)
 	}
-	return ok, nil
+	return ok, err
+}
+
+// injects is the webhook's predicate for a pod of namespace (read from the
+// cache); why says why not.
+func (r *Reconciler) injects(ctx context.Context, namespace string, podAnnotations map[string]string) (bool, string, error) {
+	ns := &corev1.Namespace{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, "namespace not found", nil
+		}
+		return false, "", fmt.Errorf("getting namespace %s: %w", namespace, err)
+	}
+	ok, why := optin.Injects(r.cfg, r.opts.Namespace, namespace, ns.Annotations, podAnnotations)
+	return ok, why, nil
 }
 
 // actionable says the decision depends on the job's policy (cap, defaults).

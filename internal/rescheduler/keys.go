@@ -51,6 +51,11 @@ const (
 	// ReasonRecordIgnored: a record or stash failed to parse or did not
 	// match its job; it is never acted on.
 	ReasonRecordIgnored = "RecordIgnored"
+
+	// ReasonJobNotAccessible: trainguard may not read the pod's job (its
+	// policy annotations) or mark it at the reschedule cap; the pod's own
+	// annotations and the config apply, and the pod's Events say it all.
+	ReasonJobNotAccessible = "JobNotAccessible"
 )
 
 // ControllerName names the controller, its Event reporter and its logger.

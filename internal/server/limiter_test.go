@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,8 +28,13 @@ func (b *blocking) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// serve sends a body of contentLength bytes, or "{}" of unknown length for -1.
 func serve(h http.Handler, contentLength int64) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "/mutate-v1-pod", strings.NewReader("{}"))
+	body := "{}"
+	if contentLength >= 0 && contentLength <= webhook.MaxRequestBytes {
+		body = strings.Repeat(" ", int(contentLength))
+	}
+	req := httptest.NewRequest(http.MethodPost, "/mutate-v1-pod", strings.NewReader(body))
 	req.ContentLength = contentLength
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -67,7 +73,7 @@ func TestLimiterBoundsBytesInFlight(t *testing.T) {
 		<-b.entered
 	}
 	assert.Equal(t, http.StatusTooManyRequests, serve(h, 1<<20).Code, "no room for another MiB")
-	assert.Equal(t, http.StatusTooManyRequests, serve(h, -1).Code, "an unknown length counts as the maximum")
+	assert.Equal(t, http.StatusTooManyRequests, serve(h, -1).Code, "a body of unknown length counts what arrived, and there is no room left")
 	// A body over the cap is refused by the handler from its header alone,
 	// so it needs no room: it reaches the handler (here: blocks in it).
 	wg.Add(1)
@@ -79,6 +85,46 @@ func TestLimiterBoundsBytesInFlight(t *testing.T) {
 	}
 	close(b.release)
 	wg.Wait()
+}
+
+// TestLimiterHandsTheHandlerTheBodyItRead: the handler sees the very body
+// the limiter received, with its length, whether declared or not.
+func TestLimiterHandsTheHandlerTheBodyItRead(t *testing.T) {
+	var got []string
+	var lengths []int64
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		got, lengths = append(got, string(b)), append(lengths, r.ContentLength)
+		w.WriteHeader(http.StatusOK)
+	})
+	h := NewLimiter(LimiterOptions{}, logr.Discard()).Wrap(echo)
+	big := strings.Repeat("x", 3*maxChunk+12345) // several chunks
+	for _, tc := range []struct {
+		body string
+		cl   int64
+	}{{big, int64(len(big))}, {big, -1}, {"{}", 2}, {"", 0}} {
+		req := httptest.NewRequest(http.MethodPost, "/mutate-v1-pod", strings.NewReader(tc.body))
+		req.ContentLength = tc.cl
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+	}
+	assert.Equal(t, []string{big, big, "{}", ""}, got)
+	assert.Equal(t, []int64{int64(len(big)), int64(len(big)), 2, 0}, lengths)
+}
+
+// TestLimiterRefusesABodyShorterThanDeclared: 400 naming what arrived.
+func TestLimiterRefusesABodyShorterThanDeclared(t *testing.T) {
+	h := NewLimiter(LimiterOptions{}, logr.Discard()).Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		t.Error("a truncated body must not reach the handler")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/mutate-v1-pod", strings.NewReader("{}"))
+	req.ContentLength = 100
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), "2 of 100 bytes")
 }
 
 func TestLimiterAlwaysAdmitsOneMaximumReview(t *testing.T) {

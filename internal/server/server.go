@@ -53,7 +53,9 @@ type Options struct {
 	MetricsSecure bool
 	ProbeAddr     string
 	// Timeouts of webhook connections; zero means the defaults.
-	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	ReadTimeout, ReadHeaderTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConnections open to the webhook server; zero means the default.
+	MaxConnections int
 	// Limits bound the admission reviews in flight.
 	Limits LimiterOptions
 	// Namespace is trainguard's own namespace.
@@ -106,8 +108,8 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	hooks := NewWebhookServer(WebhookServerOptions{
 		Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir,
-		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
-		Limits: o.Limits, TLSOpts: []func(*tls.Config){tlsHardening}, Log: o.Log.WithName("webhook-server"),
+		ReadTimeout: o.ReadTimeout, ReadHeaderTimeout: o.ReadHeaderTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
+		MaxConnections: o.MaxConnections, Limits: o.Limits, TLSOpts: []func(*tls.Config){tlsHardening}, Log: o.Log.WithName("webhook-server"),
 	})
 	id := o.LeaderElectionID
 	if id == "" {

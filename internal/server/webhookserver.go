@@ -23,9 +23,25 @@ import (
 // holds a connection longer than that, and an idle keep-alive connection is
 // reused by the API server within seconds or never.
 const (
-	DefaultReadTimeout  = 10 * time.Second
-	DefaultWriteTimeout = 15 * time.Second
-	DefaultIdleTimeout  = 90 * time.Second
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultReadHeaderTimeout bounds the TLS handshake and a request's
+	// headers, which the API server sends at once: a client trickling them
+	// (slowloris) loses its connection after 5 s.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultBodyReadTimeout bounds a body once its headers are in. The API
+	// server writes a 7 MiB review in well under a second; a client that
+	// declares a body and withholds it is cut off here, holding no slot
+	// and no byte budget meanwhile (see Limiter).
+	DefaultBodyReadTimeout = 2 * time.Second
+	DefaultWriteTimeout    = 15 * time.Second
+	// DefaultIdleTimeout: the API server reuses a keep-alive connection
+	// within seconds while it sends reviews; an idle one costs memory and a
+	// place under the connection cap.
+	DefaultIdleTimeout = 30 * time.Second
+	// DefaultMaxConnections caps open connections (see limitListener):
+	// about 25 MiB of connection state at most, and far more connections
+	// than the API server opens (one per review in flight, HTTP/1.1).
+	DefaultMaxConnections = 1024
 	// DefaultMaxConcurrent is how many reviews are handled at once. 64 is far
 	// above what one replica sees at hundreds of pods per second (a review
 	// takes well under a millisecond of CPU), and low enough that a flood of
@@ -35,6 +51,7 @@ const (
 	// once. Decoding costs about 5x the body in heap; 16 MiB admits two
 	// reviews of the maximum size (7 MiB, see webhook.MaxRequestBytes) at a
 	// time, about 80 MiB of heap, under half the chart's 256 MiB limit.
+	// Bodies still arriving have a budget of half that (at 1x their size).
 	DefaultMaxInFlightBytes = 16 << 20
 	// DefaultQueueWait is how long a review waits for a slot before it is
 	// answered 429: below the chart's 5 s admission timeout, so the API
@@ -48,25 +65,29 @@ type WebhookServerOptions struct {
 	Host    string
 	Port    int
 	CertDir string
-	// Read, write and idle timeouts of every connection; zero means the default.
-	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	Limits                                 LimiterOptions
-	TLSOpts                                []func(*tls.Config)
-	Log                                    logr.Logger
+	// Read, header, write and idle timeouts of every connection; zero means the default.
+	ReadTimeout, ReadHeaderTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConnections open at once; zero means DefaultMaxConnections.
+	MaxConnections int
+	Limits         LimiterOptions
+	TLSOpts        []func(*tls.Config)
+	Log            logr.Logger
 }
 
 // webhookServer is controller-runtime's webhook.Server with the limits its
-// DefaultServer lacks: read/write/idle timeouts (it sets only a 32 s header
-// timeout, so a client trickling a 7 MiB body holds a goroutine and its
-// buffer for ever) and admission control in front of every endpoint, so a
-// burst of large reviews is queued or refused instead of exhausting memory.
+// DefaultServer lacks: header/body/read/write/idle timeouts (it sets only a
+// 32 s header timeout, so a client trickling a 7 MiB body holds a goroutine
+// and its buffer for ever), a cap on open connections, and admission
+// control in front of every endpoint, so a burst of large reviews is queued
+// or refused instead of exhausting memory.
 type webhookServer struct {
-	opts    WebhookServerOptions
-	mux     *http.ServeMux
-	limiter *Limiter
-	conns   prometheus.Counter
-	mu      sync.Mutex
-	started bool
+	opts      WebhookServerOptions
+	mux       *http.ServeMux
+	limiter   *Limiter
+	conns     prometheus.Counter
+	openConns prometheus.Gauge
+	mu        sync.Mutex
+	started   bool
 }
 
 var _ ctrlwebhook.Server = (*webhookServer)(nil)
@@ -76,9 +97,20 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = DefaultReadTimeout
 	}
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = min(DefaultReadHeaderTimeout, o.ReadTimeout)
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	// A body gets no longer than the whole request may take.
+	if o.Limits.BodyReadTimeout <= 0 {
+		o.Limits.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	o.Limits.BodyReadTimeout = min(o.Limits.BodyReadTimeout, o.ReadTimeout)
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
@@ -89,6 +121,10 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 		conns: registerOnce(prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trainguard_webhook_connections_total",
 			Help: "TLS connections accepted by the webhook server. Growing with requests means callers are not reusing connections (each costs a handshake).",
+		})),
+		openConns: registerOnce(prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trainguard_webhook_open_connections",
+			Help: "Connections open to the webhook server; at --webhook-max-connections new ones wait to be accepted.",
 		}))}
 }
 
@@ -122,10 +158,11 @@ func (s *webhookServer) Start(ctx context.Context) error {
 			}
 		}()
 	}
-	ln, err := tls.Listen("tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)), cfg)
+	tcp, err := net.Listen("tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)))
 	if err != nil {
 		return fmt.Errorf("listening for webhooks: %w", err)
 	}
+	ln := tls.NewListener(newLimitListener(tcp, s.opts.MaxConnections, s.openConns), cfg)
 	srv := s.httpServer(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -141,7 +178,9 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	s.started = true
 	s.mu.Unlock()
 	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "readTimeout", s.opts.ReadTimeout,
-		"writeTimeout", s.opts.WriteTimeout, "maxConcurrent", s.limiter.maxConcurrent, "maxInFlightBytes", s.limiter.maxBytes)
+		"readHeaderTimeout", s.opts.ReadHeaderTimeout, "bodyReadTimeout", s.limiter.bodyTimeout, "writeTimeout", s.opts.WriteTimeout,
+		"idleTimeout", s.opts.IdleTimeout, "maxConnections", s.opts.MaxConnections,
+		"maxConcurrent", s.limiter.maxConcurrent, "maxInFlightBytes", s.limiter.maxBytes)
 	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
 		return err
 	}
@@ -153,7 +192,7 @@ func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
 	return &http.Server{
 		Handler:           s.mux,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ReadHeaderTimeout: s.opts.ReadTimeout,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,

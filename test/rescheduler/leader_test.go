@@ -52,7 +52,10 @@ func TestLeaderElectionOnlyOneReplicaActs(t *testing.T) {
 	exited(t, later, 137)
 	waitDeleted(t, later)
 	t.Logf("standby acted %s after the leader stopped", time.Since(stopped).Round(time.Millisecond))
-	assert.Equal(t, 1, standby.decisionsAbout(t, ns, later.Name), "the new leader decided")
+	// The decision is logged just after the eviction: the pod may be gone
+	// a moment before the line is in the log file.
+	require.Eventually(t, func() bool { return standby.decisionsAbout(t, ns, later.Name) > 0 }, waitFor, tick, "the new leader logs its decision")
+	assert.Equal(t, 1, standby.decisionsAbout(t, ns, later.Name), "the new leader decided once")
 	assert.Zero(t, leader.decisionsAbout(t, ns, later.Name))
 }
 

@@ -123,6 +123,11 @@ func run(m *testing.M) (code int, err error) {
 		return 1, err
 	}
 	env = suite{cp: cp, c: c, dir: dir}
+	// Before trainguard starts, as in a cluster where Trainer is installed
+	// first: the pod webhook then recognises TrainJob pods.
+	if err := installTrainerCRDs(cp); err != nil {
+		return 1, err
+	}
 	// trainguard's own namespace: its records live there.
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.Namespace}}); err != nil {
 		return 1, fmt.Errorf("creating %s: %w", controlplane.Namespace, err)
@@ -151,6 +156,11 @@ type managerOptions struct {
 	Port int
 	// MetricsAddr serves /metrics when set.
 	MetricsAddr string
+	// ImpersonateUser and ImpersonateGroups, when set, make the manager act
+	// as that identity (trainguard's ServiceAccount under the chart's RBAC)
+	// instead of the cluster admin.
+	ImpersonateUser   string
+	ImpersonateGroups []string
 }
 
 // managerConfig is what a manager process needs to reach the control plane.
@@ -344,6 +354,7 @@ func runManager(cfgPath string) int {
 		Host:            cfg.Host,
 		BearerToken:     cfg.BearerToken,
 		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData, CertData: cfg.CertData, KeyData: cfg.KeyData},
+		Impersonate:     rest.ImpersonationConfig{UserName: cfg.ImpersonateUser, Groups: cfg.ImpersonateGroups},
 	}
 	cp := &controlplane.ControlPlane{
 		Env: &envtest.Environment{WebhookInstallOptions: envtest.WebhookInstallOptions{

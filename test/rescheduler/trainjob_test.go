@@ -1,0 +1,202 @@
+package rescheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/contract"
+	resched "github.com/trainguard/trainguard/internal/rescheduler"
+	"github.com/trainguard/trainguard/test/chart"
+	"github.com/trainguard/trainguard/test/controlplane"
+)
+
+// Kubeflow Trainer v2 and JobSet, whose CRDs come from the Go module cache
+// (the versions test/outcome and the e2e run use): TrainJob pods are owned
+// TrainJob -> JobSet -> Job -> Pod. No controller runs: the tests create
+// the JobSet, Job and pod as the controllers would.
+const (
+	trainerModule = "github.com/kubeflow/trainer/v2@v2.3.0"
+	jobSetModule  = "sigs.k8s.io/jobset@v0.12.0"
+)
+
+func installTrainerCRDs(cp *controlplane.ControlPlane) error {
+	tdir, err := moduleDir(trainerModule)
+	if err != nil {
+		return err
+	}
+	jdir, err := moduleDir(jobSetModule)
+	if err != nil {
+		return err
+	}
+	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
+		filepath.Join(tdir, "manifests", "base", "crds", "trainer.kubeflow.org_trainjobs.yaml"),
+		filepath.Join(jdir, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"),
+	}})
+	if err != nil {
+		return fmt.Errorf("installing the TrainJob and JobSet CRDs: %w", err)
+	}
+	return nil
+}
+
+func moduleDir(modVersion string) (string, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", modVersion).Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", modVersion, err)
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Error != "" || m.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: %v %s", modVersion, err, m.Error)
+	}
+	return m.Dir, nil
+}
+
+// trainJobPod builds what Trainer, JobSet and the Job controller would for
+// a TrainJob named name with the given annotations, and returns the
+// TrainJob, its JobSet and the pod (on node, admitted by the webhook).
+func trainJobPod(t *testing.T, ns, name, node string, annotations map[string]string) (tj, js *unstructured.Unstructured, pod *corev1.Pod) {
+	t.Helper()
+	tj = createDoc(t, fmt.Sprintf("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n  namespace: %s\n"+
+		"spec:\n  runtimeRef:\n    name: torch-distributed\n", name, ns), annotations, nil)
+	js = createDoc(t, fmt.Sprintf("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata:\n  name: %s\n  namespace: %s\n"+
+		"spec:\n  replicatedJobs:\n  - name: node\n    replicas: 1\n    template:\n      spec:\n        template:\n          spec:\n"+
+		"            restartPolicy: Never\n            containers:\n            - name: node\n              image: example.com/train:1\n",
+		name, ns), nil, ptr.To(controllerRef(tj)))
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resched.JobSetJobName(name, "node", "0"), OwnerReferences: []metav1.OwnerReference{controllerRef(js)}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "node", Image: "example.com/train:1"}},
+		}}},
+	}
+	require.NoError(t, env.c.Create(context.Background(), job))
+	pod = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: job.Name + "-abcde",
+			Labels: map[string]string{
+				"jobset.sigs.k8s.io/jobset-name":        name,
+				"jobset.sigs.k8s.io/replicatedjob-name": "node",
+				"jobset.sigs.k8s.io/job-index":          "0",
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "node", Image: "example.com/train:1"}}},
+	}
+	require.Eventually(t, func() bool { // the webhook's TrainJob informer may lag a moment
+		p := pod.DeepCopy()
+		return env.c.Create(context.Background(), p, client.DryRunAll) == nil && p.Labels[contract.LabelManaged] == "true"
+	}, waitFor, tick, "the pod webhook injects the TrainJob's pod")
+	require.NoError(t, env.c.Create(context.Background(), pod))
+	return tj, js, pod
+}
+
+func createDoc(t *testing.T, doc string, annotations map[string]string, owner *metav1.OwnerReference) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
+	u.SetAnnotations(annotations)
+	if owner != nil {
+		u.SetOwnerReferences([]metav1.OwnerReference{*owner})
+	}
+	require.NoError(t, env.c.Create(context.Background(), u))
+	return u
+}
+
+func controllerRef(o *unstructured.Unstructured) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), UID: o.GetUID(), Controller: ptr.To(true)}
+}
+
+// annotationsOf reads an object's annotations as the API server has them.
+func annotationsOf(t *testing.T, o *unstructured.Unstructured) map[string]string {
+	t.Helper()
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(o.GroupVersionKind())
+	require.NoError(t, env.c.Get(context.Background(), client.ObjectKeyFromObject(o), got))
+	return got.GetAnnotations()
+}
+
+// capReachedOnTrainJob runs a TrainJob whose cap is 0 into a lost node and
+// checks the rescheduler read the cap from the TrainJob, left the pod
+// alone, said so, and marked the TrainJob (not its JobSet).
+func capReachedOnTrainJob(t *testing.T, ns string) *corev1.Pod {
+	t.Helper()
+	node := readyNode(t, ns, "a")
+	tj, js, pod := trainJobPod(t, ns, "llm", node, map[string]string{contract.AnnotationMaxReschedules: "0"})
+	setNodeReady(t, node, corev1.ConditionFalse, time.Now().Add(-time.Minute))
+	e := waitEvent(t, pod, resched.ReasonRescheduleCapReached)
+	assert.Contains(t, e.Note, "(0/0)", "the TrainJob's cap of 0 applies")
+	require.Eventually(t, func() bool { return annotationsOf(t, tj)[resched.AnnotationReschedulesExhausted] == "0" },
+		waitFor, tick, "the TrainJob is marked at its cap")
+	assert.NotContains(t, annotationsOf(t, js), resched.AnnotationReschedulesExhausted, "the JobSet is not the job")
+	cur := getPod(t, pod)
+	require.NotNil(t, cur)
+	assert.Nil(t, cur.DeletionTimestamp, "nothing is evicted past the cap")
+	return pod
+}
+
+// TestTrainJobCapIsReadFromAndMarkedOnTheTrainJob (issue 24 item 7): a
+// TrainJob pod's job is its TrainJob, reached Pod -> Job -> JobSet ->
+// TrainJob. Before, the rescheduler read and patched the JobSet: the
+// TrainJob's trainguard.io/max-reschedules was never read, and the mark
+// landed on the JobSet (under the chart's RBAC, not at all: see below).
+func TestTrainJobCapIsReadFromAndMarkedOnTheTrainJob(t *testing.T) {
+	capReachedOnTrainJob(t, namespace(t))
+}
+
+// TestTrainJobCapUnderTheChartsRBAC runs the rescheduler as trainguard's
+// ServiceAccount with the RBAC the chart renders for a cluster with
+// Trainer: it may read and mark the TrainJob, and does, with no
+// JobNotAccessible Event and no reconcile error. Before, the JobSet patch
+// was Forbidden, the reconcile failed and was retried for ever, and the
+// RescheduleCapReached Event was never sent.
+func TestTrainJobCapUnderTheChartsRBAC(t *testing.T) {
+	user, groups := installChartRBAC(t)
+	env.replaceShared(t)
+	m := env.startManagerForTest(t, managerOptions{Rescheduler: defaultOptions(), ImpersonateUser: user, ImpersonateGroups: groups})
+	pod := capReachedOnTrainJob(t, namespace(t))
+	assert.NotContains(t, reasons(podEvents(t, pod)), resched.ReasonJobNotAccessible)
+	assert.NotContains(t, m.logText(t), "Reconciler error", "no reconcile failed")
+}
+
+// installChartRBAC creates the ServiceAccount and RBAC the chart renders
+// with Trainer support and returns the identity to impersonate.
+func installChartRBAC(t *testing.T) (string, []string) {
+	t.Helper()
+	helm, err := chart.HelmBin()
+	require.NoError(t, err)
+	dir, err := chart.Dir()
+	require.NoError(t, err)
+	objs, err := chart.RenderWith(helm, dir, controlplane.ReleaseName, controlplane.Namespace, "--api-versions", "trainer.kubeflow.org/v1alpha1")
+	require.NoError(t, err)
+	var sa string
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount":
+			sa = o.GetName()
+		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		default:
+			continue
+		}
+		require.NoError(t, env.c.Create(context.Background(), o.DeepCopy()), "creating %s %s", o.GetKind(), o.GetName())
+		t.Cleanup(func() { _ = env.c.Delete(context.Background(), o.DeepCopy()) })
+	}
+	require.NotEmpty(t, sa, "the chart renders trainguard's ServiceAccount")
+	ns := controlplane.Namespace
+	return "system:serviceaccount:" + ns + ":" + sa, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+}
