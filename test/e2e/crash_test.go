@@ -110,8 +110,7 @@ func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit
 		ts, step, ok := firstStepAfter(e.logs(ctx, ns, master), tKill)
 		if ok {
 			recovered = ts
-			e.resumedStepNote = fmt.Sprintf("killed at step %d, resumed at the periodic checkpoint of step %d: %d steps lost",
-				killStep, step-1, max(killStep-(step-1), 0))
+			e.resumedStepNote = e.stepsLost(ctx, ns, master, killStep, step-1)
 		}
 		return ok, nil
 	})
@@ -122,6 +121,19 @@ func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit
 		return 0, fmt.Errorf("replacement worker runs on the dead node %s", node)
 	}
 	return recovered.Sub(tKill), nil
+}
+
+// stepsLost says where training resumed and how many steps the crash cost:
+// the last step the master's previous incarnation completed (its container
+// restarted in place; the log read at the kill lags behind) minus the step
+// of the periodic checkpoint it resumed from.
+func (e *env) stepsLost(ctx context.Context, ns, master string, killStep, resumed int) string {
+	last := killStep
+	raw, err := e.cs.CoreV1().Pods(ns).GetLogs(master, &corev1.PodLogOptions{Container: "pytorch", Previous: true, Timestamps: true}).DoRaw(ctx)
+	if err == nil {
+		last = max(last, lastStep(string(raw)))
+	}
+	return fmt.Sprintf("last step before the crash %d, resumed at the periodic checkpoint of step %d: %d steps lost", last, resumed, max(last-resumed, 0))
 }
 
 // startedAfter: the pod's training container (re)started after t.
