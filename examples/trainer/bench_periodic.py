@@ -1,7 +1,7 @@
 """Benchmark: what periodic checkpoints cost a training loop, measured side
 by side with a baseline in the same run.
 
-Trains an MLP (CPU, real PyTorch) in alternating segments of equal length:
+Trains an MLP (CPU, real PyTorch) in alternating segments of equal steps:
 no periodic checkpoints (the baseline), background checkpoints
 (Migrator.periodic), and the same checkpoints taken synchronously
 (save_ckpt at a step, what a trainer without the background writer pays).
@@ -29,29 +29,27 @@ from trainguard import Migrator  # noqa: E402
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hidden", type=int, default=1024, help="MLP width (state ~ 3 x 4 x hidden^2 x 2 bytes with Adam)")
-    p.add_argument("--segment", type=float, default=12.0, help="seconds per segment")
-    p.add_argument("--every", type=float, default=4.0, help="seconds between checkpoints in the checkpointing segments")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=60, help="optimizer steps per segment")
+    p.add_argument("--every", type=int, default=20, help="steps between checkpoints in the checkpointing segments")
+    p.add_argument("--rounds", type=int, default=5)
     return p.parse_args()
 
 
-def segment(model, opt, m, seconds, mode, every):
-    """Train for `seconds`; returns (steps, checkpoints)."""
+def segment(model, opt, m, steps, mode, every):
+    """Train `steps` steps; returns (seconds, checkpoints)."""
     x, y = torch.randn(64, model[0].in_features), torch.randn(64, 1)
-    steps = saves = 0
-    end = time.monotonic() + seconds
-    next_save = time.monotonic() + every
-    while time.monotonic() < end:
+    saves = 0
+    started = time.monotonic()
+    for i in range(steps):
         with m.step():
             opt.zero_grad()
             nn.functional.mse_loss(model(x), y).backward()
             opt.step()
-        steps += 1
-        if mode == "sync" and time.monotonic() >= next_save:
+        if mode == "sync" and (i + 1) % every == 0:
             m.save_ckpt()
-            saves, next_save = saves + 1, time.monotonic() + every
+            saves += 1
     m._writer.wait()  # the segment's last background save belongs to it
-    return steps, saves
+    return time.monotonic() - started, saves
 
 
 def main():
@@ -65,28 +63,28 @@ def main():
     m = Migrator(env=env)
     m.register("model", model)
     m.register("optimizer", opt)
-    segment(model, opt, m.periodic(), 2.0, "none", args.every)  # warm-up: Adam's state exists, caches are hot
+    segment(model, opt, m.periodic(), 10, "none", args.every)  # warm-up: Adam's state exists, caches are hot
     m.save_ckpt()
     size = m._last_bytes
-    rates = {"none": [], "background": [], "sync": []}
+    times = {"none": [], "background": [], "sync": []}
     saves = {"none": 0, "background": 0, "sync": 0}
     for _ in range(args.rounds):
-        for mode in rates:
-            m.periodic(seconds=args.every if mode == "background" else 0)
+        for mode in times:
+            m.periodic(steps=args.every if mode == "background" else 0)
             before = m.periodic_stats["saves"]
-            steps, n = segment(model, opt, m, args.segment, mode, args.every)
-            rates[mode].append(steps / args.segment)
+            seconds, n = segment(model, opt, m, args.steps, mode, args.every)
+            times[mode].append(seconds)
             saves[mode] += n + m.periodic_stats["saves"] - before
     m.close()
-    base = statistics.median(rates["none"])
-    print("state %.0f MB per checkpoint; %d rounds of %gs segments, a checkpoint every %gs" %
-          (size / 2 ** 20, args.rounds, args.segment, args.every))
-    print("%-11s %10s %12s %16s %22s" % ("mode", "steps/s", "checkpoints", "cost/checkpoint", "overhead at 1/minute"))
-    for mode, r in rates.items():
-        rate = statistics.median(r)
+    base = statistics.median(times["none"])
+    step = base / args.steps
+    print("state %.0f MB per checkpoint; %d rounds of %d steps (%.0f ms a step), a checkpoint every %d steps" %
+          (size / 2 ** 20, args.rounds, args.steps, 1000 * step, args.every))
+    print("%-11s %14s %12s %16s %22s" % ("mode", "segment (med)", "checkpoints", "cost/checkpoint", "overhead at 1/minute"))
+    for mode, t in times.items():
         per = saves[mode] / args.rounds
-        cost = (1 - rate / base) * args.segment / per if per else 0.0
-        print("%-11s %10.2f %12.1f %15.2fs %21.1f%%" % (mode, rate, per, cost, 100 * max(cost, 0) / 60))
+        cost = (statistics.median(t) - base) / per if per else 0.0
+        print("%-11s %13.2fs %12.1f %15.3fs %21.2f%%" % (mode, statistics.median(t), per, cost, 100 * max(cost, 0) / 60))
     print("background: the trainer's wait (state copy) %.3fs per checkpoint; %d waited for the previous save" %
           (m.periodic_stats["stall_seconds"] / max(m.periodic_stats["saves"], 1), m.periodic_stats["waited"]))
 
