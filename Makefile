@@ -124,7 +124,7 @@ demo: build k8s-bins $(HELM) ## Local control plane with trainguard wired in, ru
 
 .PHONY: help
 help:
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
 IMAGE ?= ghcr.io/trainguard/trainguard:$(VERSION)
 
