@@ -101,9 +101,10 @@ func TestAdmissionPolicyFencesPodAndJobUpdates(t *testing.T) {
 		}
 	}
 
-	// JobSets and TrainJobs: RBAC (the first fence) grants no write at all.
+	fenceTrainJobs(t, sa, pod.Namespace, policy)
+
+	// Runtimes and JobSets: RBAC (the first fence) grants no write at all.
 	for _, gvr := range []schema.GroupVersionKind{
-		{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"},
 		{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainingRuntime"},
 		{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"},
 	} {
@@ -113,6 +114,35 @@ func TestAdmissionPolicyFencesPodAndJobUpdates(t *testing.T) {
 		u.SetName("any")
 		err := dryPatch(sa, u, types.MergePatchType, exhaustedPatch)
 		assert.True(t, apierrors.IsForbidden(err), "patching a %s is forbidden by RBAC, got %v", gvr.Kind, err)
+	}
+}
+
+// fenceTrainJobs: RBAC grants patch on TrainJobs (the rescheduler marks one
+// at its cap), so the policy fences them as PyTorchJobs: only the mark, only
+// in namespaces trainguard injects.
+func fenceTrainJobs(t *testing.T, sa client.Client, injected, policy string) {
+	t.Helper()
+	for _, where := range []string{injected, "kube-system"} {
+		tj := job(t, []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob",`+
+			`"metadata":{"namespace":"`+where+`","name":"fenceupd-trainjob"},"spec":{"runtimeRef":{"name":"torch-distributed"}}}`))
+		err := dryPatch(sa, tj, types.MergePatchType, exhaustedPatch)
+		if where == injected {
+			assert.NoError(t, err, "the rescheduler marks a TrainJob whose cap is reached")
+		} else {
+			assert.True(t, refusedByPolicy(err, policy), "the mark outside injected namespaces, got %v", err)
+		}
+		for what, patch := range map[string]string{
+			"suspending it":       `{"spec":{"suspend":true}}`,
+			"swapping the image":  `{"spec":{"trainer":{"image":"evil.example.com/miner:1"}}}`,
+			"a label":             `{"metadata":{"labels":{"app":"hijacked"}}}`,
+			"another annotation":  `{"metadata":{"annotations":{"trainguard.io/inject":"disabled"}}}`,
+			"the mark and a spec": `{"metadata":{"annotations":{"trainguard.io/reschedules-exhausted":"1"}},"spec":{"suspend":true}}`,
+		} {
+			err := dryPatch(sa, tj, types.MergePatchType, patch)
+			assert.True(t, refusedByPolicy(err, policy), "%s of a TrainJob in %s must be refused, got %v", what, where, err)
+		}
+		err = sa.Delete(context.Background(), tj.DeepCopy(), client.DryRunAll)
+		assert.True(t, apierrors.IsForbidden(err), "deleting a TrainJob is not trainguard's, got %v", err)
 	}
 }
 
