@@ -43,7 +43,7 @@ func TestGracefulMigration(t *testing.T) {
 	assert.Equal(t, ack["checkpoint"], m[1])
 	assert.Equal(t, strconv.Itoa(ackStep), m[2], "resumed at another step than the checkpoint's")
 	require.NoError(t, next.wait(60*time.Second), next.out.String())
-	compareStates(t, "--checkpoint", p.ckptDir, dump+".rank0")
+	compareStates(t, "--checkpoint", p.ckptDir, "--name", m[1], dump+".rank0")
 
 	ref := newPod(t)
 	refFinal := filepath.Join(t.TempDir(), "ref")
@@ -112,7 +112,7 @@ func TestTwoRanksResumeFromTheSameCheckpoint(t *testing.T) {
 		assert.Equal(t, strconv.Itoa(ackStep), m[2], "rank %d", rank)
 	}
 	require.NoError(t, next.wait(90*time.Second), next.out.String())
-	compareStates(t, "--checkpoint", p.ckptDir, dump+".rank0", dump+".rank1")
+	compareStates(t, "--checkpoint", p.ckptDir, "--name", ack["checkpoint"].(string), dump+".rank0", dump+".rank1")
 }
 
 func lastCompletedStep(t *testing.T, p *proc) int {
