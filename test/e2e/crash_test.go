@@ -71,7 +71,8 @@ func (e *env) nodeCrash(t *testing.T) {
 // worker and returns the time from the kill until rank 0 completes a step
 // again, in a container started after the kill.
 func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit time.Duration) (time.Duration, error) {
-	script := trainScript(job, 2000, 0.3, 10)
+	const saveEvery = 10
+	script := trainScript(job, 2000, 0.3, saveEvery)
 	if err := e.createJob(ctx, pytorchJob(ns, job, replica{1, "OnFailure", script}, replica{2, "OnFailure", script}, false)); err != nil {
 		return 0, fmt.Errorf("create PyTorchJob: %w", err)
 	}
@@ -110,7 +111,7 @@ func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit
 		ts, step, ok := firstStepAfter(e.logs(ctx, ns, master), tKill)
 		if ok {
 			recovered = ts
-			e.resumedStepNote = e.stepsLost(ctx, ns, master, killStep, step-1)
+			e.resumedStepNote = e.stepsLost(ctx, ns, master, killStep, step-1, saveEvery)
 		}
 		return ok, nil
 	})
@@ -124,16 +125,18 @@ func (e *env) crashOnce(ctx context.Context, t *testing.T, ns, job string, limit
 }
 
 // stepsLost says where training resumed and how many steps the crash cost:
-// the last step the master's previous incarnation completed (its container
-// restarted in place; the log read at the kill lags behind) minus the step
-// of the periodic checkpoint it resumed from.
-func (e *env) stepsLost(ctx context.Context, ns, master string, killStep, resumed int) string {
-	last := killStep
+// the last step the master's previous incarnation completed (when its
+// container restarted in place, from its previous log; the log read at the
+// kill lags behind) minus the step of the periodic checkpoint it resumed
+// from. When the master died with the node (its pod was replaced), its last
+// step is not readable: the bound is the checkpoint interval.
+func (e *env) stepsLost(ctx context.Context, ns, master string, killStep, resumed, every int) string {
 	raw, err := e.cs.CoreV1().Pods(ns).GetLogs(master, &corev1.PodLogOptions{Container: "pytorch", Previous: true, Timestamps: true}).DoRaw(ctx)
-	if err == nil {
-		last = max(last, lastStep(string(raw)))
+	if last := lastStep(string(raw)); err == nil && last > 0 {
+		return fmt.Sprintf("last step before the crash %d, resumed at the periodic checkpoint of step %d: %d steps lost", last, resumed, max(last-resumed, 0))
 	}
-	return fmt.Sprintf("last step before the crash %d, resumed at the periodic checkpoint of step %d: %d steps lost", last, resumed, max(last-resumed, 0))
+	return fmt.Sprintf("resumed at the periodic checkpoint of step %d (the log read at the kill showed step %d; the master died with the node, so at most %d steps lost, one checkpoint interval)",
+		resumed, killStep, every)
 }
 
 // startedAfter: the pod's training container (re)started after t.
