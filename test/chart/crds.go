@@ -10,7 +10,9 @@ import (
 // Modules whose CRDs the chart's rules name: trainguard's fence and webhook
 // entries are judged against the real schemas.
 const (
-	KubeflowTrainingModule = "github.com/kubeflow/training-operator@v1.8.1"
+	// KubeflowTrainingModule is the training-operator release whose CRD
+	// every suite installs (and make cluster runs).
+	KubeflowTrainingModule = "github.com/kubeflow/training-operator@v1.9.4"
 	TrainerModule          = "github.com/kubeflow/trainer/v2@v2.3.0"
 	JobSetModule           = "sigs.k8s.io/jobset@v0.12.0"
 )

@@ -7,12 +7,10 @@ package controlplane
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -244,34 +242,37 @@ func renderWebhooks(values []string) (*admissionregistrationv1.MutatingWebhookCo
 	return chart.WebhookConfigurations(objs)
 }
 
-// TrainingOperatorModule is the kubeflow training-operator release whose
-// PyTorchJob CRD the suites install: v1.9.4, the newest the Go module proxy
-// serves and the one `make cluster` runs.
-const TrainingOperatorModule = "github.com/kubeflow/training-operator@v1.9.4"
-
 // kubeflowPyTorchJobCRD returns the path of kubeflow's PyTorchJob CRD in
 // the Go module cache (downloaded on first use).
 func kubeflowPyTorchJobCRD() (string, error) {
-	dir, err := moduleDir(TrainingOperatorModule)
+	dir, err := chart.ModuleDir(chart.KubeflowTrainingModule)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "manifests", "base", "crds", "kubeflow.org_pytorchjobs.yaml"), nil
 }
 
-func moduleDir(modVersion string) (string, error) {
-	out, err := exec.Command("go", "mod", "download", "-json", modVersion).Output()
+// InstallTrainJobCRDs installs Kubeflow Trainer's TrainJob and JobSet's
+// CRDs (chart.TrainerModule, chart.JobSetModule, from the Go module cache).
+// No controller runs: suites create the JobSet, Job and pod as the
+// controllers would (TrainJob -> JobSet -> Job -> Pod).
+func (cp *ControlPlane) InstallTrainJobCRDs() error {
+	tdir, err := chart.ModuleDir(chart.TrainerModule)
 	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", modVersion, err)
+		return err
 	}
-	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", modVersion, err)
+	jdir, err := chart.ModuleDir(chart.JobSetModule)
+	if err != nil {
+		return err
 	}
-	if m.Error != "" || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", modVersion, m.Error)
+	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
+		filepath.Join(tdir, "manifests", "base", "crds", "trainer.kubeflow.org_trainjobs.yaml"),
+		filepath.Join(jdir, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"),
+	}})
+	if err != nil {
+		return fmt.Errorf("installing the TrainJob and JobSet CRDs: %w", err)
 	}
-	return m.Dir, nil
+	return nil
 }
 
 // orZero turns "no address" into the manager's "disabled".

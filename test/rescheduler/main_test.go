@@ -125,7 +125,7 @@ func run(m *testing.M) (code int, err error) {
 	env = suite{cp: cp, c: c, dir: dir}
 	// Before trainguard starts, as in a cluster where Trainer is installed
 	// first: the pod webhook then recognises TrainJob pods.
-	if err := installTrainerCRDs(cp); err != nil {
+	if err := cp.InstallTrainJobCRDs(); err != nil {
 		return 1, err
 	}
 	// trainguard's own namespace: its records live there.

@@ -2,10 +2,7 @@ package rescheduler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/contract"
@@ -25,46 +21,6 @@ import (
 	"github.com/trainguard/trainguard/test/chart"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
-
-// Kubeflow Trainer v2 and JobSet, whose CRDs come from the Go module cache
-// (the versions test/outcome and the e2e run use): TrainJob pods are owned
-// TrainJob -> JobSet -> Job -> Pod. No controller runs: the tests create
-// the JobSet, Job and pod as the controllers would.
-const (
-	trainerModule = "github.com/kubeflow/trainer/v2@v2.3.0"
-	jobSetModule  = "sigs.k8s.io/jobset@v0.12.0"
-)
-
-func installTrainerCRDs(cp *controlplane.ControlPlane) error {
-	tdir, err := moduleDir(trainerModule)
-	if err != nil {
-		return err
-	}
-	jdir, err := moduleDir(jobSetModule)
-	if err != nil {
-		return err
-	}
-	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
-		filepath.Join(tdir, "manifests", "base", "crds", "trainer.kubeflow.org_trainjobs.yaml"),
-		filepath.Join(jdir, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"),
-	}})
-	if err != nil {
-		return fmt.Errorf("installing the TrainJob and JobSet CRDs: %w", err)
-	}
-	return nil
-}
-
-func moduleDir(modVersion string) (string, error) {
-	out, err := exec.Command("go", "mod", "download", "-json", modVersion).Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", modVersion, err)
-	}
-	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Error != "" || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %v %s", modVersion, err, m.Error)
-	}
-	return m.Dir, nil
-}
 
 // trainJobPod builds what Trainer, JobSet and the Job controller would for
 // a TrainJob named name with the given annotations, and returns the

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -50,18 +49,6 @@ func binaries(rel release) (bins, error) {
 	return b, nil
 }
 
-func moduleDir(modVersion string) (string, error) {
-	out, err := exec.Command("go", "mod", "download", "-json", modVersion).Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", modVersion, err)
-	}
-	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %v %s", modVersion, err, m.Error)
-	}
-	return m.Dir, nil
-}
-
 // installThirdParty installs JobSet's and Trainer's CRDs (and for
 // v2.0.0 the PodGroup CRD) from the module cache, the namespaces the
 // controllers run in, and the configurations Trainer's certificate rotator
@@ -97,11 +84,11 @@ func installThirdParty(cp *controlplane.ControlPlane, rel release) error {
 // Trainer's (manifests/base/crds in every release) and PodGroup's if rel
 // installs it.
 func crdPaths(rel release) ([]string, error) {
-	tdir, err := moduleDir(rel.trainerModule())
+	tdir, err := chart.ModuleDir(rel.trainerModule())
 	if err != nil {
 		return nil, err
 	}
-	jdir, err := moduleDir(rel.jobsetModule())
+	jdir, err := chart.ModuleDir(rel.jobsetModule())
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +96,7 @@ func crdPaths(rel release) ([]string, error) {
 	if rel.podGroupModule == "" {
 		return paths, nil
 	}
-	sdir, err := moduleDir(rel.podGroupModule)
+	sdir, err := chart.ModuleDir(rel.podGroupModule)
 	if err != nil {
 		return nil, err
 	}
