@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 func envValue(c *corev1.Container, name string) (string, bool) {
@@ -39,6 +40,7 @@ func TestJobTemplateGetsTheJobsOwnDirectory(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	tg.Where = "spec.pytorchReplicaSpecs[Worker].template"
 	tg.Kind = schema.GroupKind{Group: "kubeflow.org", Kind: "PyTorchJob"}
+	tg.JobNameLabels = jobs.KubeflowPyTorchJob().JobNameLabels()
 	require.True(t, PreStop(tg))
 	require.True(t, Checkpoint(tg))
 	c := &tg.Spec.Containers[0]
@@ -135,6 +137,7 @@ func TestJobTemplatePrefixIsTheKindQualifiedByItsGroup(t *testing.T) {
 		tg := newTarget("pytorch").build()
 		tg.Where = "spec.pytorchReplicaSpecs[Worker].template"
 		tg.Kind = gk
+		tg.JobNameLabels = jobs.KubeflowPyTorchJob().JobNameLabels()
 		require.True(t, Checkpoint(tg))
 		keys[gk.Group], _ = envValue(&tg.Spec.Containers[0], contract.EnvCheckpointKey)
 	}

@@ -9,13 +9,6 @@ import (
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
-// Labels the training operators put on the pods they create; the job's
-// directory is named after them (docs/checkpoint-protocol.md, "One directory per job").
-const (
-	labelKubeflowJobName = "training.kubeflow.org/job-name"
-	labelOperatorJobName = "job-name" // KubeDL, and kubeflow before v1.7
-)
-
 // jobSubPath is the job's directory relative to the claim's root, expanded
 // by the kubelet from the env ensureCheckpointEnv adds.
 const jobSubPath = "$(" + contract.EnvNamespace + ")/$(" + contract.EnvCheckpointKey + ")"
@@ -57,9 +50,10 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 	ensureEnv(c, fieldEnv(contract.EnvPodName, "metadata.name"))
 	ensureEnv(c, fieldEnv(contract.EnvNamespace, "metadata.namespace"))
 	key := checkpointKey(t)
-	if strings.Contains(key, "$("+contract.EnvKubeflowJobName+")") {
-		ensureEnv(c, fieldEnv(contract.EnvKubeflowJobName, "metadata.labels['"+labelKubeflowJobName+"']"))
-		ensureEnv(c, fieldEnv(contract.EnvOperatorJobName, "metadata.labels['"+labelOperatorJobName+"']"))
+	for _, l := range t.JobNameLabels {
+		if strings.Contains(key, "$("+l.Env+")") {
+			ensureEnv(c, fieldEnv(l.Env, "metadata.labels['"+l.Label+"']"))
+		}
 	}
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointKey, Value: key})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointDir, Value: dir})
@@ -77,8 +71,10 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 // checkpointKey names the job's directory below <claim>/<namespace>/, in
 // this order: the object's own trainguard.io/checkpoint-key (validated by
 // the policy), "<kind>.<group>/<name>" for a job's pod template (e.g.
-// "pytorchjob.kubeflow.org/train"; the name comes from the operator's label
-// on each pod, so a job created with generateName works too), "<owner
+// "pytorchjob.kubeflow.org/train"; the name comes from the operator's
+// labels on each pod, which the kind's adapter names (jobs.Labelled), so a
+// job created with generateName works too; a kind that names none gets the
+// pod's name, so no two jobs ever share a directory), "<owner
 // kind>/<owner name>" for a pod another controller owns,
 // and "pod/<pod name>" for a bare pod (the kubelet expands the name, so a
 // generateName pod gets its final name). Every literal part is validated here
@@ -93,7 +89,14 @@ func checkpointKey(t *Target) string {
 		return t.Policy.JobDirectory
 	}
 	if t.Where != "" {
-		return templateKeyPrefix(t.Kind) + "/$(" + contract.EnvKubeflowJobName + ")/$(" + contract.EnvOperatorJobName + ")"
+		key := templateKeyPrefix(t.Kind)
+		for _, l := range t.JobNameLabels {
+			key += "/$(" + l.Env + ")"
+		}
+		if len(t.JobNameLabels) == 0 {
+			key += "/$(" + contract.EnvPodName + ")"
+		}
+		return key
 	}
 	for _, ref := range t.Meta.OwnerReferences {
 		if ref.Controller == nil || !*ref.Controller {

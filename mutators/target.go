@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // Target is one pod template or pod being mutated, with the policy that
@@ -25,8 +26,12 @@ type Target struct {
 	// Kind is the group and kind of the job a template belongs to (empty
 	// for a pod): it names the job's checkpoint directory, so that two
 	// kinds' jobs of the same name never share one.
-	Kind     schema.GroupKind
-	warnings []string
+	Kind schema.GroupKind
+	// JobNameLabels are the labels the kind's operator puts on each pod with
+	// the job's name (from the kind's adapter); they name the job's
+	// checkpoint directory below Kind's.
+	JobNameLabels []jobs.JobNameLabel
+	warnings      []string
 }
 
 // Warnf records an admission warning. Every conflict that makes a mutator

@@ -14,34 +14,27 @@ import (
 // (the mutating webhook ran first and left its marker): any other pod in
 // the namespace, an etcd for the rendezvous or the pods of an opted-out
 // job, owes TaskD nothing and must not be refused for it.
-func (v *Validator) checkJob(job jobs.Job, nsAnnotations map[string]string) Result {
-	res := v.kindRules(job)
+func (v *Validator) checkJob(a jobs.Adapter, job jobs.Job, nsAnnotations map[string]string) Result {
+	res := v.kindRules(a, job)
 	ann := job.Meta().Annotations
 	if _, isPod := job.(jobs.PodJob); contract.OptedOut(ann) || (isPod && !contract.Injected(ann)) {
 		return res
 	}
 	errs, warnings := v.crossCheck(job, nsAnnotations)
-	errs, warnings = runtimeCrossCheck(job, errs, warnings)
+	errs, warnings = jobs.AdvisoryCrossCheck(job, errs, warnings)
 	res.Errors = append(res.Errors, errs...)
 	res.Warnings = append(res.Warnings, warnings...)
 	return res
 }
 
-// kindRules are the checks particular to one kind, which need no policy.
-// A kind without any gets the generic ones: the trainguard annotations and
-// labels of the object and of each pod template.
-func (v *Validator) kindRules(job jobs.Job) Result {
-	if res, ok := v.trainJobRules(job); ok {
-		return res
-	}
-	if res, ok := runtimeRules(job); ok {
-		return res
-	}
-	if j, ok := jobs.KubeflowJob(job); ok {
-		return validateKubeflowJob(j)
-	}
-	if j, ok := jobs.KubeDLJob(job); ok {
-		return validateKubeDLJob(j)
+// kindRules are the checks particular to one kind, which need no policy;
+// the adapter has them. A kind without any gets the generic ones: the
+// trainguard annotations and labels of the object and of each pod template.
+func (v *Validator) kindRules(a jobs.Adapter, job jobs.Job) Result {
+	if r, ok := a.(jobs.Validating); ok {
+		if res, ok := r.Validate(job, jobs.RuleEnv{Runtimes: v.Runtimes}); ok {
+			return res
+		}
 	}
 	errs := validateMetadata(job.Meta(), field.NewPath("metadata"))
 	for _, tpl := range job.Templates() {

@@ -26,15 +26,12 @@ func (s *RuntimeSet) Add(raw []byte) {
 	if jobs.Decode(raw, &h) != nil {
 		return
 	}
-	var a jobs.Adapter
-	switch h.GVK() {
-	case jobs.TrainingRuntime{}.GVK():
-		a = jobs.TrainingRuntime{}
-	case jobs.ClusterTrainingRuntime{}.GVK():
-		a = jobs.ClusterTrainingRuntime{}
-		h.Metadata.Namespace = ""
-	default:
+	a, ok := jobs.Builtin().For(h.GVK())
+	if !ok {
 		return
+	}
+	if c, ok := a.(jobs.ClusterScoped); ok && c.ClusterScoped() {
+		h.Metadata.Namespace = ""
 	}
 	j, err := a.Decode(raw)
 	if err != nil {

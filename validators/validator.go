@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -29,10 +28,10 @@ type Object struct {
 
 // Result is the outcome of one validation: errors refuse the object,
 // warnings are returned to the client as admission warnings.
-type Result struct {
-	Errors   field.ErrorList
-	Warnings []string
-}
+type Result = jobs.Result
+
+// RuntimeLookup finds the runtime a TrainJob refers to (jobs.RuntimeLookup).
+type RuntimeLookup = jobs.RuntimeLookup
 
 // Validator checks objects against the rules and the policy file.
 type Validator struct {
@@ -82,7 +81,7 @@ func (v *Validator) checkerFor(gvk schema.GroupVersionKind) checkFunc {
 		if err != nil {
 			return Result{}, err
 		}
-		return v.checkJob(job, nsAnnotations), nil
+		return v.checkJob(a, job, nsAnnotations), nil
 	}
 }
 
@@ -110,19 +109,24 @@ func (v *Validator) Validate(obj Object) (Result, error) {
 		// An undecodable old object cannot excuse anything; judge the new one alone.
 		return res, nil
 	}
-	res.Errors = append(newErrors(res.Errors, old.Errors), updateRules(obj.GVK, obj.Raw, obj.OldRaw)...)
+	res.Errors = append(newErrors(res.Errors, old.Errors), v.updateRules(obj.GVK, obj.Raw, obj.OldRaw)...)
 	return res, nil
 }
 
-// updateRules returns the errors of rules that compare old and new objects.
-func updateRules(gvk schema.GroupVersionKind, raw, oldRaw []byte) field.ErrorList {
-	if gvk == kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind) {
-		return validateKubeflowUpdate(raw, oldRaw)
+// updateRules returns the errors of the kind's rules that compare the old
+// and new objects; the adapter has them.
+func (v *Validator) updateRules(gvk schema.GroupVersionKind, raw, oldRaw []byte) field.ErrorList {
+	a, ok := v.kinds.For(gvk)
+	u, has := a.(jobs.UpdateValidating)
+	if !ok || !has {
+		return nil
 	}
-	if gvk == (jobs.TrainJob{}).GVK() {
-		return validateTrainJobUpdate(raw, oldRaw)
+	cur, errCur := a.Decode(raw)
+	old, errOld := a.Decode(oldRaw)
+	if errCur != nil || errOld != nil {
+		return nil
 	}
-	return nil
+	return u.ValidateUpdate(cur, old)
 }
 
 // newErrors drops from errs those already present in old: same type, same

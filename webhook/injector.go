@@ -91,7 +91,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	if pod, isPod := job.(jobs.PodJob); isPod {
 		more, skip, err = i.mutatePod(ctx, pod, p, req.Namespace)
 	} else {
-		more = mutateTemplates(job, p, adapter.GVK().GroupKind())
+		more = mutateTemplates(job, p, adapter)
 	}
 	if err != nil || skip != "" {
 		return Result{Skipped: skip}, err
@@ -114,9 +114,14 @@ func baseline(adapter jobs.Adapter, job jobs.Job, raw []byte) (jobs.Job, error) 
 }
 
 // mutateTemplates runs the template chain on every pod template of a job
-// and puts the job-level vocabulary on the job itself. kind names the job's
-// checkpoint directory.
-func mutateTemplates(job jobs.Job, p *contract.Policy, kind schema.GroupKind) []string {
+// and puts the job-level vocabulary on the job itself. The kind and its
+// operator's job-name labels name the job's checkpoint directory.
+func mutateTemplates(job jobs.Job, p *contract.Policy, adapter jobs.Adapter) []string {
+	kind := adapter.GVK().GroupKind()
+	var labels []jobs.JobNameLabel
+	if l, ok := adapter.(jobs.Labelled); ok {
+		labels = l.JobNameLabels()
+	}
 	var applied, warnings []string
 	for _, tpl := range job.Templates() {
 		// A template without containers is invalid and the validating
@@ -124,7 +129,7 @@ func mutateTemplates(job jobs.Job, p *contract.Policy, kind schema.GroupKind) []
 		if len(tpl.Spec.Containers) == 0 {
 			continue
 		}
-		t := &mutators.Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind}
+		t := &mutators.Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind, JobNameLabels: labels}
 		applied = append(applied, mutators.InjectTemplate(t)...)
 		warnings = append(warnings, t.Warnings()...)
 	}

@@ -8,6 +8,7 @@ import (
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	"sigs.k8s.io/yaml"
 
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -24,7 +25,8 @@ type Offline struct {
 
 // NewOffline returns an offline injector using cfg.
 func NewOffline(cfg *policy.Config) *Offline {
-	o := &Offline{Injector: &Injector{Scope: Scope{Config: cfg}}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
+	kinds := jobs.Builtin()
+	o := &Offline{Injector: &Injector{Scope: Scope{Config: cfg}, Kinds: &kinds}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
 	o.Injector.TrainJobs = o.trainJob
 	return o
 }
@@ -61,7 +63,7 @@ func (o *Offline) injectObject(ctx context.Context, raw []byte) ([]byte, []strin
 		return nil, nil, nil
 	case h.IsList():
 		return o.injectList(ctx, raw)
-	case h.GVK() == (jobs.TrainJob{}).GVK():
+	case h.GVK() == trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind):
 		o.rememberTrainJob(h)
 	}
 	nsAnn := o.namespaces[h.Metadata.Namespace]

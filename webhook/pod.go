@@ -91,7 +91,7 @@ func (i *Injector) ownedByJob(pod *corev1.Pod) bool {
 			continue
 		}
 		for _, a := range i.kinds().All() {
-			if _, isPod := a.(jobs.Pod); !isPod && ref.Kind == a.GVK().Kind {
+			if gvk := a.GVK(); gvk != corev1.SchemeGroupVersion.WithKind("Pod") && ref.Kind == gvk.Kind {
 				return true
 			}
 		}

@@ -66,10 +66,15 @@ type Server struct {
 // NewServer builds the endpoints' shared state; lookup reads namespaces.
 func NewServer(opts Options, lookup NamespaceAnnotations, m *admissionMetrics, log logr.Logger) *Server {
 	scope := Scope{Config: opts.Config, OwnNamespace: opts.OwnNamespace, Namespaces: lookup}
+	kinds := opts.Kinds
+	if kinds == nil { // built once, not per request
+		builtin := jobs.Builtin()
+		kinds = &builtin
+	}
 	return &Server{
 		scope:     &scope,
-		injector:  &Injector{Scope: scope, Avoider: opts.Avoider, Kinds: opts.Kinds, TrainJobs: opts.TrainJobs},
-		validator: withRuntimes(validators.New(opts.Config).WithKinds(opts.Kinds), opts.Runtimes, opts.TrainJobs),
+		injector:  &Injector{Scope: scope, Avoider: opts.Avoider, Kinds: kinds, TrainJobs: opts.TrainJobs},
+		validator: withRuntimes(validators.New(opts.Config).WithKinds(kinds), opts.Runtimes, opts.TrainJobs),
 		metrics:   m,
 		log:       log,
 	}

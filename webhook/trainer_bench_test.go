@@ -9,7 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/trainguard/trainguard/internal/jobs"
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -20,7 +20,7 @@ import (
 // Run side by side: go test ./webhook -run '^$' -bench 'PodMutate$|TrainerPodMutate'.
 func BenchmarkTrainerPodMutate(b *testing.B) {
 	p := pod("team-a", "llm-node-0-0-abcde").Realistic()
-	p.Labels = map[string]string{jobs.LabelJobSetName: "llm", jobs.LabelJobSetReplicatedJob: "node"}
+	p.Labels = map[string]string{trainerv1alpha1.LabelJobSetName: "llm", trainerv1alpha1.LabelJobSetReplicatedJob: "node"}
 	p.Spec.Containers[0].Name = "node"
 	raw := p.JSON()
 	tjs := &trainJobs{m: map[string]map[string]string{"team-a/llm": {}}}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -38,7 +39,7 @@ func (s *trainJobs) lookup(_ context.Context, ns, name string) (map[string]strin
 // trainerPod is a pod as JobSet v0.8's Job makes it for TrainJob tj.
 func trainerPod(ns, tj string) *builders.PodWrapper {
 	return builders.MakePod(ns, tj+"-node-0-0-abcde").With(func(p *corev1.Pod) {
-		p.Labels = map[string]string{jobs.LabelJobSetName: tj, jobs.LabelJobSetReplicatedJob: "node", jobs.LabelJobSetJobIndex: "0",
+		p.Labels = map[string]string{trainerv1alpha1.LabelJobSetName: tj, trainerv1alpha1.LabelJobSetReplicatedJob: "node", trainerv1alpha1.LabelJobSetJobIndex: "0",
 			"batch.kubernetes.io/job-name": tj + "-node-0"}
 		p.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch/pytorch:2.7.1"}}
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: tj + "-node-0", UID: "u", Controller: ptrTo(true)}}
@@ -52,7 +53,7 @@ func injectPod(t *testing.T, tjs *trainJobs, p *builders.PodWrapper) (*corev1.Po
 	inj := &Injector{Scope: Scope{Config: policy.DefaultConfig(), Namespaces: namespaces(optedIn())}, TrainJobs: tjs.lookup}
 	raw, err := json.Marshal(&p.Pod)
 	require.NoError(t, err)
-	res, err := inj.Inject(context.Background(), Request{GVK: jobs.Pod{}.GVK(), Namespace: p.Namespace, Raw: raw})
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.Pod().GVK(), Namespace: p.Namespace, Raw: raw})
 	require.NoError(t, err)
 	out, err := ApplyPatch(raw, res)
 	require.NoError(t, err)
@@ -130,18 +131,18 @@ func TestTrainerKindsAreValidatedNotMutated(t *testing.T) {
 	s := testServer(t, logr.Discard())
 	ctr := []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"ClusterTrainingRuntime","metadata":{"name":"r"},
 "spec":{"mlPolicy":{"torch":{"elasticPolicy":{"minNodes":3,"maxNodes":2}}},"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{"template":{"spec":{"containers":[{"name":"node","image":"i"}]}}}}}]}}}}`)
-	gvk := metav1.GroupVersionKind(jobs.ClusterTrainingRuntime{}.GVK())
-	_, out := post(t, s, MutatePath(jobs.ClusterTrainingRuntime{}.GVK()), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
+	gvk := metav1.GroupVersionKind(jobs.ClusterTrainingRuntime().GVK())
+	_, out := post(t, s, MutatePath(jobs.ClusterTrainingRuntime().GVK()), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
 	require.True(t, out.Response.Allowed)
 	assert.Empty(t, out.Response.Patch)
-	rec, out := post(t, s, ValidatePath(jobs.ClusterTrainingRuntime{}.GVK()), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
+	rec, out := post(t, s, ValidatePath(jobs.ClusterTrainingRuntime().GVK()), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.False(t, out.Response.Allowed)
 	assert.Contains(t, out.Response.Result.Message, "spec.mlPolicy.torch.elasticPolicy.maxNodes")
 
 	inj := &Injector{Scope: Scope{Config: policy.DefaultConfig()}}
 	tj := []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"j","namespace":"team-a"},"spec":{"runtimeRef":{"name":"r"}}}`)
-	res, err := inj.Inject(context.Background(), Request{GVK: jobs.TrainJob{}.GVK(), Raw: tj, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.TrainJob().GVK(), Raw: tj, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	assert.Contains(t, res.Skipped, "no pod template")
 }
@@ -156,7 +157,7 @@ func TestTrainerTypesKeepUnknownFields(t *testing.T) {
 "replicatedJobs":[{"name":"node","dependsOn":[{"name":"init","status":"Complete"}],"template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"trainer"}},
 "spec":{"backoffLimit":0,"podFailurePolicy":{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]},
 "template":{"spec":{"containers":[{"name":"node","image":"i","futureContainerField":{"k":"v"}}]}}}}}]}}}}`)
-	for _, a := range []jobs.Adapter{jobs.TrainingRuntime{}, jobs.ClusterTrainingRuntime{}} {
+	for _, a := range []jobs.Adapter{jobs.TrainingRuntime(), jobs.ClusterTrainingRuntime()} {
 		before, err := a.Decode(raw)
 		require.NoError(t, err)
 		after, err := a.Decode(raw)

@@ -72,7 +72,7 @@ func (i *Injector) trainJobOf(ctx context.Context, pod jobs.PodJob, namespace st
 	}
 	ann, found, err := i.TrainJobs(ctx, ns, claim.TrainJob)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading TrainJob %s/%s named by the pod's %s label: %w", ns, claim.TrainJob, jobs.LabelJobSetName, err)
+		return nil, "", fmt.Errorf("reading TrainJob %s/%s named by the pod's %s label: %w", ns, claim.TrainJob, trainerv1alpha1.LabelJobSetName, err)
 	}
 	if !found {
 		return nil, "", nil

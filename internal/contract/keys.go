@@ -55,10 +55,8 @@ const (
 	// its reschedule cap is reached; the value is the number of reschedules.
 	AnnotationReschedulesExhausted = Prefix + "reschedules-exhausted"
 
-	// Labels the training operators put on their pods.
-	LabelKubeflowJobName = "training.kubeflow.org/job-name"
-	LabelKubeDLJobName   = "job-name"
-	LabelKubeDLGroupName = "group-name"
+	// The labels the training operators put on their pods are their kinds'
+	// (internal/apis), asked through the kinds' adapters (internal/jobs).
 )
 
 // Names of the individual injections, as listed in AnnotationInjected and in

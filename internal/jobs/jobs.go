@@ -94,12 +94,12 @@ type Kinds struct{ adapters []Adapter }
 // Builtin returns the kinds trainguard handles. Adding a kind is one line here.
 func Builtin() Kinds {
 	return Kinds{adapters: []Adapter{
-		KubeflowPyTorchJob{},
-		KubeDLPyTorchJob{},
-		Pod{},
-		TrainJob{},
-		TrainingRuntime{},
-		ClusterTrainingRuntime{},
+		KubeflowPyTorchJob(),
+		KubeDLPyTorchJob(),
+		Pod(),
+		TrainJob(),
+		TrainingRuntime(),
+		ClusterTrainingRuntime(),
 	}}
 }
 

@@ -3,42 +3,42 @@ package jobs
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 )
 
-// KubeDLPyTorchJob adapts training.kubedl.io/v1alpha1 PyTorchJob.
-type KubeDLPyTorchJob struct{}
-
-// GVK implements Adapter.
-func (KubeDLPyTorchJob) GVK() schema.GroupVersionKind {
-	return kubedlv1alpha1.GroupVersion.WithKind(kubedlv1alpha1.Kind)
+// KubeDLPyTorchJob is training.kubedl.io/v1alpha1 PyTorchJob. KubeDL
+// labels its pods like the kubeflow operator before v1.7 (job-name), plus
+// group-name with its API group.
+func KubeDLPyTorchJob() Kind[kubedlv1alpha1.PyTorchJob] {
+	return Kind[kubedlv1alpha1.PyTorchJob]{
+		Of:    kubedlv1alpha1.GroupVersion.WithKind(kubedlv1alpha1.Kind),
+		Short: "kubedl-pytorchjob",
+		Wrap: func(obj *kubedlv1alpha1.PyTorchJob) (Job, error) {
+			return kubedlJob{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs"))
+		},
+		Rules:      func(obj *kubedlv1alpha1.PyTorchJob, _ RuleEnv) Result { return validateKubeDLJob(obj) },
+		NameLabels: operatorJobNameLabels(),
+		FindJob:    kubedlJobOfPod,
+		FindLabels: operatorLabels(),
+	}
 }
 
-// Name implements Adapter.
-func (KubeDLPyTorchJob) Name() string { return "kubedl-pytorchjob" }
-
-// Decode implements Adapter.
-func (a KubeDLPyTorchJob) Decode(raw []byte) (Job, error) {
-	obj, err := decodeAs[kubedlv1alpha1.PyTorchJob](a.GVK(), raw)
-	if err != nil {
-		return nil, err
+// kubedlJobOfPod names the job of a KubeDL pod without a controller owner:
+// job-name, with group-name saying KubeDL. The kubeflow label, when also
+// set, is kubeflow's (kubeflowJobOfPod).
+func kubedlJobOfPod(pod *corev1.Pod) (PodOwner, bool) {
+	name := pod.Labels[kubeflowv1.LabelLegacyJobName]
+	if metav1.GetControllerOf(pod) != nil || name == "" || pod.Labels[kubeflowv1.LabelJobName] != "" ||
+		pod.Labels[kubeflowv1.LabelGroupName] != kubedlv1alpha1.GroupVersion.Group {
+		return PodOwner{}, false
 	}
-	if err := validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs")); err != nil {
-		return nil, err
-	}
-	return kubedlJob{obj}, nil
+	return PodOwner{APIVersion: kubedlv1alpha1.GroupVersion.String(), Kind: kubedlv1alpha1.Kind, Name: name}, true
 }
 
 type kubedlJob struct{ *kubedlv1alpha1.PyTorchJob }
-
-// KubeDLJob returns the typed job behind j, for KubeDL's own rules.
-func KubeDLJob(j Job) (*kubedlv1alpha1.PyTorchJob, bool) {
-	k, ok := j.(kubedlJob)
-	return k.PyTorchJob, ok
-}
 
 func (j kubedlJob) Object() any              { return j.PyTorchJob }
 func (j kubedlJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }

@@ -8,34 +8,62 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
-// KubeflowPyTorchJob adapts kubeflow.org/v1 PyTorchJob.
-type KubeflowPyTorchJob struct{}
-
-// GVK implements Adapter.
-func (KubeflowPyTorchJob) GVK() schema.GroupVersionKind {
-	return kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind)
+// KubeflowPyTorchJob is kubeflow.org/v1 PyTorchJob. Its operator names
+// each pod's job in training.kubeflow.org/job-name (v1.7 and later) or
+// job-name (before), so both name the checkpoint directory and tell the
+// rescheduler the job of a pod without an owner reference.
+func KubeflowPyTorchJob() Kind[kubeflowv1.PyTorchJob] {
+	return Kind[kubeflowv1.PyTorchJob]{
+		Of:    kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind),
+		Short: "pytorchjob",
+		Wrap: func(obj *kubeflowv1.PyTorchJob) (Job, error) {
+			return kubeflowJob{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs"))
+		},
+		Rules:       func(obj *kubeflowv1.PyTorchJob, _ RuleEnv) Result { return validateKubeflowJob(obj) },
+		UpdateRules: validateKubeflowUpdate,
+		NameLabels:  operatorJobNameLabels(),
+		FindJob:     kubeflowJobOfPod,
+		FindLabels:  operatorLabels(),
+	}
 }
 
-// Name implements Adapter.
-func (KubeflowPyTorchJob) Name() string { return "pytorchjob" }
+// operatorJobNameLabels are the labels the v1 training operators put on
+// each pod with the job's name: the current one, then the legacy one.
+func operatorJobNameLabels() []JobNameLabel {
+	return []JobNameLabel{
+		{Env: contract.EnvKubeflowJobName, Label: kubeflowv1.LabelJobName},
+		{Env: contract.EnvOperatorJobName, Label: kubeflowv1.LabelLegacyJobName},
+	}
+}
 
-// Decode implements Adapter.
-func (a KubeflowPyTorchJob) Decode(raw []byte) (Job, error) {
-	obj, err := decodeAs[kubeflowv1.PyTorchJob](a.GVK(), raw)
-	if err != nil {
-		return nil, err
+// operatorLabels are the labels the v1 operators' pods are found by.
+func operatorLabels() []string {
+	return []string{kubeflowv1.LabelJobName, kubeflowv1.LabelLegacyJobName, kubeflowv1.LabelGroupName}
+}
+
+// kubeflowJobOfPod names the PyTorchJob of a pod without a controller
+// owner by the operator's labels; a legacy job-name label belongs to
+// kubeflow unless group-name says KubeDL.
+func kubeflowJobOfPod(pod *corev1.Pod) (PodOwner, bool) {
+	if metav1.GetControllerOf(pod) != nil {
+		return PodOwner{}, false
 	}
-	if err := validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs")); err != nil {
-		return nil, err
+	name := pod.Labels[kubeflowv1.LabelJobName]
+	if name == "" && pod.Labels[kubeflowv1.LabelGroupName] != kubedlv1alpha1.GroupVersion.Group {
+		name = pod.Labels[kubeflowv1.LabelLegacyJobName]
 	}
-	return kubeflowJob{obj}, nil
+	if name == "" {
+		return PodOwner{}, false
+	}
+	return PodOwner{APIVersion: kubeflowv1.GroupVersion.String(), Kind: kubeflowv1.Kind, Name: name}, true
 }
 
 // validReplicaKeys refuses replica types that cannot name a replica: the
@@ -59,12 +87,6 @@ func validReplicaKeys[R any](specs map[string]*R, path *field.Path) error {
 }
 
 type kubeflowJob struct{ *kubeflowv1.PyTorchJob }
-
-// KubeflowJob returns the typed job behind j, for kubeflow's own rules.
-func KubeflowJob(j Job) (*kubeflowv1.PyTorchJob, bool) {
-	k, ok := j.(kubeflowJob)
-	return k.PyTorchJob, ok
-}
 
 func (j kubeflowJob) Object() any              { return j.PyTorchJob }
 func (j kubeflowJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }

@@ -3,25 +3,17 @@ package jobs
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Pod adapts v1 Pod: pods of any controller, and bare pods.
-type Pod struct{}
-
-// GVK implements Adapter.
-func (Pod) GVK() schema.GroupVersionKind { return corev1.SchemeGroupVersion.WithKind("Pod") }
-
-// Name implements Adapter.
-func (Pod) Name() string { return "pod" }
-
-// Decode implements Adapter.
-func (a Pod) Decode(raw []byte) (Job, error) {
-	obj, err := decodeAs[corev1.Pod](a.GVK(), raw)
-	if err != nil {
-		return nil, err
+// Pod is v1 Pod: pods of any controller, and bare pods. It has no rules of
+// its own (the generic ones apply) and no job-name labels: a pod's
+// checkpoint directory is named after its controller, or itself.
+func Pod() Kind[corev1.Pod] {
+	return Kind[corev1.Pod]{
+		Of:    corev1.SchemeGroupVersion.WithKind("Pod"),
+		Short: "pod",
+		Wrap:  func(obj *corev1.Pod) (Job, error) { return PodJob{obj}, nil },
 	}
-	return PodJob{obj}, nil
 }
 
 // PodJob is a decoded Pod. The injector treats it apart from jobs: a pod

@@ -1,41 +1,34 @@
 package jobs
 
 import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 )
 
-// TrainJob adapts trainer.kubeflow.org/v1alpha1 TrainJob. A TrainJob holds
-// no pod template (its pods come from the runtime's), so it has no
-// templates and is validated only; its pods are injected (TrainJobPod).
-type TrainJob struct{}
-
-// GVK implements Adapter.
-func (TrainJob) GVK() schema.GroupVersionKind {
-	return trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)
-}
-
-// Name implements Adapter.
-func (TrainJob) Name() string { return "trainjob" }
-
-// Decode implements Adapter.
-func (a TrainJob) Decode(raw []byte) (Job, error) {
-	obj, err := decodeAs[trainerv1alpha1.TrainJob](a.GVK(), raw)
-	if err != nil {
-		return nil, err
+// TrainJob is trainer.kubeflow.org/v1alpha1 TrainJob. A TrainJob holds no
+// pod template (its pods come from the runtime's), so it has no templates
+// and is validated only; its pods are injected (TrainJobPod). Its pods run
+// in JobSet's batch Jobs, so the rescheduler finds their job, the JobSet
+// named after the TrainJob, by JobSet's labels (jobSetOfPod).
+func TrainJob() Kind[trainerv1alpha1.TrainJob] {
+	return Kind[trainerv1alpha1.TrainJob]{
+		Of:          trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind),
+		Short:       "trainjob",
+		Wrap:        func(obj *trainerv1alpha1.TrainJob) (Job, error) { return trainJob{obj}, nil },
+		Rules:       trainJobRules,
+		UpdateRules: validateTrainJobUpdate,
+		FindJob:     jobSetOfPod,
+		FindLabels: []string{trainerv1alpha1.LabelJobSetName, trainerv1alpha1.LabelJobSetReplicatedJob,
+			trainerv1alpha1.LabelJobSetJobIndex},
 	}
-	return trainJob{obj}, nil
 }
 
 type trainJob struct{ *trainerv1alpha1.TrainJob }
-
-// TrainJobOf returns the typed TrainJob behind j, for Trainer's own rules.
-func TrainJobOf(j Job) (*trainerv1alpha1.TrainJob, bool) {
-	t, ok := j.(trainJob)
-	return t.TrainJob, ok
-}
 
 func (j trainJob) Object() any              { return j.TrainJob }
 func (j trainJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }
@@ -47,4 +40,34 @@ func (j trainJob) Elastic() Elastic { return Elastic{} }
 // NotMutatedReason implements NotMutated.
 func (j trainJob) NotMutatedReason() string {
 	return "a TrainJob carries no pod template (its pods come from the runtime); trainguard injects its trainer pods instead"
+}
+
+// jobSetOfPod returns the JobSet a pod belongs to. Pods of a JobSet are
+// owned by a batch Job, one per replicated-job index; the job the
+// rescheduler must reason about is the JobSet: a node bad for one of its
+// pods is bad for all of them, and the record must outlive the Job, which
+// JobSet recreates when it restarts. Labels are tenant-writable, so they
+// are believed only when they agree with the pod's controller: a batch/v1
+// Job named as JobSet names its Jobs (<jobset>-<replicated job>-<index>).
+// A pod whose labels claim another JobSet than its owner's keeps its
+// owner's identity.
+func jobSetOfPod(pod *corev1.Pod) (PodOwner, bool) {
+	name := pod.Labels[trainerv1alpha1.LabelJobSetName]
+	rjob, idx := pod.Labels[trainerv1alpha1.LabelJobSetReplicatedJob], pod.Labels[trainerv1alpha1.LabelJobSetJobIndex]
+	if name == "" || rjob == "" || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return PodOwner{}, false
+	}
+	if _, err := strconv.Atoi(idx); err != nil {
+		return PodOwner{}, false
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.APIVersion != "batch/v1" || ref.Kind != "Job" || ref.Name != JobSetJobName(name, rjob, idx) {
+		return PodOwner{}, false
+	}
+	return PodOwner{APIVersion: trainerv1alpha1.JobSetAPIVersion, Kind: trainerv1alpha1.JobSetKind, Name: name}, true
+}
+
+// JobSetJobName is the name JobSet gives the Job of a replicated job's index.
+func JobSetJobName(jobSet, replicatedJob, index string) string {
+	return jobSet + "-" + replicatedJob + "-" + index
 }

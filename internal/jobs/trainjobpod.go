@@ -8,14 +8,6 @@ import (
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
-// Labels JobSet v0.8 puts on every pod of a JobSet. A TrainJob's JobSet
-// carries the TrainJob's name.
-const (
-	LabelJobSetName          = "jobset.sigs.k8s.io/jobset-name"
-	LabelJobSetReplicatedJob = "jobset.sigs.k8s.io/replicatedjob-name"
-	LabelJobSetJobIndex      = "jobset.sigs.k8s.io/job-index"
-)
-
 // TrainJobPodClaim is what a pod's labels claim about its TrainJob. Labels
 // are tenant-writable, so a claim is only a question: the caller must read
 // the TrainJob it names (in the pod's own namespace) before acting on it.
@@ -33,13 +25,13 @@ type TrainJobPodClaim struct {
 // skip says why a JobSet pod is not a trainer pod; ok false with an empty
 // skip means the pod is not a JobSet pod at all.
 func TrainJobPod(pod *corev1.Pod) (claim TrainJobPodClaim, ok bool, skip string) {
-	name, rjob := pod.Labels[LabelJobSetName], pod.Labels[LabelJobSetReplicatedJob]
+	name, rjob := pod.Labels[trainerv1alpha1.LabelJobSetName], pod.Labels[trainerv1alpha1.LabelJobSetReplicatedJob]
 	if name == "" || rjob == "" {
 		return claim, false, ""
 	}
 	// A name that cannot be a TrainJob's is never looked up.
 	if len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return claim, false, "label " + LabelJobSetName + " is not a valid object name"
+		return claim, false, "label " + trainerv1alpha1.LabelJobSetName + " is not a valid object name"
 	}
 	if a, set := pod.Labels[trainerv1alpha1.LabelTrainJobAncestor]; set && a != trainerv1alpha1.AncestorTrainer {
 		return claim, false, "pod of the TrainJob's " + a + " step, not its trainer"

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // carryOut executes d: Events, metrics and the log line for every decision,
@@ -204,7 +206,7 @@ func (r *Reconciler) markFailed(ctx context.Context, pod *corev1.Pod) error {
 // pod; the pod's decision annotation remembers it across reconciles,
 // restarts and leader changes.
 func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey, rec *Record, d Decision) error {
-	if pod.Annotations[AnnotationDecision] == d.Reason {
+	if pod.Annotations[contract.AnnotationDecision] == d.Reason {
 		return nil
 	}
 	if d.Reason == ReasonRescheduleCapReached {
@@ -213,7 +215,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey
 			return err
 		}
 	}
-	if err := r.annotate(ctx, pod, AnnotationDecision, d.Reason); err != nil {
+	if err := r.annotate(ctx, pod, contract.AnnotationDecision, d.Reason); err != nil {
 		r.metrics.errorsByOp.WithLabelValues("annotate-pod").Inc()
 		return err
 	}
@@ -280,7 +282,7 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 	// garbage collector deletes dependents of cross-namespace owners. The
 	// sweeper removes records of jobs that are gone.
 	cm.OwnerReferences = nil
-	cm.Labels = map[string]string{LabelBadNodes: "true"}
+	cm.Labels = map[string]string{contract.LabelBadNodes: "true"}
 	if err := rec.encodeInto(cm, key); err != nil {
 		return err
 	}

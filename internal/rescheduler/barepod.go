@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/mutators"
 )
 
@@ -47,7 +48,7 @@ func replacementFor(s *Stash, avoid []string) *corev1.Pod {
 		},
 		Spec: *s.Spec.DeepCopy(),
 	}
-	delete(p.Annotations, AnnotationDecision)
+	delete(p.Annotations, contract.AnnotationDecision)
 	spec := &p.Spec
 	spec.NodeName = ""
 	spec.EphemeralContainers = nil

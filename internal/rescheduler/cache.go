@@ -1,6 +1,7 @@
 package rescheduler
 
 import (
+	"slices"
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // CacheByObject returns the cache settings the manager must be created with.
@@ -30,10 +32,10 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {
 			Label:     labels.SelectorFromSet(labels.Set{contract.LabelManaged: "true"}),
-			Transform: TransformPod,
+			Transform: podTransform(NewJobKeys(jobs.Builtin()).Labels()),
 		},
 		&corev1.ConfigMap{}: {
-			Label:      labels.SelectorFromSet(labels.Set{LabelBadNodes: "true"}),
+			Label:      labels.SelectorFromSet(labels.Set{contract.LabelBadNodes: "true"}),
 			Namespaces: namespaces,
 		},
 		&corev1.Node{}: {Transform: TransformNode},
@@ -45,14 +47,12 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 	}
 }
 
-// keptLabel says whether the rescheduler reads a pod label.
-func keptLabel(k string) bool {
-	switch k {
-	case contract.LabelManaged, contract.LabelMindClusterFaultScheduling, labelKubeflowJobName, labelJobName, labelGroupName,
-		labelJobSetName, labelJobSetReplicatedJob, labelJobSetJobIndex:
-		return true
+// keptLabels says whether the rescheduler reads a pod label: its own, and
+// those the kinds find a pod's job by (jobLabels).
+func keptLabels(jobLabels []string) func(string) bool {
+	return func(k string) bool {
+		return k == contract.LabelManaged || k == contract.LabelMindClusterFaultScheduling || slices.Contains(jobLabels, k)
 	}
-	return false
 }
 
 // keptAnnotation says whether the rescheduler reads a pod annotation: the
@@ -65,11 +65,22 @@ func keptAnnotation(k string) bool {
 // anything longer is cut, it only ends up in an Event).
 const maxKeptMessage = 256
 
-// TransformPod keeps only what Decide, JobKeyOf and the controller read.
+// TransformPod keeps only what Decide, JobKeyOf and the controller read
+// (for the built-in kinds; the cache builds its transform once).
 // Everything else a tenant can make large (env, volumes, commands, images,
 // unrelated labels and annotations) is dropped before it is cached. A pod
 // that is not a *corev1.Pod (a tombstone) passes unchanged.
 func TransformPod(obj any) (any, error) {
+	return podTransform(NewJobKeys(jobs.Builtin()).Labels())(obj)
+}
+
+// podTransform is TransformPod keeping jobLabels.
+func podTransform(jobLabels []string) toolscache.TransformFunc {
+	kept := keptLabels(jobLabels)
+	return func(obj any) (any, error) { return transformPod(obj, kept) }
+}
+
+func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/optin"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -64,6 +65,7 @@ func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRec
 	return &Reconciler{
 		client: c, apiReader: apiReader, recorder: rec, clock: clk, cfg: cfg, opts: opts, metrics: m,
 		brakes: newBrakes(opts, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
+		jobKeys: NewJobKeys(jobs.Builtin()),
 	}
 }
 
@@ -90,6 +92,8 @@ type Reconciler struct {
 
 	// leases tells how long each node's kubelet has been silent.
 	leases *leases
+	// jobKeys finds a pod's job (built once: the adapters' labels).
+	jobKeys JobKeys
 
 	// blocked counts refused evictions per pod, for the retry backoff.
 	mu      sync.Mutex
@@ -101,7 +105,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, silent <-chan event.Gene
 		return o.GetLabels()[contract.LabelManaged] == "true"
 	})
 	records := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.opts.Namespace && o.GetLabels()[LabelBadNodes] == "true"
+		return o.GetNamespace() == r.opts.Namespace && o.GetLabels()[contract.LabelBadNodes] == "true"
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rescheduler").
@@ -186,7 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	key := JobKeyOf(pod)
+	key := r.jobKeys.Of(pod)
 	cm, rec, err := r.loadRecord(ctx, key)
 	if err != nil {
 		return reconcile.Result{}, err

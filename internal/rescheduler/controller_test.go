@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/testing/builders"
@@ -152,7 +154,7 @@ func pytorchJob() *unstructured.Unstructured {
 func recordCM(t *testing.T, key JobKey, rec Record) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNS, Name: key.RecordName(),
-		Labels: map[string]string{LabelBadNodes: "true"}}}
+		Labels: map[string]string{contract.LabelBadNodes: "true"}}}
 	require.NoError(t, rec.encodeInto(cm, key))
 	return cm
 }
@@ -172,7 +174,7 @@ func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
 
 	key := JobKeyOf(pod)
 	cm, rec := h.record(t, key)
-	assert.Equal(t, "true", cm.Labels[LabelBadNodes])
+	assert.Equal(t, "true", cm.Labels[contract.LabelBadNodes])
 	assert.Equal(t, map[string]time.Time{"n1": t0.Add(time.Hour)}, rec.Nodes)
 	assert.Equal(t, 1, rec.Reschedules)
 	assert.Equal(t, t0, rec.RoundStart)
@@ -282,10 +284,10 @@ func TestCapReachedAnnotatesJobOnce(t *testing.T) {
 	assert.Zero(t, h.removals())
 	job := pytorchJob()
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(job), job))
-	assert.Equal(t, "10", job.GetAnnotations()[AnnotationReschedulesExhausted])
+	assert.Equal(t, "10", job.GetAnnotations()[contract.AnnotationReschedulesExhausted])
 	got := &corev1.Pod{}
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
-	assert.Equal(t, ReasonRescheduleCapReached, got.Annotations[AnnotationDecision])
+	assert.Equal(t, ReasonRescheduleCapReached, got.Annotations[contract.AnnotationDecision])
 	evs := h.drainEvents()
 	require.Len(t, evs, 2)
 	assert.Regexp(t, `^Warning RescheduleCapReached .*reschedule cap reached \(10/10\): no further action`, evs[1])
@@ -468,7 +470,7 @@ func TestBarePodCapAnnotatesThePod(t *testing.T) {
 
 	got := &corev1.Pod{}
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
-	assert.Equal(t, "10", got.Annotations[AnnotationReschedulesExhausted])
+	assert.Equal(t, "10", got.Annotations[contract.AnnotationReschedulesExhausted])
 	assert.Zero(t, h.removals())
 }
 
@@ -620,7 +622,7 @@ func TestTransformPodKeepsOnlyWhatIsRead(t *testing.T) {
 	got := out.(*corev1.Pod)
 	assert.Equal(t, JobKeyOf(pod), JobKeyOf(got))
 	assert.Equal(t, map[string]string{contract.AnnotationMaxReschedules: "3"}, got.Annotations)
-	assert.Equal(t, map[string]string{contract.LabelManaged: "true", labelKubeflowJobName: "job", contract.LabelMindClusterFaultScheduling: "force"}, got.Labels)
+	assert.Equal(t, map[string]string{contract.LabelManaged: "true", kubeflowv1.LabelJobName: "job", contract.LabelMindClusterFaultScheduling: "force"}, got.Labels)
 	assert.Equal(t, []corev1.Container{{Name: "pytorch"}}, got.Spec.Containers)
 	assert.Len(t, got.Status.Message, maxKeptMessage+3)
 	assert.Equal(t, int32(137), got.Status.ContainerStatuses[0].State.Terminated.ExitCode)
@@ -635,7 +637,7 @@ func TestTransformPodKeepsOnlyWhatIsRead(t *testing.T) {
 // (for the outcome reader that shares this cache) and nothing else of its
 // message.
 func TestTransformPodKeepsJobSetIdentityAndOutcomeLine(t *testing.T) {
-	pod := newPod(label(labelJobSetName, "resilient"), label(labelJobSetReplicatedJob, "node"), label(labelJobSetJobIndex, "0"),
+	pod := newPod(label(trainerv1alpha1.LabelJobSetName, "resilient"), label(trainerv1alpha1.LabelJobSetReplicatedJob, "node"), label(trainerv1alpha1.LabelJobSetJobIndex, "0"),
 		exited(137, "Error"))
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "resilient-node-0", UID: "u", Controller: builders.Ptr(true)}}
 	line := contract.CheckpointOutcomePrefix + `{"outcome":"saved","step":3,"bytes":10,"seconds":0.5}`

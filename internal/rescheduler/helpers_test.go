@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
@@ -21,7 +22,7 @@ func newPod(opts ...podOpt) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "team", Name: "job-worker-0", UID: "uid-1",
-			Labels: map[string]string{contract.LabelManaged: "true", labelKubeflowJobName: "job"},
+			Labels: map[string]string{contract.LabelManaged: "true", kubeflowv1.LabelJobName: "job"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "job", UID: "job-uid", Controller: ptr.To(true),
 			}},

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/ownerchain"
 )
 
@@ -92,7 +93,7 @@ func (r *Reconciler) markFailedOn(ctx context.Context, pod *corev1.Pod, err erro
 		log.FromContext(ctx).Info("cannot mark the job at the reschedule cap", "pod", klogRef(pod), "error", err.Error())
 		return nil
 	case apierrors.IsForbidden(err):
-		r.jobNotAccessible(ctx, pod, "mark the pod's job "+AnnotationReschedulesExhausted, err)
+		r.jobNotAccessible(ctx, pod, "mark the pod's job "+contract.AnnotationReschedulesExhausted, err)
 		return nil
 	}
 	return err
@@ -113,7 +114,7 @@ func (r *Reconciler) jobNotAccessible(ctx context.Context, pod *corev1.Pod, what
 // marked.
 func capPatch(uid types.UID, v string) ([]byte, error) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": uid, "annotations": map[string]string{AnnotationReschedulesExhausted: v},
+		"uid": uid, "annotations": map[string]string{contract.AnnotationReschedulesExhausted: v},
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding annotation patch: %w", err)

@@ -63,7 +63,7 @@ func TestCapReachedJobPatchForbiddenIsReportedOnce(t *testing.T) {
 	assert.Contains(t, evs, "Warning "+ReasonRescheduleCapReached)
 	got := &corev1.Pod{}
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
-	assert.Equal(t, ReasonRescheduleCapReached, got.Annotations[AnnotationDecision], "the decision is remembered: no retry loop")
+	assert.Equal(t, ReasonRescheduleCapReached, got.Annotations[contract.AnnotationDecision], "the decision is remembered: no retry loop")
 	h.reconcile(t, "team", pod.Name)
 	assert.Empty(t, h.drainEvents(), "reported once")
 }
@@ -110,10 +110,10 @@ func TestOwnerOfAnUnknownKindIsNeverReadOrPatched(t *testing.T) {
 			assert.Zero(t, h.removals(), "the pod's cap of 1 applies, not the owner's annotation")
 			gotNS := &corev1.Namespace{}
 			require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "team"}, gotNS))
-			assert.NotContains(t, gotNS.Annotations, AnnotationReschedulesExhausted)
+			assert.NotContains(t, gotNS.Annotations, contract.AnnotationReschedulesExhausted)
 			gotVictim := &corev1.Pod{}
 			require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(victim), gotVictim))
-			assert.NotContains(t, gotVictim.Annotations, AnnotationReschedulesExhausted)
+			assert.NotContains(t, gotVictim.Annotations, contract.AnnotationReschedulesExhausted)
 		})
 	}
 }

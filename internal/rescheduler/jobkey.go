@@ -9,8 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
-	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // JobKey identifies the job a pod belongs to: its controller owner, or the
@@ -74,27 +73,51 @@ func parseJobKey(s, apiVersion string) (JobKey, bool) {
 	return k, true
 }
 
-// JobKeyOf returns the job of a pod. The controller owner wins; operator
-// labels are the fallback for pods whose owner reference is not set. The
-// caller must set pod.Namespace: an admission request may carry the
-// namespace only in the request, not in the object.
-func JobKeyOf(pod *corev1.Pod) JobKey {
+// JobKeys finds the job of a pod by asking each kind's adapter
+// (jobs.PodJobFinder), then the pod's controller owner. Build it once
+// (NewJobKeys) where pods are looked up often.
+type JobKeys struct {
+	finders []jobs.PodJobFinder
+}
+
+// NewJobKeys asks the adapters of kinds.
+func NewJobKeys(kinds jobs.Kinds) JobKeys {
+	var k JobKeys
+	for _, a := range kinds.All() {
+		if f, ok := a.(jobs.PodJobFinder); ok {
+			k.finders = append(k.finders, f)
+		}
+	}
+	return k
+}
+
+// Labels are the pod labels the finders read; the pod cache keeps them.
+func (k JobKeys) Labels() []string {
+	var out []string
+	for _, f := range k.finders {
+		out = append(out, f.JobLabels()...)
+	}
+	return out
+}
+
+// Of returns the job of a pod: the job a kind's labels name when they
+// agree with the pod (JobSet's, whose controller, a batch Job, is not the
+// job; the operators' label for a pod without an owner reference), else
+// the controller owner, else the pod itself. The caller must set
+// pod.Namespace: an admission request may carry the namespace only in the
+// request, not in the object.
+func (k JobKeys) Of(pod *corev1.Pod) JobKey {
 	ns := pod.Namespace
-	if k, ok := jobSetKeyOf(pod); ok { // JobSet (Trainer v2) pods: see jobset.go
-		return k
+	for _, f := range k.finders {
+		if o, ok := f.JobOfPod(pod); ok {
+			return JobKey{Namespace: ns, APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name}
+		}
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		return JobKey{Namespace: ns, APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name}
 	}
-	if name := pod.Labels[labelKubeflowJobName]; name != "" {
-		return JobKey{Namespace: ns, APIVersion: kubeflowv1.GroupVersion.String(), Kind: kubeflowv1.Kind, Name: name}
-	}
-	if name := pod.Labels[labelJobName]; name != "" {
-		gv := kubeflowv1.GroupVersion
-		if pod.Labels[labelGroupName] == kubedlv1alpha1.GroupVersion.Group {
-			gv = kubedlv1alpha1.GroupVersion
-		}
-		return JobKey{Namespace: ns, APIVersion: gv.String(), Kind: kubeflowv1.Kind, Name: name}
-	}
 	return JobKey{Namespace: ns, APIVersion: "v1", Kind: "Pod", Name: pod.Name}
 }
+
+// JobKeyOf is JobKeys.Of for the built-in kinds.
+func JobKeyOf(pod *corev1.Pod) JobKey { return NewJobKeys(jobs.Builtin()).Of(pod) }

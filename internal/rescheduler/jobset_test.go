@@ -6,12 +6,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 )
 
 func jobSetPod(jobSet, rjob, idx, owner string) *corev1.Pod {
 	ctrl := true
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: owner + "-x",
-		Labels:          map[string]string{labelJobSetName: jobSet, labelJobSetReplicatedJob: rjob, labelJobSetJobIndex: idx},
+		Labels:          map[string]string{trainerv1alpha1.LabelJobSetName: jobSet, trainerv1alpha1.LabelJobSetReplicatedJob: rjob, trainerv1alpha1.LabelJobSetJobIndex: idx},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: owner, Controller: &ctrl}}}}
 }
 

@@ -1,28 +1,9 @@
 package rescheduler
 
-import "github.com/trainguard/trainguard/internal/contract"
-
-// Keys the rescheduler reads and writes. They belong to the trainguard.io/
-// contract; the lead may move them into policy/keys.go.
-const (
-	// LabelBadNodes marks the ConfigMaps holding bad-node records, in
-	// trainguard's own namespace. The manager's cache watches only
-	// ConfigMaps of that namespace with this label set to "true"; the label
-	// on a ConfigMap anywhere else means nothing.
-	LabelBadNodes = contract.Prefix + "bad-nodes"
-	// AnnotationDecision on a pod remembers the last no-action decision
-	// (PermanentFailure, RestartInPlace, ...), so the same Event is not emitted
-	// again each time the pod is reconciled.
-	AnnotationDecision = contract.Prefix + "rescheduler-decision"
-	// AnnotationReschedulesExhausted is set on the job (or the bare pod) when
-	// its reschedule cap is reached; the value is the number of reschedules.
-	AnnotationReschedulesExhausted = contract.Prefix + "reschedules-exhausted"
-
-	// Labels the training operators put on their pods.
-	labelKubeflowJobName = "training.kubeflow.org/job-name"
-	labelJobName         = "job-name"
-	labelGroupName       = "group-name"
-)
+// The keys the rescheduler reads and writes (contract.LabelBadNodes,
+// contract.AnnotationDecision, contract.AnnotationReschedulesExhausted)
+// are contract's, with every other trainguard.io/ key; the operators'
+// pod labels are their kinds' (internal/apis, asked through internal/jobs).
 
 // Event reasons. They are stable: users alert on them. A "cause" reason says
 // what the rescheduler detected; a "decision" reason says what it did.

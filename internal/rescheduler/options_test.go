@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/mutators"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +58,7 @@ func TestJobKeyOf(t *testing.T) {
 
 	kubedl := JobKeyOf(newPod(func(p *corev1.Pod) {
 		p.OwnerReferences = nil
-		p.Labels = map[string]string{labelJobName: "job", labelGroupName: "training.kubedl.io"}
+		p.Labels = map[string]string{kubeflowv1.LabelLegacyJobName: "job", kubeflowv1.LabelGroupName: "training.kubedl.io"}
 	}))
 	assert.Equal(t, "training.kubedl.io/v1alpha1", kubedl.APIVersion)
 	assert.NotEqual(t, kubeflow.RecordName(), kubedl.RecordName(), "same name, different kind of job")

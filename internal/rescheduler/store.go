@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/mutators"
 )
 
@@ -23,6 +25,7 @@ type BadNodeStore struct {
 	clock     clock.PassiveClock
 	max       int
 	namespace string
+	jobKeys   JobKeys
 }
 
 var _ mutators.NodeAvoider = (*BadNodeStore)(nil)
@@ -38,14 +41,14 @@ func NewBadNodeStore(r client.Reader, opts Options) mutators.NodeAvoider {
 }
 
 func newBadNodeStore(r client.Reader, opts Options, clk clock.PassiveClock) *BadNodeStore {
-	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: opts.Namespace}
+	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: opts.Namespace, jobKeys: NewJobKeys(jobs.Builtin())}
 }
 
 // AvoidNodes returns the unexpired bad nodes of the pod's job, sorted, at
 // most MaxBadNodes. A job without a valid record avoids nothing: a broken
 // record must not block admission (the rescheduler reports it).
 func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-	key := JobKeyOf(pod)
+	key := s.jobKeys.Of(pod)
 	if key.Namespace == "" || key.Name == "" {
 		// A bare pod with generateName has no identity yet, hence no record.
 		return nil, nil
@@ -57,7 +60,7 @@ func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]strin
 		}
 		return nil, fmt.Errorf("reading bad-node record of %s: %w", key, err)
 	}
-	if cm.Labels[LabelBadNodes] != "true" {
+	if cm.Labels[contract.LabelBadNodes] != "true" {
 		return nil, nil
 	}
 	rec, err := decodeRecord(cm, key)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trainguard/trainguard/internal/contract"
 )
 
 // sweepInterval is how often the leader looks for records of jobs that are
@@ -40,7 +42,7 @@ func (s *sweeper) Start(ctx context.Context) error {
 // sweep walks the records once. Records it cannot judge are left alone.
 func (r *Reconciler) sweep(ctx context.Context) {
 	var list corev1.ConfigMapList
-	if err := r.client.List(ctx, &list, client.InNamespace(r.opts.Namespace), client.MatchingLabels{LabelBadNodes: "true"}); err != nil {
+	if err := r.client.List(ctx, &list, client.InNamespace(r.opts.Namespace), client.MatchingLabels{contract.LabelBadNodes: "true"}); err != nil {
 		log.FromContext(ctx).Error(err, "sweeping bad-node records")
 		return
 	}

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
-	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/test/chart"
 )
 
@@ -54,7 +53,7 @@ func installPodMutatingEntry(t *testing.T, release, namespace, tenant string, se
 func trainerPod(ns, name string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-			jobs.LabelJobSetName: "mnist", jobs.LabelJobSetReplicatedJob: trainerv1alpha1.Node,
+			trainerv1alpha1.LabelJobSetName: "mnist", trainerv1alpha1.LabelJobSetReplicatedJob: trainerv1alpha1.Node,
 			trainerv1alpha1.LabelTrainJobAncestor: trainerv1alpha1.AncestorTrainer,
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: trainerv1alpha1.Node, Image: "example.com/train:1"}}},

@@ -381,7 +381,7 @@ func record(t *testing.T, pod *corev1.Pod) *badNodeRecord {
 		return nil
 	}
 	require.NoError(t, err)
-	assert.Equal(t, "true", cm.Labels[resched.LabelBadNodes], "the record is labelled, so the caches see it")
+	assert.Equal(t, "true", cm.Labels[contract.LabelBadNodes], "the record is labelled, so the caches see it")
 	rec := &badNodeRecord{cm: cm, nodes: map[string]time.Time{}, reschedules: cm.Data["reschedules"]}
 	raw := map[string]string{}
 	require.NoError(t, json.Unmarshal([]byte(cm.Data["nodes"]), &raw))

@@ -104,7 +104,7 @@ func TestExit1IsNotTouched(t *testing.T) {
 	assert.Equal(t, corev1.EventTypeWarning, e.Type)
 	assert.Contains(t, e.Note, "exit code 1")
 	assertUntouched(t, pod)
-	assert.Equal(t, resched.ReasonPermanentFailure, getPod(t, pod).Annotations[resched.AnnotationDecision])
+	assert.Equal(t, resched.ReasonPermanentFailure, getPod(t, pod).Annotations[contract.AnnotationDecision])
 	assert.Equal(t, []string{resched.ReasonPermanentFailure}, reasons(podEvents(t, pod)), "reported once, no other decision")
 }
 
@@ -241,7 +241,7 @@ func TestRescheduleCapStopsAfterN(t *testing.T) {
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(job.GroupVersionKind())
 	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(job), got))
-	assert.Equal(t, "2", got.GetAnnotations()[resched.AnnotationReschedulesExhausted])
+	assert.Equal(t, "2", got.GetAnnotations()[contract.AnnotationReschedulesExhausted])
 }
 
 // A bare pod has no operator to recreate it: the rescheduler recreates it,

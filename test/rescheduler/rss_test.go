@@ -108,7 +108,7 @@ func runRSSChild(cfg rssConfig) error {
 	if cfg.Baseline {
 		cacheOpts = cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:       {Label: labels.SelectorFromSet(labels.Set{contract.LabelManaged: "true"})},
-			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{resched.LabelBadNodes: "true"})},
+			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{contract.LabelBadNodes: "true"})},
 		}}
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Cache: cacheOpts,
@@ -291,13 +291,13 @@ func populate(t *testing.T) {
 		}
 		raw, _ := json.Marshal(nodes)
 		return env.c.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: key.RecordName(), Labels: map[string]string{resched.LabelBadNodes: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: key.RecordName(), Labels: map[string]string{contract.LabelBadNodes: "true"}},
 			Data:       map[string]string{"nodes": string(raw), "reschedules": "1", "job": key.String(), "jobAPIVersion": key.APIVersion},
 		})
 	})
 	parallel(t, rssTenantCMs, func(i int) error {
 		return env.c.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: fmt.Sprintf("filler-%03d", i), Labels: map[string]string{resched.LabelBadNodes: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: fmt.Sprintf("filler-%03d", i), Labels: map[string]string{contract.LabelBadNodes: "true"}},
 			Data:       map[string]string{"pendingPod": strings.Repeat("x", rssTenantSize)},
 		})
 	})

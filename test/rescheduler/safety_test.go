@@ -82,7 +82,7 @@ func tenantRecord(t *testing.T, ns, podName string, pending *corev1.Pod, replace
 	raw, err := json.Marshal(pending)
 	require.NoError(t, err)
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: oldRecordName(podName), Labels: map[string]string{resched.LabelBadNodes: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: oldRecordName(podName), Labels: map[string]string{contract.LabelBadNodes: "true"}},
 		Data: map[string]string{"nodes": "{}", "reschedules": "0", "job": ns + "/Pod./" + podName,
 			"pendingPod": string(raw), "replacesUID": replacesUID},
 	}
@@ -147,7 +147,7 @@ func TestTenantConfigMapsAreNeverActedOn(t *testing.T) {
 func forgedRecord(t *testing.T, key resched.JobKey, name string, data map[string]string) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: name, Labels: map[string]string{resched.LabelBadNodes: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: name, Labels: map[string]string{contract.LabelBadNodes: "true"}},
 		Data:       map[string]string{"nodes": "{}", "reschedules": "0", "job": key.String(), "jobAPIVersion": key.APIVersion},
 	}
 	for k, v := range data {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	resched "github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/test/chart"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -34,7 +35,7 @@ func trainJobPod(t *testing.T, ns, name, node string, annotations map[string]str
 		"            restartPolicy: Never\n            containers:\n            - name: node\n              image: example.com/train:1\n",
 		name, ns), nil, ptr.To(controllerRef(tj)))
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resched.JobSetJobName(name, "node", "0"), OwnerReferences: []metav1.OwnerReference{controllerRef(js)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.JobSetJobName(name, "node", "0"), OwnerReferences: []metav1.OwnerReference{controllerRef(js)}},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers:    []corev1.Container{{Name: "node", Image: "example.com/train:1"}},
@@ -97,9 +98,9 @@ func capReachedOnTrainJob(t *testing.T, ns string) *corev1.Pod {
 	setNodeReady(t, node, corev1.ConditionFalse, time.Now().Add(-time.Minute))
 	e := waitEvent(t, pod, resched.ReasonRescheduleCapReached)
 	assert.Contains(t, e.Note, "(0/0)", "the TrainJob's cap of 0 applies")
-	require.Eventually(t, func() bool { return annotationsOf(t, tj)[resched.AnnotationReschedulesExhausted] == "0" },
+	require.Eventually(t, func() bool { return annotationsOf(t, tj)[contract.AnnotationReschedulesExhausted] == "0" },
 		waitFor, tick, "the TrainJob is marked at its cap")
-	assert.NotContains(t, annotationsOf(t, js), resched.AnnotationReschedulesExhausted, "the JobSet is not the job")
+	assert.NotContains(t, annotationsOf(t, js), contract.AnnotationReschedulesExhausted, "the JobSet is not the job")
 	cur := getPod(t, pod)
 	require.NotNil(t, cur)
 	assert.Nil(t, cur.DeletionTimestamp, "nothing is evicted past the cap")

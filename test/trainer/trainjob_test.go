@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.
@@ -94,7 +94,7 @@ func jobOf(t *testing.T, ns, trainJob string) *batchv1.Job {
 	var job batchv1.Job
 	require.Eventually(t, func() bool {
 		var list batchv1.JobList
-		if env.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{jobs.LabelJobSetName: trainJob}) != nil || len(list.Items) == 0 {
+		if env.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainerv1alpha1.LabelJobSetName: trainJob}) != nil || len(list.Items) == 0 {
 			return false
 		}
 		job = list.Items[0]
@@ -174,7 +174,7 @@ func TestOptedOutTrainJobAndSpoofedLabels(t *testing.T) {
 	// A pod whose labels name a TrainJob that does not exist is not a
 	// TrainJob pod: labels alone opt nothing in.
 	spoof := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "spoof", Namespace: ns, Labels: map[string]string{
-		jobs.LabelJobSetName: "ghost", jobs.LabelJobSetReplicatedJob: "node"}},
+		trainerv1alpha1.LabelJobSetName: "ghost", trainerv1alpha1.LabelJobSetReplicatedJob: "node"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "example.com/x:1"}}}}
 	require.NoError(t, env.c.Create(context.Background(), spoof))
 	assert.NotContains(t, spoof.Annotations, contract.AnnotationInjected)
@@ -183,7 +183,7 @@ func TestOptedOutTrainJobAndSpoofedLabels(t *testing.T) {
 	other := namespace(t, true)
 	spoof2 := spoof.DeepCopy()
 	spoof2.Namespace, spoof2.Name, spoof2.ResourceVersion, spoof2.UID = other, "spoof-quiet", "", ""
-	spoof2.Labels[jobs.LabelJobSetName] = "mnist"
+	spoof2.Labels[trainerv1alpha1.LabelJobSetName] = "mnist"
 	require.NoError(t, env.c.Create(context.Background(), spoof2))
 	assert.NotContains(t, spoof2.Annotations, contract.AnnotationInjected)
 }

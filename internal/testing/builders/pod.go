@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
@@ -65,7 +66,7 @@ func (w *PodWrapper) Realistic() *PodWrapper {
 		w.Spec.Volumes = append(w.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "dataset-" + name}}})
 	}
-	w.Labels = map[string]string{"app": "trainer", "team": "vision", contract.LabelKubeflowJobName: "resnet"}
+	w.Labels = map[string]string{"app": "trainer", "team": "vision", kubeflowv1.LabelJobName: "resnet"}
 	w.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	w.Spec.NodeSelector = map[string]string{"accelerator": "a100"}
 	return w

@@ -14,6 +14,16 @@ var GroupVersion = schema.GroupVersion{Group: "kubeflow.org", Version: "v1"}
 // Kind of the job.
 const Kind = "PyTorchJob"
 
+// Labels the training operator puts on every pod of a job.
+const (
+	// LabelJobName holds the job's name (training-operator v1.7 and later).
+	LabelJobName = "training.kubeflow.org/job-name"
+	// LabelLegacyJobName holds it before v1.7, and on KubeDL's pods, which
+	// say whose they are with LabelGroupName.
+	LabelLegacyJobName = "job-name"
+	LabelGroupName     = "group-name"
+)
+
 // Replica types kubeflow accepts in pytorchReplicaSpecs.
 const (
 	ReplicaMaster = "Master"

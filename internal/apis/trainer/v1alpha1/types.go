@@ -56,6 +56,17 @@ const (
 	MultiKueueManagedBy = "kueue.x-k8s.io/multikueue"
 )
 
+// JobSet (sigs.k8s.io/jobset v0.8 and later), which runs a TrainJob: its
+// API and the labels it puts on every pod. A TrainJob's JobSet carries the
+// TrainJob's name.
+const (
+	JobSetAPIVersion         = "jobset.x-k8s.io/v1alpha2"
+	JobSetKind               = "JobSet"
+	LabelJobSetName          = "jobset.sigs.k8s.io/jobset-name"
+	LabelJobSetReplicatedJob = "jobset.sigs.k8s.io/replicatedjob-name"
+	LabelJobSetJobIndex      = "jobset.sigs.k8s.io/job-index"
+)
+
 // TrainJob is a trainer.kubeflow.org/v1alpha1 TrainJob.
 type TrainJob struct {
 	metav1.TypeMeta   `json:",inline"`

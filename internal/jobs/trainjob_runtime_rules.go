@@ -1,4 +1,4 @@
-package validators
+package jobs
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
-	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // TrainJob rules that need the runtime the TrainJob refers to.
@@ -144,17 +143,13 @@ func validateNodesInElasticRange(job *trainerv1alpha1.TrainJob, rt *trainerv1alp
 	return nil
 }
 
-// trainJobRules validates a TrainJob job with the runtime v resolves.
-func (v *Validator) trainJobRules(j jobs.Job) (Result, bool) {
-	tj, ok := jobs.TrainJobOf(j)
-	if !ok {
-		return Result{}, false
-	}
-	rt, warning, errs := v.runtimeOf(tj)
+// trainJobRules validates a TrainJob with the runtime env resolves.
+func trainJobRules(tj *trainerv1alpha1.TrainJob, env RuleEnv) Result {
+	rt, warning, errs := runtimeOf(env.Runtimes, tj)
 	res := validateTrainJob(tj, rt)
 	res.Errors = append(res.Errors, errs...)
 	if warning != "" {
 		res.Warnings = append(res.Warnings, warning)
 	}
-	return res, true
+	return res
 }

@@ -1,4 +1,4 @@
-package validators
+package jobs
 
 import (
 	"fmt"
@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
-	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // Rules for trainer.kubeflow.org/v1alpha1 TrainJob: everything Kubeflow
@@ -210,11 +209,7 @@ func torchTuneModel(runtimeName string) string {
 // validateTrainJobUpdate: runtimeRef and managedBy are immutable (the
 // CRD's CEL rules): the JobSet was built from the runtime, and two
 // controllers would otherwise both act on the TrainJob.
-func validateTrainJobUpdate(raw, oldRaw []byte) field.ErrorList {
-	var cur, old trainerv1alpha1.TrainJob
-	if jobs.Decode(raw, &cur) != nil || jobs.Decode(oldRaw, &old) != nil {
-		return nil
-	}
+func validateTrainJobUpdate(cur, old *trainerv1alpha1.TrainJob) field.ErrorList {
 	specPath := field.NewPath("spec")
 	var errs field.ErrorList
 	if !reflect.DeepEqual(cur.Spec.RuntimeRef, old.Spec.RuntimeRef) {

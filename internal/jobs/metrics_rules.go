@@ -1,4 +1,4 @@
-package validators
+package jobs
 
 import (
 	"fmt"

@@ -1,15 +1,15 @@
-package validators
+package jobs
 
 import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
-	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // Rules for TrainingRuntime and ClusterTrainingRuntime: Trainer v2.0.0's
@@ -22,21 +22,17 @@ func ancestorSteps() []string {
 	return []string{trainerv1alpha1.AncestorTrainer, trainerv1alpha1.ModelInitializer, trainerv1alpha1.DatasetInitializer}
 }
 
-// runtimeRules validates a runtime job; ok is false for other kinds.
-func runtimeRules(j jobs.Job) (Result, bool) {
-	spec, ok := jobs.RuntimeSpecOf(j)
-	if !ok {
-		return Result{}, false
-	}
+// runtimeRules validates a TrainingRuntime or ClusterTrainingRuntime.
+func runtimeRules(meta *metav1.ObjectMeta, spec *trainerv1alpha1.TrainingRuntimeSpec) Result {
 	specPath := field.NewPath("spec")
-	errs := validateMetadata(j.Meta(), field.NewPath("metadata"))
-	for _, tpl := range j.Templates() {
+	errs := validateMetadata(meta, field.NewPath("metadata"))
+	for _, tpl := range (runtimeJob{spec}).Templates() {
 		errs = append(errs, validateMetadata(tpl.Meta, tpl.MetaPath())...)
 	}
 	errs = append(errs, validateReplicatedJobs(spec.Template.Spec.ReplicatedJobs, specPath.Child("template", "spec", "replicatedJobs"))...)
 	warnings, mlErrs := validateMLPolicy(spec.MLPolicy, specPath.Child("mlPolicy"))
 	warnings = append(warnings, disruptionWarning(spec, specPath.Child("template", "spec", "replicatedJobs"))...)
-	return Result{Errors: append(errs, mlErrs...), Warnings: warnings}, true
+	return Result{Errors: append(errs, mlErrs...), Warnings: warnings}
 }
 
 // disruptionWarning: when trainguard (or a drain) evicts a trainer pod off
@@ -44,7 +40,7 @@ func runtimeRules(j jobs.Job) (Result, bool) {
 // failure policy ignores that condition, the eviction counts against
 // backoffLimit, and enough of them fail the Job and with it the JobSet.
 func disruptionWarning(spec *trainerv1alpha1.TrainingRuntimeSpec, rjPath *field.Path) []string {
-	i := jobs.TrainerReplicatedJob(spec)
+	i := TrainerReplicatedJob(spec)
 	if i < 0 {
 		return nil
 	}
@@ -167,12 +163,18 @@ func validateTorchElastic(ep *trainerv1alpha1.TorchElasticPolicy, epPath *field.
 	return warnings, errs
 }
 
-// runtimeCrossCheck turns a runtime's policy cross-check errors into
+// Shared is implemented by jobs whose templates serve many jobs with
+// different policies (Trainer's runtimes).
+type Shared interface {
+	SharedByJobs() bool
+}
+
+// AdvisoryCrossCheck turns a shared job's policy cross-check errors into
 // warnings: a runtime serves TrainJobs with different policies (one may
 // turn TaskD off and use port 9601 itself), so only its TrainJobs' pods,
 // checked against their own TrainJob's policy, can be refused.
-func runtimeCrossCheck(job jobs.Job, errs field.ErrorList, warnings []string) (field.ErrorList, []string) {
-	if _, ok := jobs.RuntimeSpecOf(job); !ok || len(errs) == 0 {
+func AdvisoryCrossCheck(job Job, errs field.ErrorList, warnings []string) (field.ErrorList, []string) {
+	if s, ok := job.(Shared); !ok || !s.SharedByJobs() || len(errs) == 0 {
 		return errs, warnings
 	}
 	for _, e := range errs {

@@ -1,4 +1,4 @@
-package validators
+package jobs
 
 import (
 	"fmt"
@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // Rules for kubeflow.org/v1 PyTorchJob: everything the training operator's
@@ -78,14 +77,7 @@ func validateManagedBy(rp *kubeflowv1.RunPolicy, fldPath *field.Path) field.Erro
 // validateKubeflowUpdate applies the rules that compare the old and new
 // job: managedBy is immutable, since two controllers would otherwise both
 // believe they own the job's pods.
-func validateKubeflowUpdate(raw, oldRaw []byte) field.ErrorList {
-	newJob, errNew := jobs.KubeflowPyTorchJob{}.Decode(raw)
-	oldJob, errOld := jobs.KubeflowPyTorchJob{}.Decode(oldRaw)
-	if errNew != nil || errOld != nil {
-		return nil
-	}
-	job, _ := jobs.KubeflowJob(newJob)
-	old, _ := jobs.KubeflowJob(oldJob)
+func validateKubeflowUpdate(job, old *kubeflowv1.PyTorchJob) field.ErrorList {
 	return apimachineryvalidation.ValidateImmutableField(managedBy(job.Spec.RunPolicy), managedBy(old.Spec.RunPolicy),
 		field.NewPath("spec", "runPolicy", "managedBy"))
 }
@@ -103,7 +95,7 @@ func validateNprocPerNode(nproc *string, fldPath *field.Path) field.ErrorList {
 	if nproc == nil {
 		return nil
 	}
-	if _, ok := jobs.ParseNproc(*nproc); ok || contains(nprocKeywords(), *nproc) {
+	if _, ok := ParseNproc(*nproc); ok || contains(nprocKeywords(), *nproc) {
 		return nil
 	}
 	return field.ErrorList{field.Invalid(fldPath, *nproc, `must be auto, cpu, gpu or a positive integer such as "4"`)}

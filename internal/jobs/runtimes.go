@@ -1,4 +1,4 @@
-package validators
+package jobs
 
 import (
 	"fmt"
@@ -15,15 +15,15 @@ import (
 // Known and nil means the runtime does not exist.
 type RuntimeLookup func(namespace, kind, name string) (spec *trainerv1alpha1.TrainingRuntimeSpec, known bool, err error)
 
-// runtimeOf resolves the TrainJob's runtime through v.Runtimes: the
+// runtimeOf resolves the TrainJob's runtime through lookup: the
 // runtime, or a warning saying why it is unknown, or the error Trainer
 // gives for a missing one.
-func (v *Validator) runtimeOf(tj *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, string, field.ErrorList) {
+func runtimeOf(lookup RuntimeLookup, tj *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, string, field.ErrorList) {
 	kind, name := RuntimeRefKey(tj.Spec.RuntimeRef)
-	if v.Runtimes == nil || name == "" || !contains(runtimeKinds(), kind) {
+	if lookup == nil || name == "" || !contains(runtimeKinds(), kind) {
 		return nil, "", nil
 	}
-	spec, known, err := v.Runtimes(tj.Namespace, kind, name)
+	spec, known, err := lookup(tj.Namespace, kind, name)
 	refPath := field.NewPath("spec", "runtimeRef")
 	switch {
 	case err != nil:
