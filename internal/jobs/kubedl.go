@@ -13,18 +13,13 @@ import (
 // labels its pods like the kubeflow operator before v1.7 (job-name), plus
 // group-name with its API group.
 func KubeDLPyTorchJob() Kind[kubedlv1alpha1.PyTorchJob] {
-	return Kind[kubedlv1alpha1.PyTorchJob]{
-		Of:    kubedlv1alpha1.GroupVersion.WithKind(kubedlv1alpha1.Kind),
-		Short: "kubedl-pytorchjob",
-		Wrap: func(obj *kubedlv1alpha1.PyTorchJob) (Job, error) {
-			return kubedlJob{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs"))
-		},
-		Rules:      func(obj *kubedlv1alpha1.PyTorchJob, _ RuleEnv) Result { return validateKubeDLJob(obj) },
-		NameLabels: operatorJobNameLabels(),
-		FindJob:    kubedlJobOfPod,
-		FindLabels: operatorLabels(),
-	}
+	return operatorKind(kubedlv1alpha1.GroupVersion.WithKind(kubedlv1alpha1.Kind), "kubedl-pytorchjob", func(obj *kubedlv1alpha1.PyTorchJob) (Job, error) {
+		job := kubedlJob{operatorJob[kubedlv1alpha1.ReplicaSpec]{obj, &obj.ObjectMeta, obj.Spec.PyTorchReplicaSpecs, kubedlTemplate}, &obj.Spec}
+		return job, job.validKeys()
+	}, validateKubeDLJob, kubedlJobOfPod)
 }
+
+func kubedlTemplate(r *kubedlv1alpha1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template }
 
 // kubedlJobOfPod names the job of a KubeDL pod without a controller owner:
 // job-name, with group-name saying KubeDL. The kubeflow label, when also
@@ -38,21 +33,16 @@ func kubedlJobOfPod(pod *corev1.Pod) (PodOwner, bool) {
 	return PodOwner{APIVersion: kubedlv1alpha1.GroupVersion.String(), Kind: kubedlv1alpha1.Kind, Name: name}, true
 }
 
-type kubedlJob struct{ *kubedlv1alpha1.PyTorchJob }
-
-func (j kubedlJob) Object() any              { return j.PyTorchJob }
-func (j kubedlJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }
-
-func (j kubedlJob) Templates() []Template {
-	return ReplicaTemplates(j.Spec.PyTorchReplicaSpecs, func(r *kubedlv1alpha1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template },
-		field.NewPath("spec", "pytorchReplicaSpecs"))
+type kubedlJob struct {
+	operatorJob[kubedlv1alpha1.ReplicaSpec]
+	spec *kubedlv1alpha1.PyTorchJobSpec
 }
 
 // Elastic: KubeDL scales only with spec.enableElastic and a policy.
 func (j kubedlJob) Elastic() Elastic {
-	ep := j.Spec.ElasticPolicy
-	e := Elastic{Enabled: j.Spec.EnableElastic && ep != nil, Path: field.NewPath("spec", "elasticPolicy")}
-	if w := j.Spec.PyTorchReplicaSpecs["Worker"]; w != nil {
+	ep := j.spec.ElasticPolicy
+	e := Elastic{Enabled: j.spec.EnableElastic && ep != nil, Path: field.NewPath("spec", "elasticPolicy")}
+	if w := j.spec.PyTorchReplicaSpecs["Worker"]; w != nil {
 		e.Workers = &w.Template.Spec
 	}
 	if ep != nil && ep.NProcPerNode != nil && *ep.NProcPerNode > 0 {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -21,18 +22,43 @@ import (
 // job-name (before), so both name the checkpoint directory and tell the
 // rescheduler the job of a pod without an owner reference.
 func KubeflowPyTorchJob() Kind[kubeflowv1.PyTorchJob] {
-	return Kind[kubeflowv1.PyTorchJob]{
-		Of:    kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind),
-		Short: "pytorchjob",
-		Wrap: func(obj *kubeflowv1.PyTorchJob) (Job, error) {
-			return kubeflowJob{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, field.NewPath("spec", "pytorchReplicaSpecs"))
-		},
-		Rules:       func(obj *kubeflowv1.PyTorchJob, _ RuleEnv) Result { return validateKubeflowJob(obj) },
-		UpdateRules: validateKubeflowUpdate,
-		NameLabels:  operatorJobNameLabels(),
-		FindJob:     kubeflowJobOfPod,
-		FindLabels:  operatorLabels(),
-	}
+	k := operatorKind(kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind), "pytorchjob", func(obj *kubeflowv1.PyTorchJob) (Job, error) {
+		job := kubeflowJob{operatorJob[kubeflowv1.ReplicaSpec]{obj, &obj.ObjectMeta, obj.Spec.PyTorchReplicaSpecs, kubeflowv1Template}, &obj.Spec}
+		return job, job.validKeys()
+	}, validateKubeflowJob, kubeflowJobOfPod)
+	k.UpdateRules = validateKubeflowUpdate
+	return k
+}
+
+func kubeflowv1Template(r *kubeflowv1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template }
+
+// operatorKind is a v1 training operator's PyTorchJob (kubeflow's, KubeDL's):
+// replica templates under spec.pytorchReplicaSpecs, rules that need no
+// runtime, and the operators' job-name labels on every pod.
+func operatorKind[T any](of schema.GroupVersionKind, short string, wrap func(*T) (Job, error), rules func(*T) Result,
+	find func(*corev1.Pod) (PodOwner, bool)) Kind[T] {
+	return Kind[T]{Of: of, Short: short, Wrap: wrap, Rules: func(obj *T, _ RuleEnv) Result { return rules(obj) },
+		NameLabels: operatorJobNameLabels(), FindJob: find, FindLabels: operatorLabels()}
+}
+
+// operatorJob is the part of a v1 operator's job the kinds share: the
+// object, its metadata and its replica templates; the kind adds Elastic.
+type operatorJob[R any] struct {
+	obj      any
+	meta     *metav1.ObjectMeta
+	specs    map[string]*R
+	template func(*R) *corev1.PodTemplateSpec
+}
+
+func (j operatorJob[R]) Object() any              { return j.obj }
+func (j operatorJob[R]) Meta() *metav1.ObjectMeta { return j.meta }
+
+func (j operatorJob[R]) Templates() []Template {
+	return ReplicaTemplates(j.specs, j.template, field.NewPath("spec", "pytorchReplicaSpecs"))
+}
+
+func (j operatorJob[R]) validKeys() error {
+	return validReplicaKeys(j.specs, field.NewPath("spec", "pytorchReplicaSpecs"))
 }
 
 // operatorJobNameLabels are the labels the v1 training operators put on
@@ -86,21 +112,16 @@ func validReplicaKeys[R any](specs map[string]*R, path *field.Path) error {
 	return errs.ToAggregate()
 }
 
-type kubeflowJob struct{ *kubeflowv1.PyTorchJob }
-
-func (j kubeflowJob) Object() any              { return j.PyTorchJob }
-func (j kubeflowJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }
-
-func (j kubeflowJob) Templates() []Template {
-	return ReplicaTemplates(j.Spec.PyTorchReplicaSpecs, func(r *kubeflowv1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template },
-		field.NewPath("spec", "pytorchReplicaSpecs"))
+type kubeflowJob struct {
+	operatorJob[kubeflowv1.ReplicaSpec]
+	spec *kubeflowv1.PyTorchJobSpec
 }
 
 // Elastic: kubeflow scales the Worker replicas whenever an elastic policy
 // is set; processes per node come from spec.nprocPerNode, or the
 // deprecated elasticPolicy.nProcPerNode.
 func (j kubeflowJob) Elastic() Elastic {
-	spec := &j.Spec
+	spec := j.spec
 	e := Elastic{Enabled: spec.ElasticPolicy != nil, Path: field.NewPath("spec", "elasticPolicy")}
 	if w := spec.PyTorchReplicaSpecs[kubeflowv1.ReplicaWorker]; w != nil {
 		e.Workers = &w.Template.Spec

@@ -49,8 +49,14 @@ func validateKubeflowJob(job *kubeflowv1.PyTorchJob) Result {
 
 // validateJobName checks that the name is a DNS-1035 label: the operator
 // names Services after the job, and Service names must be DNS-1035 labels.
-// Offline, a generateName-only object is checked by its prefix.
 func validateJobName(meta *metav1.ObjectMeta, metaPath *field.Path) field.ErrorList {
+	return validateDNS1035Name(meta, metaPath, "the operator names Services after the job")
+}
+
+// validateDNS1035Name checks that the name is a DNS-1035 label; why says
+// what is named after the object. Offline, a generateName-only object is
+// checked by its prefix.
+func validateDNS1035Name(meta *metav1.ObjectMeta, metaPath *field.Path, why string) field.ErrorList {
 	name, prefix, namePath := meta.Name, false, metaPath.Child("name")
 	if name == "" && meta.GenerateName != "" {
 		name, prefix, namePath = meta.GenerateName, true, metaPath.Child("generateName")
@@ -60,7 +66,7 @@ func validateJobName(meta *metav1.ObjectMeta, metaPath *field.Path) field.ErrorL
 	}
 	if msgs := apimachineryvalidation.NameIsDNS1035Label(name, prefix); len(msgs) > 0 {
 		return field.ErrorList{field.Invalid(namePath, name,
-			"must be a DNS-1035 label (the operator names Services after the job): "+strings.Join(msgs, "; "))}
+			"must be a DNS-1035 label ("+why+"): "+strings.Join(msgs, "; "))}
 	}
 	return nil
 }

@@ -10,32 +10,35 @@ import (
 // TrainingRuntime: its templates are its replicated jobs' pod templates,
 // its elastic policy mlPolicy.torch.elasticPolicy. Validated, not mutated.
 func TrainingRuntime() Kind[trainerv1alpha1.TrainingRuntime] {
-	return Kind[trainerv1alpha1.TrainingRuntime]{
-		Of:    trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainingRuntimeKind),
-		Short: "trainingruntime",
-		Wrap: func(obj *trainerv1alpha1.TrainingRuntime) (Job, error) {
-			return runtimeObject{runtimeJob{&obj.Spec}, obj, &obj.ObjectMeta}, nil
-		},
-		Rules: func(obj *trainerv1alpha1.TrainingRuntime, _ RuleEnv) Result {
-			return runtimeRules(&obj.ObjectMeta, &obj.Spec)
-		},
-	}
+	return runtimeKind(trainerv1alpha1.TrainingRuntimeKind, "trainingruntime", false,
+		func(obj *trainerv1alpha1.TrainingRuntime) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec) {
+			return &obj.ObjectMeta, &obj.Spec
+		})
 }
 
 // ClusterTrainingRuntime is the cluster-scoped TrainingRuntime (e.g.
 // Trainer's own torch-distributed). Validated wherever it is admitted,
 // never mutated.
 func ClusterTrainingRuntime() Kind[trainerv1alpha1.ClusterTrainingRuntime] {
-	return Kind[trainerv1alpha1.ClusterTrainingRuntime]{
-		Of:    trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.ClusterTrainingRuntimeKind),
-		Short: "clustertrainingruntime",
-		Wrap: func(obj *trainerv1alpha1.ClusterTrainingRuntime) (Job, error) {
-			return runtimeObject{runtimeJob{&obj.Spec}, obj, &obj.ObjectMeta}, nil
+	return runtimeKind(trainerv1alpha1.ClusterTrainingRuntimeKind, "clustertrainingruntime", true,
+		func(obj *trainerv1alpha1.ClusterTrainingRuntime) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec) {
+			return &obj.ObjectMeta, &obj.Spec
+		})
+}
+
+// runtimeKind is one of the two runtime kinds; parts returns the object's
+// metadata and spec.
+func runtimeKind[T any](kind, short string, cluster bool,
+	parts func(*T) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec)) Kind[T] {
+	return Kind[T]{
+		Of:    trainerv1alpha1.GroupVersion.WithKind(kind),
+		Short: short,
+		Wrap: func(obj *T) (Job, error) {
+			meta, spec := parts(obj)
+			return runtimeObject{runtimeJob{spec}, obj, meta}, nil
 		},
-		Rules: func(obj *trainerv1alpha1.ClusterTrainingRuntime, _ RuleEnv) Result {
-			return runtimeRules(&obj.ObjectMeta, &obj.Spec)
-		},
-		Cluster: true,
+		Rules:   func(obj *T, _ RuleEnv) Result { return runtimeRules(parts(obj)) },
+		Cluster: cluster,
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -71,18 +70,7 @@ func validateTrainJob(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.Trainin
 // validateTrainJobName: Trainer requires a DNS-1035 label, because the
 // JobSet, its Jobs and the headless Service are named after the TrainJob.
 func validateTrainJobName(job *trainerv1alpha1.TrainJob, metaPath *field.Path) field.ErrorList {
-	name, prefix, namePath := job.Name, false, metaPath.Child("name")
-	if name == "" && job.GenerateName != "" {
-		name, prefix, namePath = job.GenerateName, true, metaPath.Child("generateName")
-	}
-	if name == "" {
-		return field.ErrorList{field.Required(namePath, "must be specified")}
-	}
-	if msgs := apimachineryvalidation.NameIsDNS1035Label(name, prefix); len(msgs) > 0 {
-		return field.ErrorList{field.Invalid(namePath, name,
-			"must be a DNS-1035 label (Trainer names the JobSet, its Jobs and Service after the TrainJob): "+strings.Join(msgs, "; "))}
-	}
-	return nil
+	return validateDNS1035Name(&job.ObjectMeta, metaPath, "Trainer names the JobSet, its Jobs and Service after the TrainJob")
 }
 
 // validateRuntimeRef: Trainer only knows its own two runtime kinds.
