@@ -1,7 +1,6 @@
 package mutators
 
 import (
-	"github.com/trainguard/trainguard/internal/testing/builders"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,7 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/testing/builders"
+	"github.com/trainguard/trainguard/internal/version"
 )
 
 // target builds a Target around a pod spec, kueue-style.
@@ -24,10 +24,22 @@ func newTarget(containers ...string) *targetBuilder {
 	for _, c := range containers {
 		b.spec.Containers = append(b.spec.Containers, builders.Container(c))
 	}
-	cfg := policy.DefaultConfig()
-	cfg.Checkpoint.Claim = "ckpt"
-	b.pol, _ = policy.Resolve(cfg, nil, nil)
+	b.pol = defaultPolicy()
+	b.pol.CheckpointClaim = "ckpt"
 	return b
+}
+
+// defaultPolicy is what policy.Resolve makes of the default configuration
+// (internal/policy imports this package for the injection registry's
+// names, so these tests cannot import policy).
+func defaultPolicy() *contract.Policy {
+	return &contract.Policy{
+		CheckpointPath: "/checkpoint", PreStopTimeout: 60 * time.Second, GracePeriodMargin: 30 * time.Second,
+		TaskD: true, TaskDPort: 9601, RecoverStrategy: "recover", FaultScheduling: "grace",
+		GPUResource: "nvidia.com/gpu", GPUCount: 1, AgentImage: version.Image, AgentPullPolicy: corev1.PullIfNotPresent,
+		AgentPath: "/opt/trainguard/bin", AgentInstall: []string{"/" + contract.AgentBinaryName, "install"},
+		TrainingContainers: []string{"pytorch", "ascend"}, MaxReschedules: 10,
+	}
 }
 
 func (b *targetBuilder) with(f func(*corev1.PodSpec)) *targetBuilder { f(&b.spec); return b }

@@ -7,33 +7,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// templateMutator returns the injection named name, or nil for one that is
-// not decided per template (avoid-nodes is decided per pod). The order they
-// run in, and are listed in the marker, is contract.Injections().
-func templateMutator(name string) func(*Target) bool {
-	switch name {
-	case contract.InjectionPreStop:
-		return PreStop
-	case contract.InjectionTaskD:
-		return TaskD
-	case contract.InjectionCheckpoint:
-		return Checkpoint
-	case contract.InjectionRecoverStrategy:
-		return RecoverStrategy
-	case contract.InjectionGPU:
-		return GPU
-	}
-	return nil
-}
-
-// InjectTemplate runs every enabled injection on t, labels it as managed and
+// InjectTemplate runs every enabled injection of the registry
+// (Injections) on t, in its order, labels it as managed and
 // records what was applied in the marker annotation. It returns the names of
 // the injections in place.
 func InjectTemplate(t *Target) []string {
 	var applied []string
-	for _, name := range contract.Injections() {
-		if mutate := templateMutator(name); mutate != nil && t.Policy.Enabled(name) && mutate(t) {
-			applied = append(applied, name)
+	for _, in := range Injections() {
+		if in.Template != nil && t.Policy.Enabled(in.Name) && in.Template(t) {
+			applied = append(applied, in.Name)
 		}
 	}
 	setManaged(t)
@@ -70,7 +52,7 @@ func Mark(meta *metav1.ObjectMeta, applied []string) {
 		seen[a] = true
 	}
 	var ordered []string
-	for _, name := range contract.Injections() {
+	for _, name := range Names() {
 		if seen[name] {
 			ordered = append(ordered, name)
 		}

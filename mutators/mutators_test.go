@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 const agent = "/opt/trainguard/bin/trainguard-agent"
@@ -217,11 +216,8 @@ func TestAvoidNodesNarrowsEveryTerm(t *testing.T) {
 
 func TestInjectTemplateMarkerAndSwitches(t *testing.T) {
 	tg := newTarget("pytorch").build()
-	tg.Policy, _ = policy.Resolve(func() *policy.Config {
-		c := policy.DefaultConfig()
-		c.Mutators = map[string]bool{contract.InjectionGPU: false}
-		return c
-	}(), nil, nil)
+	tg.Policy = defaultPolicy()
+	tg.Policy.Disable(contract.InjectionGPU)
 	applied := InjectTemplate(tg)
 	assert.Equal(t, []string{"prestop", "taskd", "recover-strategy"}, applied)
 	assert.Equal(t, "prestop,taskd,recover-strategy", tg.Meta.Annotations[contract.AnnotationInjected])

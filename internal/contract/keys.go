@@ -60,7 +60,8 @@ const (
 )
 
 // Names of the individual injections, as listed in AnnotationInjected and in
-// the config file's `mutators` switch.
+// the config file's `mutators` switch. Their order, and what each does, is
+// the registry's (mutators.Injections).
 const (
 	InjectionPreStop         = "prestop"
 	InjectionTaskD           = "taskd"
@@ -69,12 +70,6 @@ const (
 	InjectionGPU             = "gpu"
 	InjectionAvoidNodes      = "avoid-nodes"
 )
-
-// Injections lists every injection name, in the order they are applied
-// (a function, so no caller can change the list for everyone).
-func Injections() []string {
-	return []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionAvoidNodes}
-}
 
 // Names trainguard gives to what it adds to a pod. Fixed so the agent, the
 // SDK and the tests agree.

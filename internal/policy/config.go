@@ -15,6 +15,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/version"
+	"github.com/trainguard/trainguard/mutators"
 )
 
 // Versioned file format, like kueue's and jobset's Configuration.
@@ -395,8 +396,8 @@ func (c *Config) validate() field.ErrorList {
 		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
 	}
 	for name := range c.Mutators {
-		if !contains(contract.Injections(), name) {
-			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", contract.Injections()))
+		if !contains(mutators.Names(), name) {
+			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", mutators.Names()))
 		}
 	}
 	if c.MaxReschedules < 0 {

@@ -1,0 +1,38 @@
+package mutators
+
+import "github.com/trainguard/trainguard/internal/contract"
+
+// Injection is one entry of the chain: its name (in the marker annotation
+// and the configuration's `mutators` switch) and what it does.
+type Injection struct {
+	Name string
+	// Template applies it to a pod template or a pod; it reports whether
+	// the injection is in place. Nil for an injection decided per pod only.
+	Template func(*Target) bool
+}
+
+// Injections is the one registry of injections, in the order they run and
+// are listed in the marker. The configuration's `mutators` names and the
+// chart schema's enum are checked against it (TestRegistry*); adding an
+// injection is its file plus one line here.
+func Injections() []Injection {
+	return []Injection{
+		{Name: contract.InjectionPreStop, Template: PreStop},
+		{Name: contract.InjectionTaskD, Template: TaskD},
+		{Name: contract.InjectionCheckpoint, Template: Checkpoint},
+		{Name: contract.InjectionRecoverStrategy, Template: RecoverStrategy},
+		{Name: contract.InjectionGPU, Template: GPU},
+		// Decided per pod, with the rescheduler's record (InjectPod).
+		{Name: contract.InjectionAvoidNodes},
+	}
+}
+
+// Names are the injections' names, in order.
+func Names() []string {
+	all := Injections()
+	names := make([]string, len(all))
+	for i, in := range all {
+		names[i] = in.Name
+	}
+	return names
+}

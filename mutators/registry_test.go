@@ -1,0 +1,45 @@
+package mutators
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The registry's order is the marker's, which users and tests read.
+func TestRegistryOrderIsTheMarkersOrder(t *testing.T) {
+	assert.Equal(t, []string{"prestop", "taskd", "checkpoint-volume", "recover-strategy", "gpu", "avoid-nodes"}, Names())
+	for _, in := range Injections() {
+		if in.Name != "avoid-nodes" {
+			assert.NotNil(t, in.Template, "%s runs on templates", in.Name)
+		}
+	}
+}
+
+// The chart schema's enum of config.mutators is the registry's names: an
+// injection added to the registry but not to the schema could not be
+// switched off with the chart, and a name only in the schema would be
+// refused by trainguard when it loads the configuration.
+func TestRegistryIsTheChartSchemasMutatorsEnum(t *testing.T) {
+	raw, err := os.ReadFile("../charts/trainguard/values.schema.json")
+	require.NoError(t, err)
+	var schema struct {
+		Properties struct {
+			Config struct {
+				Properties struct {
+					Mutators struct {
+						PropertyNames struct {
+							Enum []string `json:"enum"`
+						} `json:"propertyNames"`
+					} `json:"mutators"`
+				} `json:"properties"`
+			} `json:"config"`
+		} `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &schema))
+	assert.Equal(t, Names(), schema.Properties.Config.Properties.Mutators.PropertyNames.Enum,
+		"charts/trainguard/values.schema.json config.mutators.propertyNames.enum must list mutators.Injections() in order")
+}
