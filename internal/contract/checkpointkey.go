@@ -13,16 +13,6 @@ import (
 // directory is derived from the job's identity (docs/checkpoint-protocol.md).
 const AnnotationCheckpointKey = Prefix + "checkpoint-key"
 
-// Env the webhook adds so that the kubelet can build the job's directory
-// (subPathExpr) and the SDK can record and check which job a checkpoint is of.
-const (
-	EnvNamespace              = "TRAINGUARD_NAMESPACE"
-	EnvCheckpointKey          = "TRAINGUARD_CHECKPOINT_KEY"
-	EnvKubeflowJobName        = "TRAINGUARD_KUBEFLOW_JOB_NAME"
-	EnvOperatorJobName        = "TRAINGUARD_OPERATOR_JOB_NAME"
-	EnvTerminationMessagePath = "TRAINGUARD_TERMINATION_MESSAGE_PATH"
-)
-
 // ParseCheckpointKey checks a key: one DNS label (lowercase letters, digits
 // and '-', at most 63 characters), so it is one safe path component: no
 // '/', no "..", nothing absolute.

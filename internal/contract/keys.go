@@ -79,13 +79,4 @@ const (
 	AgentBinaryName        = "trainguard-agent"
 	CheckpointVolumeName   = "trainguard-checkpoint"
 	TaskDPortName          = "taskd-port"
-
-	// Env the trainer (Python SDK) and the agent read.
-	EnvCheckpointDir  = "TRAINGUARD_CHECKPOINT_DIR"
-	EnvSignalDir      = "TRAINGUARD_SIGNAL_DIR"
-	EnvPodName        = "TRAINGUARD_POD_NAME"
-	EnvPreStopTimeout = "TRAINGUARD_PRESTOP_TIMEOUT"
-	// pytorchjob-migration compatibility.
-	EnvMigrationCkptPath   = "MIGRATION_CKPT_PATH"
-	EnvMigrationSignalPath = "MIGRATION_SIGNAL_PATH"
 )

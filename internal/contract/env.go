@@ -1,0 +1,63 @@
+package contract
+
+// Env variables: the one home of their names. The webhook sets the
+// injected ones; the agent (internal/agent, standard library only, so it
+// spells them itself) and the Python SDK (sdk/python/trainguard) read
+// them. TestEnvNamesAreTheAgentsAndTheSDKs reads both and fails on any name
+// they spell that is not listed here, or listed here and not read.
+const (
+	EnvCheckpointDir  = "TRAINGUARD_CHECKPOINT_DIR"
+	EnvSignalDir      = "TRAINGUARD_SIGNAL_DIR"
+	EnvPodName        = "TRAINGUARD_POD_NAME"
+	EnvPreStopTimeout = "TRAINGUARD_PRESTOP_TIMEOUT"
+	// pytorchjob-migration compatibility.
+	EnvMigrationCkptPath   = "MIGRATION_CKPT_PATH"
+	EnvMigrationSignalPath = "MIGRATION_SIGNAL_PATH"
+
+	// So that the kubelet can build the job's directory (subPathExpr) and
+	// the SDK can record and check which job a checkpoint is of.
+	EnvNamespace       = "TRAINGUARD_NAMESPACE"
+	EnvCheckpointKey   = "TRAINGUARD_CHECKPOINT_KEY"
+	EnvKubeflowJobName = "TRAINGUARD_KUBEFLOW_JOB_NAME"
+	EnvOperatorJobName = "TRAINGUARD_OPERATOR_JOB_NAME"
+	// The container's terminationMessagePath, where the agent appends the
+	// checkpoint outcome.
+	EnvTerminationMessagePath = "TRAINGUARD_TERMINATION_MESSAGE_PATH"
+)
+
+// EnvVar says who sets one env variable and who reads it.
+type EnvVar struct {
+	Name string
+	// Injected: the webhook sets it; otherwise the user may set it on the
+	// training container to tune the SDK.
+	Injected bool
+	// Agent and SDK read it.
+	Agent, SDK bool
+}
+
+// EnvVars lists every env variable of the contract.
+func EnvVars() []EnvVar {
+	return []EnvVar{
+		{Name: EnvCheckpointDir, Injected: true, Agent: true, SDK: true},
+		{Name: EnvSignalDir, Injected: true, Agent: true, SDK: true},
+		{Name: EnvPodName, Injected: true, Agent: true, SDK: true},
+		{Name: EnvPreStopTimeout, Injected: true, Agent: true, SDK: true},
+		{Name: EnvMigrationCkptPath, Injected: true, Agent: true, SDK: true},
+		{Name: EnvMigrationSignalPath, Injected: true, Agent: true, SDK: true},
+		{Name: EnvNamespace, Injected: true, SDK: true},
+		{Name: EnvCheckpointKey, Injected: true, SDK: true},
+		// Read by the kubelet only (subPathExpr of the checkpoint mount).
+		{Name: EnvKubeflowJobName, Injected: true},
+		{Name: EnvOperatorJobName, Injected: true},
+		{Name: EnvTerminationMessagePath, Injected: true, Agent: true},
+		// The SDK's tunables (docs/checkpoint-protocol.md).
+		{Name: "TRAINGUARD_AFTER_CHECKPOINT", SDK: true},
+		{Name: "TRAINGUARD_HOLD_TIMEOUT", SDK: true},
+		{Name: "TRAINGUARD_KEEP_CHECKPOINTS", SDK: true},
+		{Name: "TRAINGUARD_SERIALIZER", SDK: true},
+		{Name: "TRAINGUARD_TEST_SAVE_DELAY", SDK: true},
+		{Name: "TRAINGUARD_POD_UID", SDK: true},
+		{Name: "TRAINGUARD_CHECKPOINT_EVERY", SDK: true},
+		{Name: "TRAINGUARD_CHECKPOINT_EVERY_STEPS", SDK: true},
+	}
+}

@@ -1,0 +1,62 @@
+package contract
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// envName is how the agent and the SDK spell an env variable: a quoted
+// TRAINGUARD_ or MIGRATION_ name.
+var envName = regexp.MustCompile(`["'](TRAINGUARD_[A-Z_]+|MIGRATION_[A-Z_]+)["']`)
+
+// spelledIn returns the env names quoted in the files matching glob
+// (tests excluded: they may set names of their own).
+func spelledIn(t *testing.T, glob string) []string {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	require.NoError(t, err)
+	require.NotEmpty(t, files, glob)
+	var names []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(filepath.Base(f), "test_") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range envName.FindAllStringSubmatch(string(src), -1) {
+			if !slices.Contains(names, m[1]) {
+				names = append(names, m[1])
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// The agent (standard library only) and the SDK (Python) cannot import
+// this package, so they spell the env names again; this test ties their
+// spellings to EnvVars, both ways: a name they read that is not listed (a
+// typo, or a new variable without a home), and a listed reader that does
+// not read its variable, both fail.
+func TestEnvNamesAreTheAgentsAndTheSDKs(t *testing.T) {
+	var agent, sdk []string
+	for _, v := range EnvVars() {
+		if v.Agent {
+			agent = append(agent, v.Name)
+		}
+		if v.SDK {
+			sdk = append(sdk, v.Name)
+		}
+	}
+	slices.Sort(agent)
+	slices.Sort(sdk)
+	assert.Equal(t, agent, spelledIn(t, "../agent/*.go"), "env names internal/agent reads vs contract.EnvVars (Agent)")
+	assert.Equal(t, sdk, spelledIn(t, "../../sdk/python/trainguard/*.py"), "env names the SDK reads vs contract.EnvVars (SDK)")
+}
