@@ -60,3 +60,11 @@ func TestEnvNamesAreTheAgentsAndTheSDKs(t *testing.T) {
 	assert.Equal(t, agent, spelledIn(t, "../agent/*.go"), "env names internal/agent reads vs contract.EnvVars (Agent)")
 	assert.Equal(t, sdk, spelledIn(t, "../../sdk/python/trainguard/*.py"), "env names the SDK reads vs contract.EnvVars (SDK)")
 }
+
+// The agent writes the checkpoint outcome line the outcome controller
+// parses; it spells the prefix itself, so this ties the two.
+func TestOutcomePrefixIsTheAgents(t *testing.T) {
+	src, err := os.ReadFile("../agent/termination.go")
+	require.NoError(t, err)
+	assert.Contains(t, string(src), `"`+CheckpointOutcomePrefix+`"`, "internal/agent/termination.go must write contract.CheckpointOutcomePrefix")
+}
