@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/podspec"
 )
 
 // jobSubPath is the job's directory relative to the claim's root, expanded
@@ -24,7 +25,7 @@ const defaultTerminationMessagePath = "/dev/termination-log"
 // that path and the SDK creates it.
 func checkpointDir(t *Target, c *corev1.Container) string {
 	if t.Policy.CheckpointClaim != "" {
-		if vol := claimVolume(t.Spec, t.Policy.CheckpointClaim); vol != "" {
+		if vol := podspec.ClaimVolume(t.Spec, t.Policy.CheckpointClaim); vol != "" {
 			for _, m := range c.VolumeMounts {
 				if m.Name == vol && m.SubPathExpr == jobSubPath {
 					return m.MountPath

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/podspec"
 )
 
 const agent = "/opt/trainguard/bin/trainguard-agent"
@@ -204,7 +205,7 @@ func TestAvoidNodesNarrowsEveryTerm(t *testing.T) {
 	require.Len(t, terms, 2, "no term is added: that would widen the user's selection")
 	for _, term := range terms {
 		require.Len(t, term.MatchExpressions, 2)
-		assert.Equal(t, corev1.NodeSelectorRequirement{Key: hostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-a", "node-b"}}, term.MatchExpressions[1])
+		assert.Equal(t, corev1.NodeSelectorRequirement{Key: podspec.HostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-a", "node-b"}}, term.MatchExpressions[1])
 	}
 	require.True(t, AvoidNodes(tg, []string{"node-c", "node-a"}))
 	assert.Equal(t, []string{"node-a", "node-b", "node-c"}, terms[0].MatchExpressions[1].Values, "merged into the existing expression")

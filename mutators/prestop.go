@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/podspec"
 )
 
 // kubeletDefaultGracePeriod is what the kubelet uses when the pod sets none.
@@ -25,7 +26,7 @@ func PreStop(t *Target) bool {
 	if c == nil {
 		return false
 	}
-	if v := volumeNamed(t.Spec, contract.AgentVolumeName); v != nil && v.EmptyDir == nil {
+	if v := podspec.VolumeNamed(t.Spec, contract.AgentVolumeName); v != nil && v.EmptyDir == nil {
 		t.Warnf("volume %q exists and is not an emptyDir; checkpoint preStop hook not injected (rename your volume)", contract.AgentVolumeName)
 		return false
 	}
@@ -33,12 +34,12 @@ func PreStop(t *Target) bool {
 	if !ok {
 		return false
 	}
-	if volumeNamed(t.Spec, contract.AgentVolumeName) == nil {
+	if podspec.VolumeNamed(t.Spec, contract.AgentVolumeName) == nil {
 		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: contract.AgentVolumeName,
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	ensureInstaller(t)
-	if !mountsVolume(c, contract.AgentVolumeName) {
+	if !podspec.MountsVolume(c, contract.AgentVolumeName) {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: contract.AgentVolumeName, MountPath: t.Policy.AgentPath, ReadOnly: true})
 	}
 	if c.Lifecycle == nil {

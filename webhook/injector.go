@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/podspec"
 	"github.com/trainguard/trainguard/mutators"
 )
 
@@ -20,7 +21,7 @@ import (
 type Injector struct {
 	Scope
 	// Avoider gives the nodes a new pod must avoid; nil means none.
-	Avoider mutators.NodeAvoider
+	Avoider podspec.NodeAvoider
 	// Kinds are the kinds handled; the zero value means jobs.Builtin().
 	Kinds *jobs.Kinds
 	// TrainJobs reads the TrainJob a pod's labels name; nil means pods

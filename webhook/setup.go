@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/podspec"
 	"github.com/trainguard/trainguard/internal/policy"
-	"github.com/trainguard/trainguard/mutators"
 	"github.com/trainguard/trainguard/validators"
 )
 
@@ -44,7 +44,7 @@ type Options struct {
 	Config       *policy.Config
 	OwnNamespace string
 	// Avoider feeds node anti-affinity from the rescheduler's record; may be nil.
-	Avoider mutators.NodeAvoider
+	Avoider podspec.NodeAvoider
 	// Kinds are the kinds served; nil means jobs.Builtin().
 	Kinds *jobs.Kinds
 	// TrainJobs reads TrainJobs for their pods; Setup fills it from the

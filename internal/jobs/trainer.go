@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -120,14 +119,4 @@ func TrainerReplicatedJob(spec *trainerv1alpha1.TrainingRuntimeSpec) int {
 // before the configured names, for pods of a TrainJob.
 func TrainingContainerNames(configured []string) []string {
 	return append([]string{trainerv1alpha1.Node}, configured...)
-}
-
-// hasContainer reports whether spec has a container named name.
-func hasContainer(spec *corev1.PodSpec, name string) bool {
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -6,6 +6,7 @@ import (
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/podspec"
 )
 
 // TrainJobPodClaim is what a pod's labels claim about its TrainJob. Labels
@@ -36,7 +37,7 @@ func TrainJobPod(pod *corev1.Pod) (claim TrainJobPodClaim, ok bool, skip string)
 	if a, set := pod.Labels[trainerv1alpha1.LabelTrainJobAncestor]; set && a != trainerv1alpha1.AncestorTrainer {
 		return claim, false, "pod of the TrainJob's " + a + " step, not its trainer"
 	}
-	if !hasContainer(&pod.Spec, trainerv1alpha1.Node) {
+	if !podspec.HasContainer(&pod.Spec, trainerv1alpha1.Node) {
 		return claim, false, "JobSet pod without a container named " + trainerv1alpha1.Node + " (not a Trainer v2 trainer pod)"
 	}
 	return TrainJobPodClaim{TrainJob: name, ReplicatedJob: rjob}, true, ""

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/mutators"
+	"github.com/trainguard/trainguard/internal/podspec"
 )
 
 // serviceAccountVolumePrefix names the token volume the ServiceAccount
@@ -56,7 +56,7 @@ func replacementFor(s *Stash, avoid []string) *corev1.Pod {
 	spec.PreemptionPolicy = nil
 	spec.Overhead = nil
 	dropServiceAccountToken(spec)
-	mutators.RequireNotOnNodes(spec, avoid)
+	podspec.RequireNotOnNodes(spec, avoid)
 	return p
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/mutators"
+	"github.com/trainguard/trainguard/internal/podspec"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -84,8 +84,8 @@ func TestRequireNotOnNodesMergesIntoEveryTerm(t *testing.T) {
 			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"z"}}}},
 		}},
 	}}}
-	mutators.RequireNotOnNodes(spec, []string{"b", "a"})
-	mutators.RequireNotOnNodes(spec, []string{"a"}) // idempotent
+	podspec.RequireNotOnNodes(spec, []string{"b", "a"})
+	podspec.RequireNotOnNodes(spec, []string{"a"}) // idempotent
 	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	assert.Equal(t, []corev1.NodeSelectorRequirement{
 		{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}},
@@ -96,7 +96,7 @@ func TestRequireNotOnNodesMergesIntoEveryTerm(t *testing.T) {
 	}, terms[1].MatchExpressions)
 
 	empty := &corev1.PodSpec{}
-	mutators.RequireNotOnNodes(empty, nil)
+	podspec.RequireNotOnNodes(empty, nil)
 	assert.Nil(t, empty.Affinity, "no bad node, no affinity")
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/mutators"
+	"github.com/trainguard/trainguard/internal/podspec"
 )
 
 // BadNodeStore is the pod webhook's view of the bad-node records. It reads
@@ -28,12 +28,12 @@ type BadNodeStore struct {
 	jobKeys   JobKeys
 }
 
-var _ mutators.NodeAvoider = (*BadNodeStore)(nil)
+var _ podspec.NodeAvoider = (*BadNodeStore)(nil)
 
 // NewBadNodeStore returns the NodeAvoider the pod webhook uses; r is the
 // manager's cache reader. With the rescheduler disabled nothing records bad
 // nodes, so the store avoids none and never reads (no ConfigMap informer).
-func NewBadNodeStore(r client.Reader, opts Options) mutators.NodeAvoider {
+func NewBadNodeStore(r client.Reader, opts Options) podspec.NodeAvoider {
 	if !opts.Enabled {
 		return noAvoider{}
 	}
