@@ -1,0 +1,159 @@
+package policy
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/version"
+)
+
+// Defaults of the config file, documented in the README's config reference.
+const (
+	DefaultCheckpointPath    = "/checkpoint"
+	DefaultPreStopTimeout    = 60 * time.Second
+	DefaultGracePeriodMargin = 30 * time.Second
+	DefaultTaskDPort         = 9601
+	DefaultRecoverStrategy   = "recover"
+	DefaultFaultScheduling   = "grace"
+	DefaultGPUResource       = "nvidia.com/gpu"
+	DefaultGPUCount          = 1
+	DefaultAgentImage        = version.Image // pinned to this release, never latest
+	DefaultAgentPath         = "/opt/trainguard/bin"
+	DefaultMaxReschedules    = 10
+
+	// Rescheduler defaults (docs/rescheduler.md); rescheduler.DefaultOptions
+	// is built from them.
+	DefaultNodeLostGrace = 60 * time.Second
+	DefaultGraceOverTime = 900 * time.Second
+	DefaultBadNodeTTL    = time.Hour
+	DefaultMaxBadNodes   = 16
+	DefaultBackoffBase   = 10 * time.Second
+	DefaultBackoffMax    = 5 * time.Minute
+
+	// DefaultLeaseLostAfter is the kubelet's own node Lease duration
+	// (nodeLeaseDurationSeconds): four renewals missed in a row. A kubelet
+	// that is slow but alive renews within it and is never acted on.
+	DefaultLeaseLostAfter = 40 * time.Second
+	// DefaultForceDeleteAfter: a node unreachable this long (its kubelet
+	// silent, or Ready not True) has its pods force-deleted, so the
+	// replacement starts without waiting for a kubelet that may never come
+	// back. Safe because a force-deleted pod that still runs (a partition)
+	// can never commit over its replacement's checkpoints (fencing,
+	// docs/checkpoint-protocol.md), and its kubelet kills it on return.
+	// Kubernetes itself waits 300 s and then only evicts.
+	DefaultForceDeleteAfter = 40 * time.Second
+	// DefaultNodeEvictionRate is the node lifecycle controller's own
+	// default: one node every 10 s.
+	DefaultNodeEvictionRate = 0.1
+	// DefaultNodeEvictionBurst lets an incident of up to 3 nodes (a rack, a
+	// switch) be handled at once; the node lifecycle controller has a burst
+	// of 1 but evicts only after 5 minutes, trainguard after 60 s.
+	DefaultNodeEvictionBurst = 3
+	// DefaultUnhealthyZoneThreshold is the node lifecycle controller's.
+	DefaultUnhealthyZoneThreshold = 0.55
+)
+
+// DefaultConfig returns the configuration used when no file is given.
+func DefaultConfig() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+func (c *Config) applyDefaults() {
+	c.APIVersion, c.Kind = ConfigAPIVersion, ConfigKind
+	c.Rescheduler.applyDefaults()
+	if c.Checkpoint.Path == "" {
+		c.Checkpoint.Path = DefaultCheckpointPath
+	}
+	if c.Checkpoint.PreStopTimeout == nil {
+		c.Checkpoint.PreStopTimeout = &metav1.Duration{Duration: DefaultPreStopTimeout}
+	}
+	if c.Checkpoint.GracePeriodMargin == nil {
+		c.Checkpoint.GracePeriodMargin = &metav1.Duration{Duration: DefaultGracePeriodMargin}
+	}
+	if c.TaskD.Enabled == nil {
+		on := true
+		c.TaskD.Enabled = &on
+	}
+	if c.TaskD.Port == 0 {
+		c.TaskD.Port = DefaultTaskDPort
+	}
+	if c.RecoverStrategy == "" {
+		c.RecoverStrategy = DefaultRecoverStrategy
+	}
+	if c.FaultScheduling == "" {
+		c.FaultScheduling = DefaultFaultScheduling
+	}
+	if c.GPU.ResourceName == "" {
+		c.GPU.ResourceName = DefaultGPUResource
+	}
+	if c.GPU.DefaultCount == nil {
+		n := int64(DefaultGPUCount)
+		c.GPU.DefaultCount = &n
+	}
+	if c.Agent.Image == "" {
+		c.Agent.Image = DefaultAgentImage
+	}
+	if c.Agent.ImagePullPolicy == "" {
+		c.Agent.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if c.Agent.Path == "" {
+		c.Agent.Path = DefaultAgentPath
+	}
+	if len(c.Agent.InstallCommand) == 0 {
+		c.Agent.InstallCommand = []string{"/" + contract.AgentBinaryName, "install"}
+	}
+	if len(c.TrainingContainer.Names) == 0 {
+		c.TrainingContainer.Names = []string{"pytorch", "ascend"}
+	}
+	if c.MaxReschedules == 0 {
+		c.MaxReschedules = DefaultMaxReschedules
+	}
+	if !contains(c.ExcludedNamespaces, "kube-system") {
+		c.ExcludedNamespaces = append(c.ExcludedNamespaces, "kube-system")
+	}
+}
+
+func (r *ReschedulerConfig) applyDefaults() {
+	if r.Enabled == nil {
+		on := true
+		r.Enabled = &on
+	}
+	for _, d := range []struct {
+		field **metav1.Duration
+		def   time.Duration
+	}{
+		{&r.NodeLostGrace, DefaultNodeLostGrace}, {&r.GraceOverTime, DefaultGraceOverTime}, {&r.BadNodeTTL, DefaultBadNodeTTL},
+		{&r.BackoffBase, DefaultBackoffBase}, {&r.BackoffMax, DefaultBackoffMax}, {&r.ForceDeleteAfter, DefaultForceDeleteAfter},
+		{&r.LeaseLostAfter, DefaultLeaseLostAfter},
+	} {
+		if *d.field == nil {
+			*d.field = &metav1.Duration{Duration: d.def}
+		}
+	}
+	if r.MaxBadNodes == 0 {
+		r.MaxBadNodes = DefaultMaxBadNodes
+	}
+	if r.NodeEvictionBurst == 0 {
+		r.NodeEvictionBurst = DefaultNodeEvictionBurst
+	}
+	for _, f := range []struct {
+		field **float64
+		def   float64
+	}{{&r.NodeEvictionRate, DefaultNodeEvictionRate}, {&r.UnhealthyZoneThreshold, DefaultUnhealthyZoneThreshold}} {
+		if *f.field == nil {
+			v := f.def
+			*f.field = &v
+		}
+	}
+}
+
+// defaulted reports whether applyDefaults ran (Resolve needs its pointers set).
+func (c *Config) defaulted() bool {
+	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
+		c.Rescheduler.Enabled != nil
+}

@@ -1,0 +1,80 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/mutators"
+)
+
+// validate refuses settings the rescheduler cannot work with.
+func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, d := range map[string]*metav1.Duration{"nodeLostGrace": r.NodeLostGrace, "graceOverTime": r.GraceOverTime,
+		"badNodeTTL": r.BadNodeTTL, "backoffBase": r.BackoffBase, "backoffMax": r.BackoffMax, "forceDeleteAfter": r.ForceDeleteAfter,
+		"leaseLostAfter": r.LeaseLostAfter} {
+		if d.Duration <= 0 {
+			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
+		}
+	}
+	if r.MaxBadNodes < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxBadNodes"), r.MaxBadNodes, "must be at least 1"))
+	}
+	if r.BackoffMax.Duration < r.BackoffBase.Duration {
+		errs = append(errs, field.Invalid(p.Child("backoffMax"), r.BackoffMax.Duration.String(), "must not be below backoffBase"))
+	}
+	sortErrors(errs)
+	return errs
+}
+
+func sortErrors(errs field.ErrorList) {
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
+}
+
+// validate applies the annotation rules to the file's values too, so the
+// config file can never set what an annotation could not.
+func (c *Config) validate() field.ErrorList {
+	var errs field.ErrorList
+	check := func(p *field.Path, v string, err error) {
+		if err != nil {
+			errs = append(errs, field.Invalid(p, v, err.Error()))
+		}
+	}
+	if c.Checkpoint.Claim != "" {
+		_, err := contract.ParseCheckpointClaim(c.Checkpoint.Claim)
+		check(field.NewPath("checkpoint", "claim"), c.Checkpoint.Claim, err)
+	}
+	_, err := contract.ParseCheckpointPath(c.Checkpoint.Path)
+	check(field.NewPath("checkpoint", "path"), c.Checkpoint.Path, err)
+	_, err = contract.ParsePreStopTimeout(c.Checkpoint.PreStopTimeout.Duration.String())
+	check(field.NewPath("checkpoint", "preStopTimeout"), c.Checkpoint.PreStopTimeout.Duration.String(), err)
+	if c.Checkpoint.GracePeriodMargin.Duration < 0 {
+		check(field.NewPath("checkpoint", "gracePeriodMargin"), c.Checkpoint.GracePeriodMargin.Duration.String(), fmt.Errorf("must not be negative"))
+	}
+	if c.TaskD.Port < 1 || c.TaskD.Port > 65535 {
+		check(field.NewPath("taskd", "port"), fmt.Sprint(c.TaskD.Port), fmt.Errorf("must be between 1 and 65535"))
+	}
+	_, err = contract.ParseRecoverStrategy(c.RecoverStrategy)
+	check(field.NewPath("recoverStrategy"), c.RecoverStrategy, err)
+	_, err = contract.ParseFaultScheduling(c.FaultScheduling)
+	check(field.NewPath("faultScheduling"), c.FaultScheduling, err)
+	_, err = contract.ParseGPULimit(fmt.Sprint(*c.GPU.DefaultCount))
+	check(field.NewPath("gpu", "defaultCount"), fmt.Sprint(*c.GPU.DefaultCount), err)
+	if !path.IsAbs(c.Agent.Path) || path.Clean(c.Agent.Path) != c.Agent.Path {
+		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
+	}
+	for name := range c.Mutators {
+		if !contains(mutators.Names(), name) {
+			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", mutators.Names()))
+		}
+	}
+	if c.MaxReschedules < 0 {
+		check(field.NewPath("maxReschedules"), fmt.Sprint(c.MaxReschedules), fmt.Errorf("must not be negative"))
+	}
+	return append(errs, c.Rescheduler.validate(field.NewPath("rescheduler"))...)
+}
