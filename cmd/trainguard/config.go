@@ -26,23 +26,7 @@ func loadConfig(path string, stderr io.Writer) (*policy.Config, error) {
 // flag's default. namespace is trainguard's own (serve --namespace), where
 // the records live.
 func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet, namespace string) (rescheduler.Options, error) {
-	o := rescheduler.Options{
-		Namespace:        namespace,
-		Enabled:          *c.Enabled,
-		NodeLostGrace:    c.NodeLostGrace.Duration,
-		GraceOverTime:    c.GraceOverTime.Duration,
-		BadNodeTTL:       c.BadNodeTTL.Duration,
-		MaxBadNodes:      c.MaxBadNodes,
-		DefaultRetryable: c.UnknownExitCodeRetryable,
-		BackoffBase:      c.BackoffBase.Duration,
-		BackoffMax:       c.BackoffMax.Duration,
-
-		ForceDeleteAfter:       c.ForceDeleteAfter.Duration,
-		LeaseLostAfter:         c.LeaseLostAfter.Duration,
-		NodeEvictionRate:       *c.NodeEvictionRate,
-		NodeEvictionBurst:      c.NodeEvictionBurst,
-		UnhealthyZoneThreshold: *c.UnhealthyZoneThreshold,
-	}
+	o := rescheduler.OptionsFrom(c, namespace)
 	// Replay the set flags onto a flag set bound to o: the rescheduler's
 	// own BindFlags stays the one list of its flags.
 	fromFile := pflag.NewFlagSet("rescheduler", pflag.ContinueOnError)

@@ -24,8 +24,8 @@ const (
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
 
-	// Rescheduler defaults (docs/rescheduler.md); rescheduler.DefaultOptions
-	// is built from them.
+	// Rescheduler defaults (docs/rescheduler.md); the rescheduler reads
+	// them from the defaulted Configuration (rescheduler.OptionsFrom).
 	DefaultNodeLostGrace = 60 * time.Second
 	DefaultGraceOverTime = 900 * time.Second
 	DefaultBadNodeTTL    = time.Hour

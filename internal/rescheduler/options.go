@@ -56,23 +56,32 @@ type Options struct {
 	Namespace string
 }
 
-// DefaultOptions returns the options used when no flag is given: the
-// Configuration's defaults (internal/policy, the one place they are written).
+// DefaultOptions returns the options of the default Configuration (whose
+// defaults are the one place they are written).
 func DefaultOptions() Options {
-	return Options{
-		Enabled:       true,
-		NodeLostGrace: policy.DefaultNodeLostGrace,
-		GraceOverTime: policy.DefaultGraceOverTime,
-		BadNodeTTL:    policy.DefaultBadNodeTTL,
-		MaxBadNodes:   policy.DefaultMaxBadNodes,
-		BackoffBase:   policy.DefaultBackoffBase,
-		BackoffMax:    policy.DefaultBackoffMax,
+	return OptionsFrom(policy.DefaultConfig().Rescheduler, "")
+}
 
-		ForceDeleteAfter:       policy.DefaultForceDeleteAfter,
-		LeaseLostAfter:         policy.DefaultLeaseLostAfter,
-		NodeEvictionRate:       policy.DefaultNodeEvictionRate,
-		NodeEvictionBurst:      policy.DefaultNodeEvictionBurst,
-		UnhealthyZoneThreshold: policy.DefaultUnhealthyZoneThreshold,
+// OptionsFrom reads the rescheduler's block of a defaulted Configuration;
+// flags (BindFlags) then only override it. namespace is trainguard's own,
+// where the records live.
+func OptionsFrom(c policy.ReschedulerConfig, namespace string) Options {
+	return Options{
+		Namespace:        namespace,
+		Enabled:          *c.Enabled,
+		NodeLostGrace:    c.NodeLostGrace.Duration,
+		GraceOverTime:    c.GraceOverTime.Duration,
+		BadNodeTTL:       c.BadNodeTTL.Duration,
+		MaxBadNodes:      c.MaxBadNodes,
+		DefaultRetryable: c.UnknownExitCodeRetryable,
+		BackoffBase:      c.BackoffBase.Duration,
+		BackoffMax:       c.BackoffMax.Duration,
+
+		ForceDeleteAfter:       c.ForceDeleteAfter.Duration,
+		LeaseLostAfter:         c.LeaseLostAfter.Duration,
+		NodeEvictionRate:       *c.NodeEvictionRate,
+		NodeEvictionBurst:      c.NodeEvictionBurst,
+		UnhealthyZoneThreshold: *c.UnhealthyZoneThreshold,
 	}
 }
 

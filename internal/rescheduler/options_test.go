@@ -1,16 +1,19 @@
 package rescheduler
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/podspec"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/podspec"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 func TestBindFlags(t *testing.T) {
@@ -102,3 +105,19 @@ func TestRequireNotOnNodesMergesIntoEveryTerm(t *testing.T) {
 
 // hostnameLabel is the node label the anti-affinity matches.
 const hostnameLabel = "kubernetes.io/hostname"
+
+// The rescheduler reads every setting of its Configuration block: a block
+// with every value changed leaves no option at its default.
+func TestOptionsFromReadsEveryConfigurationField(t *testing.T) {
+	cfg, err := policy.ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+kind: Configuration
+rescheduler: {enabled: false, nodeLostGrace: 61s, graceOverTime: 901s, badNodeTTL: 2h, maxBadNodes: 17,
+  unknownExitCodeRetryable: true, backoffBase: 11s, backoffMax: 6m, forceDeleteAfter: 41s, leaseLostAfter: 42s,
+  nodeEvictionRate: 0.2, nodeEvictionBurst: 4, unhealthyZoneThreshold: 0.6}
+`))
+	require.NoError(t, err)
+	got, def := reflect.ValueOf(OptionsFrom(cfg.Rescheduler, "ns")), reflect.ValueOf(DefaultOptions())
+	for i := range got.NumField() {
+		assert.NotEqual(t, def.Field(i).Interface(), got.Field(i).Interface(), "Options.%s is not read from the Configuration", got.Type().Field(i).Name)
+	}
+}
