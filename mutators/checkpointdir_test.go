@@ -147,3 +147,14 @@ func TestJobTemplatePrefixIsTheKindQualifiedByItsGroup(t *testing.T) {
 		assert.True(t, contract.IsPathComponentSafe(strings.SplitN(key, "/", 2)[0]), key)
 	}
 }
+
+// A kind whose operator names no job-name label gets the pod's name: two
+// jobs of such a kind never share a directory.
+func TestJobTemplateOfAKindWithoutJobNameLabelsIsNamedAfterThePod(t *testing.T) {
+	tg := newTarget("pytorch").build()
+	tg.Where = "spec.roles[node].template"
+	tg.Kind = schema.GroupKind{Group: "trainer.example.io", Kind: "FakeTrainJob"}
+	require.True(t, Checkpoint(tg))
+	key, _ := envValue(&tg.Spec.Containers[0], contract.EnvCheckpointKey)
+	assert.Equal(t, "faketrainjob.trainer.example.io/$(TRAINGUARD_POD_NAME)", key)
+}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/podspec"
 )
 
@@ -53,7 +54,11 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 	key := checkpointKey(t)
 	for _, l := range t.JobNameLabels {
 		if strings.Contains(key, "$("+l.Env+")") {
-			ensureEnv(c, fieldEnv(l.Env, "metadata.labels['"+l.Label+"']"))
+			path := l.FieldPath
+			if path == "" {
+				path = jobs.NameLabel(l.Env, l.Label).FieldPath
+			}
+			ensureEnv(c, fieldEnv(l.Env, path))
 		}
 	}
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointKey, Value: key})
@@ -90,14 +95,7 @@ func checkpointKey(t *Target) string {
 		return t.Policy.JobDirectory
 	}
 	if t.Where != "" {
-		key := templateKeyPrefix(t.Kind)
-		for _, l := range t.JobNameLabels {
-			key += "/$(" + l.Env + ")"
-		}
-		if len(t.JobNameLabels) == 0 {
-			key += "/$(" + contract.EnvPodName + ")"
-		}
-		return key
+		return templateKey(templateKeyPrefix(t.Kind), t.JobNameLabels)
 	}
 	for _, ref := range t.Meta.OwnerReferences {
 		if ref.Controller == nil || !*ref.Controller {
@@ -110,6 +108,27 @@ func checkpointKey(t *Target) string {
 		t.Warnf("owner %s %q cannot name a directory; the checkpoint directory is named after the pod instead", ref.Kind, ref.Name)
 	}
 	return "pod/$(" + contract.EnvPodName + ")"
+}
+
+// templateKey is prefix/$(ENV)… for the job-name labels, or the pod's name
+// when the kind names none (built in one allocation: it runs per template).
+func templateKey(prefix string, labels []jobs.JobNameLabel) string {
+	if len(labels) == 0 {
+		return prefix + "/$(" + contract.EnvPodName + ")"
+	}
+	n := len(prefix)
+	for _, l := range labels {
+		n += len(l.Env) + len("/$()")
+	}
+	var key strings.Builder
+	key.Grow(n)
+	key.WriteString(prefix)
+	for _, l := range labels {
+		key.WriteString("/$(")
+		key.WriteString(l.Env)
+		key.WriteString(")")
+	}
+	return key.String()
 }
 
 // templateKeyPrefix is the literal first component of a job template's key:

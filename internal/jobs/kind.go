@@ -123,6 +123,14 @@ type UpdateValidating interface {
 type JobNameLabel struct {
 	Env   string
 	Label string
+	// FieldPath is the downward-API path of Label; NameLabel sets it, so
+	// it is built once per kind, not per admitted template.
+	FieldPath string
+}
+
+// NameLabel is a JobNameLabel with its FieldPath.
+func NameLabel(env, label string) JobNameLabel {
+	return JobNameLabel{Env: env, Label: label, FieldPath: "metadata.labels['" + label + "']"}
 }
 
 // Labelled is implemented by adapters whose operator labels the pods.

@@ -14,12 +14,19 @@ import (
 // group-name with its API group.
 func KubeDLPyTorchJob() Kind[kubedlv1alpha1.PyTorchJob] {
 	return operatorKind(kubedlv1alpha1.GroupVersion.WithKind(kubedlv1alpha1.Kind), "kubedl-pytorchjob", func(obj *kubedlv1alpha1.PyTorchJob) (Job, error) {
-		job := kubedlJob{operatorJob[kubedlv1alpha1.ReplicaSpec]{obj, &obj.ObjectMeta, obj.Spec.PyTorchReplicaSpecs, kubedlTemplate}, &obj.Spec}
-		return job, job.validKeys()
+		return operatorJob[kubedlv1alpha1.PyTorchJob, kubedlSchema]{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, replicaSpecsPath())
 	}, validateKubeDLJob, kubedlJobOfPod)
 }
 
-func kubedlTemplate(r *kubedlv1alpha1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template }
+// kubedlSchema says where a KubeDL PyTorchJob keeps what a Job reads.
+type kubedlSchema struct{}
+
+func (kubedlSchema) meta(obj *kubedlv1alpha1.PyTorchJob) *metav1.ObjectMeta { return &obj.ObjectMeta }
+
+func (kubedlSchema) templates(obj *kubedlv1alpha1.PyTorchJob) []Template {
+	return ReplicaTemplates(obj.Spec.PyTorchReplicaSpecs, func(r *kubedlv1alpha1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template },
+		replicaSpecsPath())
+}
 
 // kubedlJobOfPod names the job of a KubeDL pod without a controller owner:
 // job-name, with group-name saying KubeDL. The kubeflow label, when also
@@ -33,16 +40,12 @@ func kubedlJobOfPod(pod *corev1.Pod) (PodOwner, bool) {
 	return PodOwner{APIVersion: kubedlv1alpha1.GroupVersion.String(), Kind: kubedlv1alpha1.Kind, Name: name}, true
 }
 
-type kubedlJob struct {
-	operatorJob[kubedlv1alpha1.ReplicaSpec]
-	spec *kubedlv1alpha1.PyTorchJobSpec
-}
-
 // Elastic: KubeDL scales only with spec.enableElastic and a policy.
-func (j kubedlJob) Elastic() Elastic {
-	ep := j.spec.ElasticPolicy
-	e := Elastic{Enabled: j.spec.EnableElastic && ep != nil, Path: field.NewPath("spec", "elasticPolicy")}
-	if w := j.spec.PyTorchReplicaSpecs["Worker"]; w != nil {
+func (kubedlSchema) elastic(obj *kubedlv1alpha1.PyTorchJob) Elastic {
+	spec := &obj.Spec
+	ep := spec.ElasticPolicy
+	e := Elastic{Enabled: spec.EnableElastic && ep != nil, Path: field.NewPath("spec", "elasticPolicy")}
+	if w := spec.PyTorchReplicaSpecs["Worker"]; w != nil {
 		e.Workers = &w.Template.Spec
 	}
 	if ep != nil && ep.NProcPerNode != nil && *ep.NProcPerNode > 0 {

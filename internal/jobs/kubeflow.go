@@ -23,14 +23,23 @@ import (
 // rescheduler the job of a pod without an owner reference.
 func KubeflowPyTorchJob() Kind[kubeflowv1.PyTorchJob] {
 	k := operatorKind(kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind), "pytorchjob", func(obj *kubeflowv1.PyTorchJob) (Job, error) {
-		job := kubeflowJob{operatorJob[kubeflowv1.ReplicaSpec]{obj, &obj.ObjectMeta, obj.Spec.PyTorchReplicaSpecs, kubeflowv1Template}, &obj.Spec}
-		return job, job.validKeys()
+		return operatorJob[kubeflowv1.PyTorchJob, kubeflowSchema]{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, replicaSpecsPath())
 	}, validateKubeflowJob, kubeflowJobOfPod)
 	k.UpdateRules = validateKubeflowUpdate
 	return k
 }
 
-func kubeflowv1Template(r *kubeflowv1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template }
+// kubeflowSchema says where a kubeflow PyTorchJob keeps what a Job reads.
+type kubeflowSchema struct{}
+
+func (kubeflowSchema) meta(obj *kubeflowv1.PyTorchJob) *metav1.ObjectMeta { return &obj.ObjectMeta }
+
+func (kubeflowSchema) templates(obj *kubeflowv1.PyTorchJob) []Template {
+	return ReplicaTemplates(obj.Spec.PyTorchReplicaSpecs, func(r *kubeflowv1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template },
+		replicaSpecsPath())
+}
+
+func replicaSpecsPath() *field.Path { return field.NewPath("spec", "pytorchReplicaSpecs") }
 
 // operatorKind is a v1 training operator's PyTorchJob (kubeflow's, KubeDL's):
 // replica templates under spec.pytorchReplicaSpecs, rules that need no
@@ -41,32 +50,29 @@ func operatorKind[T any](of schema.GroupVersionKind, short string, wrap func(*T)
 		NameLabels: operatorJobNameLabels(), FindJob: find, FindLabels: operatorLabels()}
 }
 
-// operatorJob is the part of a v1 operator's job the kinds share: the
-// object, its metadata and its replica templates; the kind adds Elastic.
-type operatorJob[R any] struct {
-	obj      any
-	meta     *metav1.ObjectMeta
-	specs    map[string]*R
-	template func(*R) *corev1.PodTemplateSpec
+// operatorSchema says where a v1 operator's job keeps what a Job reads.
+// It is a zero-size type, so operatorJob stays one pointer and making a
+// Job of it allocates nothing on the webhook's path.
+type operatorSchema[T any] interface {
+	meta(obj *T) *metav1.ObjectMeta
+	templates(obj *T) []Template
+	elastic(obj *T) Elastic
 }
 
-func (j operatorJob[R]) Object() any              { return j.obj }
-func (j operatorJob[R]) Meta() *metav1.ObjectMeta { return j.meta }
+// operatorJob is a decoded job of a v1 operator (kubeflow's, KubeDL's).
+type operatorJob[T any, S operatorSchema[T]] struct{ obj *T }
 
-func (j operatorJob[R]) Templates() []Template {
-	return ReplicaTemplates(j.specs, j.template, field.NewPath("spec", "pytorchReplicaSpecs"))
-}
-
-func (j operatorJob[R]) validKeys() error {
-	return validReplicaKeys(j.specs, field.NewPath("spec", "pytorchReplicaSpecs"))
-}
+func (j operatorJob[T, S]) Object() any              { return j.obj }
+func (j operatorJob[T, S]) Meta() *metav1.ObjectMeta { var s S; return s.meta(j.obj) }
+func (j operatorJob[T, S]) Templates() []Template    { var s S; return s.templates(j.obj) }
+func (j operatorJob[T, S]) Elastic() Elastic         { var s S; return s.elastic(j.obj) }
 
 // operatorJobNameLabels are the labels the v1 training operators put on
 // each pod with the job's name: the current one, then the legacy one.
 func operatorJobNameLabels() []JobNameLabel {
 	return []JobNameLabel{
-		{Env: contract.EnvKubeflowJobName, Label: kubeflowv1.LabelJobName},
-		{Env: contract.EnvOperatorJobName, Label: kubeflowv1.LabelLegacyJobName},
+		NameLabel(contract.EnvKubeflowJobName, kubeflowv1.LabelJobName),
+		NameLabel(contract.EnvOperatorJobName, kubeflowv1.LabelLegacyJobName),
 	}
 }
 
@@ -112,16 +118,11 @@ func validReplicaKeys[R any](specs map[string]*R, path *field.Path) error {
 	return errs.ToAggregate()
 }
 
-type kubeflowJob struct {
-	operatorJob[kubeflowv1.ReplicaSpec]
-	spec *kubeflowv1.PyTorchJobSpec
-}
-
 // Elastic: kubeflow scales the Worker replicas whenever an elastic policy
 // is set; processes per node come from spec.nprocPerNode, or the
 // deprecated elasticPolicy.nProcPerNode.
-func (j kubeflowJob) Elastic() Elastic {
-	spec := j.spec
+func (kubeflowSchema) elastic(obj *kubeflowv1.PyTorchJob) Elastic {
+	spec := &obj.Spec
 	e := Elastic{Enabled: spec.ElasticPolicy != nil, Path: field.NewPath("spec", "elasticPolicy")}
 	if w := spec.PyTorchReplicaSpecs[kubeflowv1.ReplicaWorker]; w != nil {
 		e.Workers = &w.Template.Spec
