@@ -35,6 +35,11 @@ type Kind[T any] struct {
 	// rescheduler's cache keeps only those).
 	FindJob    func(pod *corev1.Pod) (PodOwner, bool)
 	FindLabels []string
+	// OwnerChain is how a pod's controller references lead to a job of
+	// this kind: the kind itself when the job owns its pods, else each hop
+	// (a TrainJob's pods: batch Job, JobSet, TrainJob). ownerchain follows
+	// only these kinds, so a tenant's owner references lead nowhere else.
+	OwnerChain []schema.GroupVersionKind
 	// Cluster: the kind is cluster-scoped.
 	Cluster bool
 }
@@ -86,6 +91,9 @@ func (k Kind[T]) JobOfPod(pod *corev1.Pod) (PodOwner, bool) {
 	}
 	return k.FindJob(pod)
 }
+
+// PodOwnerChain implements OwnerChained.
+func (k Kind[T]) PodOwnerChain() []schema.GroupVersionKind { return k.OwnerChain }
 
 // JobLabels implements PodJobFinder.
 func (k Kind[T]) JobLabels() []string { return k.FindLabels }
@@ -152,6 +160,12 @@ type PodOwner struct {
 type PodJobFinder interface {
 	JobOfPod(pod *corev1.Pod) (PodOwner, bool)
 	JobLabels() []string
+}
+
+// OwnerChained is implemented by adapters of kinds that own pods, directly
+// or through intermediate controllers (see Kind.OwnerChain).
+type OwnerChained interface {
+	PodOwnerChain() []schema.GroupVersionKind
 }
 
 // validateMetadata checks the trainguard.io/ and MindCluster annotations

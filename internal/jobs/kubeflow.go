@@ -47,7 +47,7 @@ func replicaSpecsPath() *field.Path { return field.NewPath("spec", "pytorchRepli
 func operatorKind[T any](of schema.GroupVersionKind, short string, wrap func(*T) (Job, error), rules func(*T) Result,
 	find func(*corev1.Pod) (PodOwner, bool)) Kind[T] {
 	return Kind[T]{Of: of, Short: short, Wrap: wrap, Rules: func(obj *T, _ RuleEnv) Result { return rules(obj) },
-		NameLabels: operatorJobNameLabels(), FindJob: find, FindLabels: operatorLabels()}
+		NameLabels: operatorJobNameLabels(), FindJob: find, FindLabels: operatorLabels(), OwnerChain: []schema.GroupVersionKind{of}}
 }
 
 // operatorSchema says where a v1 operator's job keeps what a Job reads.

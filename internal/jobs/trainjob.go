@@ -3,8 +3,10 @@ package jobs
 import (
 	"strconv"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
@@ -25,6 +27,9 @@ func TrainJob() Kind[trainerv1alpha1.TrainJob] {
 		FindJob:     jobSetOfPod,
 		FindLabels: []string{trainerv1alpha1.LabelJobSetName, trainerv1alpha1.LabelJobSetReplicatedJob,
 			trainerv1alpha1.LabelJobSetJobIndex},
+		OwnerChain: []schema.GroupVersionKind{batchv1.SchemeGroupVersion.WithKind("Job"),
+			schema.FromAPIVersionAndKind(trainerv1alpha1.JobSetAPIVersion, trainerv1alpha1.JobSetKind),
+			trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)},
 	}
 }
 

@@ -17,28 +17,39 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
-// JobKinds are the jobs a pod's controller reference may name directly:
-// the PyTorchJob kinds trainguard injects.
-func JobKinds() []schema.GroupVersionKind {
-	return []schema.GroupVersionKind{
-		{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"},
-		{Group: "training.kubedl.io", Version: "v1alpha1", Kind: "PyTorchJob"},
+// chains are the owner chains of the kinds trainguard handles, each the
+// kinds' adapters declare (jobs.Kind.OwnerChain): fixed kinds and hops, so
+// a tenant's owner references cannot lead anywhere else.
+func chains() [][]schema.GroupVersionKind {
+	var out [][]schema.GroupVersionKind
+	for _, a := range jobs.Builtin().All() {
+		if c, ok := a.(jobs.OwnerChained); ok && len(c.PodOwnerChain()) > 0 {
+			out = append(out, c.PodOwnerChain())
+		}
 	}
+	return out
+}
+
+// JobKinds are the jobs a pod's controller reference may name directly
+// (the PyTorchJob kinds trainguard injects).
+func JobKinds() []schema.GroupVersionKind {
+	var out []schema.GroupVersionKind
+	for _, c := range chains() {
+		if len(c) == 1 {
+			out = append(out, c[0])
+		}
+	}
+	return out
 }
 
 // TrainJobChain is how a Kubeflow Trainer v2 pod reaches its TrainJob: the
 // pod's controller is a batch Job, whose controller is a JobSet, whose
-// controller is the TrainJob. Fixed kinds and three hops, so a tenant's
-// owner references cannot lead anywhere else.
-func TrainJobChain() []schema.GroupVersionKind {
-	return []schema.GroupVersionKind{
-		{Group: "batch", Version: "v1", Kind: "Job"},
-		{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"},
-		{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"},
-	}
-}
+// controller is the TrainJob.
+func TrainJobChain() []schema.GroupVersionKind { return jobs.TrainJob().OwnerChain }
 
 // Job returns the metadata of the job ref (a pod's controller reference)
 // leads to: a PyTorchJob, or through its Job and JobSet a TrainJob. It is
@@ -48,13 +59,11 @@ func TrainJobChain() []schema.GroupVersionKind {
 // server's failure; it names the hop.
 func Job(ctx context.Context, r client.Reader, namespace string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-	if slices.Contains(JobKinds(), gvk) {
-		return get(ctx, r, namespace, ref)
-	}
-	chain := TrainJobChain()
-	if gvk != chain[0] {
+	i := slices.IndexFunc(chains(), func(c []schema.GroupVersionKind) bool { return c[0] == gvk })
+	if i < 0 {
 		return nil, nil
 	}
+	chain := chains()[i]
 	obj, err := get(ctx, r, namespace, ref)
 	for _, next := range chain[1:] {
 		if obj == nil || err != nil {
