@@ -57,14 +57,30 @@ func TestEnvNamesAreTheAgentsAndTheSDKs(t *testing.T) {
 	}
 	slices.Sort(agent)
 	slices.Sort(sdk)
-	assert.Equal(t, agent, spelledIn(t, "../agent/*.go"), "env names internal/agent reads vs contract.EnvVars (Agent)")
-	assert.Equal(t, sdk, spelledIn(t, "../../sdk/python/trainguard/*.py"), "env names the SDK reads vs contract.EnvVars (SDK)")
+	root := moduleRoot(t)
+	assert.Equal(t, agent, spelledIn(t, filepath.Join(root, "internal/agent/*.go")), "env names internal/agent reads vs contract.EnvVars (Agent)")
+	assert.Equal(t, sdk, spelledIn(t, filepath.Join(root, "sdk/python/trainguard/*.py")), "env names the SDK reads vs contract.EnvVars (SDK)")
 }
 
 // The agent writes the checkpoint outcome line the outcome controller
 // parses; it spells the prefix itself, so this ties the two.
 func TestOutcomePrefixIsTheAgents(t *testing.T) {
-	src, err := os.ReadFile("../agent/termination.go")
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "internal/agent/termination.go"))
 	require.NoError(t, err)
 	assert.Contains(t, string(src), `"`+CheckpointOutcomePrefix+`"`, "internal/agent/termination.go must write contract.CheckpointOutcomePrefix")
+}
+
+// moduleRoot is the directory of go.mod, wherever this package lives.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, dir, parent, "go.mod not found")
+		dir = parent
+	}
 }
