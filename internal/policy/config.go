@@ -101,6 +101,11 @@ type CheckpointConfig struct {
 	// GracePeriodMargin is added to PreStopTimeout to form the minimum
 	// terminationGracePeriodSeconds, leaving the trainer time to exit after the hook.
 	GracePeriodMargin *metav1.Duration `json:"gracePeriodMargin,omitempty"`
+	// RequireDurable refuses training pods whose checkpoints would be lost
+	// with the pod (no claim); false admits them with a warning, an Event
+	// and a metric. The namespace annotation
+	// trainguard.io/require-durable-checkpoints can only tighten it.
+	RequireDurable bool `json:"requireDurable,omitempty"`
 }
 
 // TaskDConfig controls MindCluster's TaskD port.
@@ -115,7 +120,17 @@ type GPUConfig struct {
 	// DefaultCount is set as limit (and request) on training containers that
 	// have no such resource. 0 turns the default off.
 	DefaultCount *int64 `json:"defaultCount,omitempty"`
+	// DefaultFor says which jobs get DefaultCount: AcceleratorJobs (the
+	// default: only jobs that show they want an accelerator, see
+	// docs/annotations.md) or AllJobs (every training container without one).
+	DefaultFor string `json:"defaultFor,omitempty"`
 }
+
+// Values of GPUConfig.DefaultFor.
+const (
+	GPUDefaultForAcceleratorJobs = "AcceleratorJobs"
+	GPUDefaultForAllJobs         = "AllJobs"
+)
 
 // AgentConfig says where the trainguard-agent comes from and where it lands in the pod.
 type AgentConfig struct {
@@ -268,6 +283,9 @@ func (c *Config) applyDefaults() {
 		n := int64(DefaultGPUCount)
 		c.GPU.DefaultCount = &n
 	}
+	if c.GPU.DefaultFor == "" {
+		c.GPU.DefaultFor = GPUDefaultForAcceleratorJobs
+	}
 	if c.Agent.Image == "" {
 		c.Agent.Image = DefaultAgentImage
 	}
@@ -391,6 +409,9 @@ func (c *Config) validate() field.ErrorList {
 	check(field.NewPath("faultScheduling"), c.FaultScheduling, err)
 	_, err = contract.ParseGPULimit(fmt.Sprint(*c.GPU.DefaultCount))
 	check(field.NewPath("gpu", "defaultCount"), fmt.Sprint(*c.GPU.DefaultCount), err)
+	if f := c.GPU.DefaultFor; f != GPUDefaultForAcceleratorJobs && f != GPUDefaultForAllJobs {
+		errs = append(errs, field.NotSupported(field.NewPath("gpu", "defaultFor"), f, []string{GPUDefaultForAcceleratorJobs, GPUDefaultForAllJobs}))
+	}
 	if !path.IsAbs(c.Agent.Path) || path.Clean(c.Agent.Path) != c.Agent.Path {
 		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
 	}
