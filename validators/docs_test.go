@@ -131,7 +131,7 @@ func docRules() []docRule {
 			ports(corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9000})},
 		{cf, "integer nprocPerNode ≤ the training container's GPU limit", "spec.nprocPerNode", true,
 			object(job().WithNproc("4").WithWorkerContainer(func(c *corev1.Container) { c.Resources = builders.GPULimit(2) }))},
-		{cf, "an elastic job has a checkpoint volume", "spec.elasticPolicy", true, object(job().WithElastic(1, 2))},
+		{cf, "checkpoints go to a volume that outlives the pod (an error with trainguard.io/require-durable-checkpoints=true)", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0]", true, object(job().WithElastic(1, 2))},
 		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(contract.AnnotationRecoverStrategy, "recover,elastic-training")},
 		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(object(job()), map[string]string{contract.AnnotationGPULimit: "lots"})},
 	}

@@ -15,6 +15,7 @@ import (
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 var expectError = regexp.MustCompile(`(?m)^# expect-error: (\S+)\s*$`)
@@ -131,7 +132,9 @@ func TestRuntimeWithoutDisruptionRuleWarns(t *testing.T) {
 		return []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainingRuntime","metadata":{"name":"r","namespace":"a"},
 "spec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{` + pfp + `"template":{"spec":{"containers":[{"name":"node","image":"i"}]}}}}}]}}}}`)
 	}
-	v := New(nil)
+	cfg := policy.DefaultConfig()
+	cfg.Checkpoint.Claim = "ckpt" // durable checkpoints: only the rule under test warns
+	v := New(cfg)
 	res, err := v.Validate(Object{GVK: jobs.TrainingRuntime{}.GVK(), Raw: rt("")})
 	require.NoError(t, err)
 	require.Len(t, res.Warnings, 1)
