@@ -16,6 +16,8 @@ func validateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorL
 	if meta == nil {
 		return nil
 	}
-	errs := contract.ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))
+	errs := unknownKeys(meta.Annotations, contract.KnownAnnotations(), "annotation", fldPath.Child("annotations"))
+	errs = append(errs, contract.ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))...)
+	errs = append(errs, unknownKeys(meta.Labels, contract.KnownLabels(), "label", fldPath.Child("labels"))...)
 	return append(errs, contract.ValidateFaultSchedulingLabel(meta.Labels, fldPath.Child("labels"))...)
 }
