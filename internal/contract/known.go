@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// AnnotationRequireDurableCheckpoints, set to "true" on a namespace (or on a
-// job or pod, which can only tighten it), makes admission refuse a training
+// AnnotationRequireDurableCheckpoints is the switch that, set to "true" on a
+// namespace (or on a job or pod, which can only tighten it), makes admission refuse a training
 // pod whose checkpoints would be written to storage that dies with the pod
 // (the container's own filesystem, an emptyDir). Without it such a pod is
 // admitted with a warning, an Event and a metric.
