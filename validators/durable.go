@@ -24,6 +24,11 @@ const EphemeralCheckpointWarning = "checkpoints are not durable"
 // that should load it starts from scratch. It is a warning, or an error
 // where the namespace (or the config) requires durable checkpoints.
 func durableCheckpoints(p *contract.Policy, job jobs.Job) (field.ErrorList, []string) {
+	if _, notMutated := job.(jobs.NotMutated); notMutated {
+		// A Trainer runtime or TrainJob is not injected itself: its pods
+		// are, in their own namespaces, and are checked there.
+		return nil, nil
+	}
 	var errs field.ErrorList
 	var warnings []string
 	for _, tpl := range job.Templates() {

@@ -15,7 +15,6 @@ import (
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 var expectError = regexp.MustCompile(`(?m)^# expect-error: (\S+)\s*$`)
@@ -132,9 +131,7 @@ func TestRuntimeWithoutDisruptionRuleWarns(t *testing.T) {
 		return []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainingRuntime","metadata":{"name":"r","namespace":"a"},
 "spec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{` + pfp + `"template":{"spec":{"containers":[{"name":"node","image":"i"}]}}}}}]}}}}`)
 	}
-	cfg := policy.DefaultConfig()
-	cfg.Checkpoint.Claim = "ckpt" // durable checkpoints: only the rule under test warns
-	v := New(cfg)
+	v := New(nil) // no claim: a runtime is not injected, so it gets no durable-checkpoint warning
 	res, err := v.Validate(Object{GVK: jobs.TrainingRuntime{}.GVK(), Raw: rt("")})
 	require.NoError(t, err)
 	require.Len(t, res.Warnings, 1)
