@@ -13,8 +13,11 @@ import (
 	"github.com/trainguard/trainguard/validators"
 )
 
-const validateLong = `Validate reads one or more YAML documents and checks them offline with the
-same rules the validating webhook applies:
+const validateLong = `Validate reads one or more YAML documents and checks them offline, first as
+the API server and 'kubectl apply --validate=strict' would (apiVersion and
+kind, every value of the wrong type, every integer overflow, unknown fields,
+with their field paths), then with the same rules the validating webhook
+applies:
 
   - kubeflow.org/v1 PyTorchJob: everything the training operator's webhook
     checks (a Master must set replicas: 1, as kubeflow requires), plus the
@@ -33,20 +36,24 @@ same rules the validating webhook applies:
     TrainJob's podSpecOverrides, or a string spec.trainer.numProcPerNode)
     is a warning, since the cluster's release is not known offline;
   - trainguard.io/ and MindCluster annotations and the fault-scheduling label
-    on jobs, pod templates, Pods and Namespaces;
+    on jobs, pod templates, Pods and Namespaces (an unknown trainguard.io/
+    key is refused with the nearest known one);
   - cross-field checks against the effective policy (TaskD port, GPU limit
-    versus nprocPerNode, checkpoint volume of elastic jobs).
+    versus nprocPerNode, checkpoints on storage that dies with the pod:
+    a warning, an error where trainguard.io/require-durable-checkpoints is
+    "true").
 
-Documents of other kinds pass. The policy comes from --config (the file
-'trainguard serve' reads) and from each object's own annotations; namespace
-annotations are not known offline.
+Documents of other kinds pass once well-formed. The policy comes from
+--config (the file 'trainguard serve' reads), from the annotations of a
+Namespace anywhere in the input, and from each object's own annotations.
 
 Output: one line per field error on stdout,
   <Kind>/<namespace>/<name>: <field path>: <message>
 and warnings on stderr.
 
 Exit status: 0 when every document is valid (warnings allowed), 1 when any
-document is invalid, 2 on unreadable input or bad usage.`
+document is invalid, 2 on unreadable input (missing, empty or only
+comments, binary) or bad usage.`
 
 const validateExample = `  trainguard validate -f job.yaml
   kubectl get pytorchjobs -A -o yaml | trainguard validate -f -
