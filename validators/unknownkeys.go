@@ -35,13 +35,16 @@ func unknownKeys(m map[string]string, known []string, what string, fldPath *fiel
 // ignored), or "" when none is close enough to be a likely typo.
 func Nearest(s string, candidates []string) string {
 	best, bestDist := "", -1
+	limit := max(2, len(s)/4)
 	for _, c := range candidates {
+		if len(s)-len(c) > limit || len(c)-len(s) > limit {
+			continue // cannot be close enough; spares a long key the quadratic distance
+		}
 		d := editDistance(strings.ToLower(s), strings.ToLower(c))
 		if bestDist < 0 || d < bestDist || (d == bestDist && c < best) {
 			best, bestDist = c, d
 		}
 	}
-	limit := max(2, len(s)/4)
 	if bestDist < 0 || bestDist > limit {
 		return ""
 	}
