@@ -100,6 +100,11 @@ func TestValidateAndInjectAgreeOnANamespace(t *testing.T) {
 	require.Equal(t, 0, out.code, out.stderr)
 	assert.NotContains(t, out.stdout, "trainguard.io/injected")
 	assert.Contains(t, out.stderr, "namespace ml is annotated trainguard.io/inject=disabled")
+	// and validate does not apply trainguard's rules there either, as the webhook.
+	optedOut := strings.Replace(ns, "inject: enabled", "inject: disabled", 1) + "---\n" + strings.Replace(validJob, "  namespace: ml\n", "  namespace: ml\n  annotations:\n    trainguard.io/require-durable-checkpoints: \"true\"\n", 1)
+	v = runCLI(t, optedOut, "validate", "-f", "-")
+	assert.Equal(t, 0, v.code, v.stdout)
+	assert.Contains(t, v.stderr, "PyTorchJob/ml/ok: warning: trainguard's rules not applied: namespace ml is annotated trainguard.io/inject=disabled")
 }
 
 // TestInjectCLIKeepsCommentOnlyDocuments: docs/cli.md promises pass-through

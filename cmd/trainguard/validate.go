@@ -6,8 +6,11 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/validators"
@@ -193,6 +196,11 @@ func (c *checker) object(fallback string, raw []byte) []documentReport {
 
 // rules runs trainguard's validating rules on a well-formed object.
 func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) documentReport {
+	if ns := h.Metadata.Namespace; contract.OptedOut(c.namespaces[ns]) && h.GVK() != namespaceGVK() {
+		// The webhooks never see it, and inject leaves it unchanged.
+		report.warnings = append(report.warnings, fmt.Sprintf("trainguard's rules not applied: namespace %s is annotated %s=%s", ns, contract.AnnotationInject, contract.InjectDisabled))
+		return report
+	}
 	res, err := c.v.Validate(validators.Object{GVK: h.GVK(), Raw: raw, NamespaceAnnotations: c.namespaces[h.Metadata.Namespace]})
 	if err != nil {
 		report.errors = append(report.errors, err.Error())
@@ -240,3 +248,5 @@ func documentName(kind string, obj map[string]any, fallback string) string {
 	}
 	return kind + "/" + name
 }
+
+func namespaceGVK() schema.GroupVersionKind { return corev1.SchemeGroupVersion.WithKind("Namespace") }
