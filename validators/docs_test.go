@@ -124,6 +124,8 @@ func docRules() []docRule {
 		{an, "taskd is enabled or disabled", "metadata.annotations[trainguard.io/taskd]", false, ann(contract.AnnotationTaskD, "on")},
 		{an, "inject is enabled or disabled", "metadata.annotations[trainguard.io/inject]", false, ann(contract.AnnotationInject, "yes")},
 		{an, "max-reschedules is an integer 0–1000", "metadata.annotations[trainguard.io/max-reschedules]", false, ann(contract.AnnotationMaxReschedules, "-1")},
+		{an, "require-durable-checkpoints is true or false", "metadata.annotations[trainguard.io/require-durable-checkpoints]", false, ann(contract.AnnotationRequireDurableCheckpoints, "yes")},
+		{an, "no unknown trainguard.io/ annotation or label key (the nearest known key is named)", "metadata.annotations[trainguard.io/gpu-limt]", false, ann("trainguard.io/gpu-limt", "2")},
 
 		{cf, "TaskD on: the TaskD port number is only used as taskd-port", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].ports[0].containerPort", false,
 			ports(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601})},
