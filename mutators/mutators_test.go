@@ -166,7 +166,7 @@ func TestCheckpointVolume(t *testing.T) {
 }
 
 func TestGPUDefaults(t *testing.T) {
-	tg := newTarget("pytorch").build()
+	tg := newTarget("pytorch").policy(func(p *contract.Policy) { p.GPUForAll = true }).build()
 	require.True(t, GPU(tg))
 	assertGPU(t, "1", tg.Spec.Containers[0].Resources.Limits)
 	assertGPU(t, "1", tg.Spec.Containers[0].Resources.Requests)
@@ -180,7 +180,7 @@ func TestGPUDefaults(t *testing.T) {
 	require.True(t, GPU(reqOnly))
 	assertGPU(t, "2", reqOnly.Spec.Containers[0].Resources.Limits)
 
-	zero := newTarget("pytorch").policy(func(p *contract.Policy) { p.GPUCount = 0 }).build()
+	zero := newTarget("pytorch").policy(func(p *contract.Policy) { p.GPUCount, p.GPUForAll = 0, true }).build()
 	assert.False(t, GPU(zero))
 }
 

@@ -13,9 +13,5 @@ import (
 // The per-key rules live in package policy, so the config file, the
 // mutating webhook and this webhook can never disagree on what is valid.
 func validateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorList {
-	if meta == nil {
-		return nil
-	}
-	errs := contract.ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))
-	return append(errs, contract.ValidateFaultSchedulingLabel(meta.Labels, fldPath.Child("labels"))...)
+	return contract.ValidateMetadata(meta, fldPath)
 }

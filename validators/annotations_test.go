@@ -1,10 +1,15 @@
 package validators
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainguard/trainguard/internal/contract"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
 )
@@ -33,6 +38,7 @@ func annotationRules() []struct{ key, good, bad string } {
 		{"trainguard.io/taskd", "disabled", "off"},
 		{"trainguard.io/inject", "enabled", "yes"},
 		{"trainguard.io/max-reschedules", "3", "-1"},
+		{"trainguard.io/require-durable-checkpoints", "false", "yes"},
 	}
 }
 
@@ -84,4 +90,30 @@ func TestValidateNamespace(t *testing.T) {
 	assert.Equal(t, []string{"metadata.annotations[trainguard.io/gpu-limit]"}, paths(ValidateNamespace(ns)))
 	assert.Empty(t, ValidateNamespace(nil))
 	assert.Empty(t, ValidateNamespace(&corev1.Namespace{}))
+}
+
+// TestUnknownTrainguardKeys: a trainguard.io/ key nobody reads is a typo
+// that would silently leave the default in place; it is refused with the
+// nearest known key, on objects, templates and namespaces alike. Other
+// prefixes are none of trainguard's business.
+func TestUnknownTrainguardKeys(t *testing.T) {
+	meta := func(ann, labels map[string]string) *metav1.ObjectMeta {
+		return &metav1.ObjectMeta{Annotations: ann, Labels: labels}
+	}
+	errs := validateMetadata(meta(map[string]string{
+		"trainguard.io/gpu-limt": "2", "trainguard.io/checkpoint-claim": "ckpt", "example.com/gpu-limt": "x", "trainguard.io/zzzzzzzz": "1",
+	}, map[string]string{"trainguard.io/manged": "true", "trainguard.io/managed": "true"}), field.NewPath("metadata"))
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	assert.Equal(t, []string{
+		`metadata.annotations[trainguard.io/gpu-limt]: Invalid value: "trainguard.io/gpu-limt": unknown trainguard.io/ annotation; did you mean trainguard.io/gpu-limit?`,
+		`metadata.annotations[trainguard.io/zzzzzzzz]: Invalid value: "trainguard.io/zzzzzzzz": unknown trainguard.io/ annotation; the known ones are ` + strings.Join(contract.KnownAnnotations(), ", "),
+		`metadata.labels[trainguard.io/manged]: Invalid value: "trainguard.io/manged": unknown trainguard.io/ label; did you mean trainguard.io/managed?`,
+	}, got)
+	ns := &corev1.Namespace{ObjectMeta: *meta(map[string]string{"trainguard.io/checkpoint-clam": "ckpt"}, nil)}
+	if errs := ValidateNamespace(ns); assert.Len(t, errs, 1) {
+		assert.Contains(t, errs[0].Error(), "did you mean trainguard.io/checkpoint-claim?")
+	}
 }

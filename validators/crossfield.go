@@ -80,30 +80,6 @@ func nprocAboveGPUWarning(p *contract.Policy, nproc int64, nprocPath string, spe
 		nprocPath, nproc, c.Name, specPath.Child("containers").Index(i), limit.Value(), p.GPUResource, nprocPath)}
 }
 
-// hasCheckpointVolume reports whether pods of this template get a
-// checkpoint volume: from the policy (the mutator mounts the claim) or
-// already present in the template under trainguard's volume name.
-func hasCheckpointVolume(p *contract.Policy, spec *corev1.PodSpec) bool {
-	if p.CheckpointClaim != "" {
-		return true
-	}
-	if spec == nil {
-		return false
-	}
-	for _, vol := range spec.Volumes {
-		if vol.Name == contract.CheckpointVolumeName && vol.PersistentVolumeClaim != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// noCheckpointWarning is the warning for an elastic job whose workers have no checkpoint volume.
-func noCheckpointWarning(elasticPath *field.Path) string {
-	return fmt.Sprintf("%s: the job is elastic but has no checkpoint volume: rescheduled workers restart from scratch; set the %s annotation to a PersistentVolumeClaim name",
-		elasticPath, contract.AnnotationCheckpointClaim)
-}
-
 // elasticStrategyWarning warns when MindCluster is asked for elastic-training
 // on a job that has no elastic policy: there is nothing it could scale.
 // The MindCluster annotation on the final object is what MindCluster reads;

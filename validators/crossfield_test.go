@@ -90,20 +90,39 @@ func TestNprocAboveGPULimit(t *testing.T) {
 	})
 }
 
-func TestCheckpointVolumeWarning(t *testing.T) {
-	const warning = "rescheduled workers restart from scratch"
+// TestEphemeralCheckpointWarning: every job or pod trainguard injects whose
+// checkpoint directory would die with the pod is warned about (not only
+// elastic jobs), and refused where the namespace requires durable ones.
+func TestEphemeralCheckpointWarning(t *testing.T) {
+	const warning = "checkpoints are not durable: /checkpoint is on the container's own filesystem"
+	emptyDirAtPath := func(c *corev1.Container) {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: "/checkpoint"})
+	}
 	runRuleCases(t, []ruleCase{
-		{name: "elastic job with checkpoint volume", obj: object(job().WithElastic(1, 2).WithCheckpointVolume()), noWarn: warning},
-		{name: "elastic job with checkpoint-claim", obj: object(job().WithElastic(1, 2).WithAnnotation(contract.AnnotationCheckpointClaim, "ckpt")), noWarn: warning},
-		{name: "elastic job without checkpoint", obj: object(job().WithElastic(1, 2)), warn: "spec.elasticPolicy: the job is elastic but has no checkpoint volume: " + warning},
-		{name: "non-elastic job", obj: object(job()), noWarn: warning},
-		{name: "kubedl elastic job without checkpoint", obj: object(kubedlJob()), warn: warning},
+		{name: "elastic job without claim", obj: object(job().WithElastic(1, 2)), warn: "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0]: " + warning},
+		{name: "non-elastic job without claim", obj: object(job()), warn: "spec.pytorchReplicaSpecs[Master].template.spec.containers[0]: " + warning},
+		{name: "kubedl job without claim", obj: object(kubedlJob()), warn: warning},
+		{name: "job with checkpoint-claim", obj: object(job().WithElastic(1, 2).WithAnnotation(contract.AnnotationCheckpointClaim, "ckpt")), noWarn: "not durable"},
+		{name: "checkpoint path on an emptyDir", obj: object(job().WithAnnotation(contract.AnnotationCheckpointClaim, "ckpt").WithWorkerContainer(emptyDirAtPath).
+			With(func(j *kubeflowv1.PyTorchJob) {
+				spec := &j.Spec.PyTorchReplicaSpecs[kubeflowv1.ReplicaWorker].Template.Spec
+				spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			})), warn: `/checkpoint is on volume "scratch" (emptyDir)`},
+		{name: "opted-out job", obj: object(job().WithAnnotation(contract.AnnotationInject, contract.InjectDisabled)), noWarn: "not durable"},
+		{name: "required by the job itself", obj: object(job().WithAnnotation(contract.AnnotationRequireDurableCheckpoints, "true")),
+			errs: []string{"spec.pytorchReplicaSpecs[Master].template.spec.containers[0].volumeMounts", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].volumeMounts"}},
 	})
-	// The namespace's claim counts too.
+	// The namespace's claim counts, and its requirement refuses.
 	res, err := New(nil).Validate(Object{GVK: job().GVK(), Raw: object(job().WithElastic(1, 2)).Raw,
 		NamespaceAnnotations: map[string]string{contract.AnnotationCheckpointClaim: "team-ckpt"}})
 	assert.NoError(t, err)
 	assert.Empty(t, res.Warnings)
+	res, err = New(nil).Validate(Object{GVK: job().GVK(), Raw: object(job().WithAnnotation(contract.AnnotationRequireDurableCheckpoints, "false")).Raw,
+		NamespaceAnnotations: map[string]string{contract.AnnotationRequireDurableCheckpoints: "true"}})
+	assert.NoError(t, err)
+	if assert.Len(t, res.Errors, 2, "a job cannot lift its namespace's requirement") {
+		assert.Contains(t, res.Errors[0].Error(), "trainguard.io/require-durable-checkpoints=true")
+	}
 }
 
 func TestElasticStrategyWarning(t *testing.T) {
@@ -126,7 +145,7 @@ func TestNamespaceWarningsSurface(t *testing.T) {
 		NamespaceAnnotations: map[string]string{contract.AnnotationGPULimit: "lots"}})
 	assert.NoError(t, err)
 	assert.Empty(t, res.Errors)
-	if assert.Len(t, res.Warnings, 1) {
+	if assert.NotEmpty(t, res.Warnings) {
 		assert.Contains(t, res.Warnings[0], "namespace annotation trainguard.io/gpu-limit")
 	}
 }

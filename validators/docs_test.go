@@ -124,6 +124,8 @@ func docRules() []docRule {
 		{an, "taskd is enabled or disabled", "metadata.annotations[trainguard.io/taskd]", false, ann(contract.AnnotationTaskD, "on")},
 		{an, "inject is enabled or disabled", "metadata.annotations[trainguard.io/inject]", false, ann(contract.AnnotationInject, "yes")},
 		{an, "max-reschedules is an integer 0–1000", "metadata.annotations[trainguard.io/max-reschedules]", false, ann(contract.AnnotationMaxReschedules, "-1")},
+		{an, "require-durable-checkpoints is true or false", "metadata.annotations[trainguard.io/require-durable-checkpoints]", false, ann(contract.AnnotationRequireDurableCheckpoints, "yes")},
+		{an, "no unknown trainguard.io/ annotation or label key (the nearest known key is named)", "metadata.annotations[trainguard.io/gpu-limt]", false, ann("trainguard.io/gpu-limt", "2")},
 
 		{cf, "TaskD on: the TaskD port number is only used as taskd-port", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].ports[0].containerPort", false,
 			ports(corev1.ContainerPort{Name: "metrics", ContainerPort: 9601})},
@@ -131,7 +133,7 @@ func docRules() []docRule {
 			ports(corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9000})},
 		{cf, "integer nprocPerNode ≤ the training container's GPU limit", "spec.nprocPerNode", true,
 			object(job().WithNproc("4").WithWorkerContainer(func(c *corev1.Container) { c.Resources = builders.GPULimit(2) }))},
-		{cf, "an elastic job has a checkpoint volume", "spec.elasticPolicy", true, object(job().WithElastic(1, 2))},
+		{cf, "checkpoints go to a volume that outlives the pod (an error with trainguard.io/require-durable-checkpoints=true)", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0]", true, object(job().WithElastic(1, 2))},
 		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(contract.AnnotationRecoverStrategy, "recover,elastic-training")},
 		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(object(job()), map[string]string{contract.AnnotationGPULimit: "lots"})},
 	}

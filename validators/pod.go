@@ -62,8 +62,7 @@ func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (f
 		// The kind does not train elastically (a Pod).
 	case !e.Enabled:
 		warnings = append(warnings, elasticStrategyWarning(p, meta.Annotations, field.NewPath("metadata"), e.Path)...)
-	case e.Workers != nil && !hasCheckpointVolume(p, e.Workers):
-		warnings = append(warnings, noCheckpointWarning(e.Path))
 	}
-	return errs, warnings
+	durableErrs, durableWarnings := durableCheckpoints(p, job)
+	return append(errs, durableErrs...), append(warnings, durableWarnings...)
 }

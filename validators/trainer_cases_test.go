@@ -131,7 +131,7 @@ func TestRuntimeWithoutDisruptionRuleWarns(t *testing.T) {
 		return []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainingRuntime","metadata":{"name":"r","namespace":"a"},
 "spec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{` + pfp + `"template":{"spec":{"containers":[{"name":"node","image":"i"}]}}}}}]}}}}`)
 	}
-	v := New(nil)
+	v := New(nil) // no claim: a runtime is not injected, so it gets no durable-checkpoint warning
 	res, err := v.Validate(Object{GVK: jobs.TrainingRuntime().GVK(), Raw: rt("")})
 	require.NoError(t, err)
 	require.Len(t, res.Warnings, 1)

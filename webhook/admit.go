@@ -82,6 +82,7 @@ func (s *Server) validate(want schema.GroupVersionKind) admitFunc {
 			log.Error(err, "refused: cannot decode")
 			return errored(http.StatusBadRequest, fmt.Errorf("trainguard could not decode this %s: %w", req.Kind.Kind, err))
 		}
+		s.durable.report(req, res)
 		if len(res.Errors) > 0 {
 			status := apierrors.NewInvalid(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, req.Name, res.Errors)
 			log.V(1).Info("refused", "errors", res.Errors.ToAggregate().Error())

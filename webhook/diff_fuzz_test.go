@@ -184,7 +184,9 @@ func dropEmpty(v any) any {
 // default, replaced the whole resources and lost the field.
 func TestTypedDiffKeepsUnknownFieldsOfAZeroStruct(t *testing.T) {
 	raw := diffSeeds()[0]
-	got := roundTripJSON(t, raw, func(p *corev1.Pod) { mutate(policy.DefaultConfig(), p, 0) })
+	cfg := policy.DefaultConfig()
+	cfg.GPU.DefaultFor = policy.GPUDefaultForAllJobs // the seed is a CPU pod
+	got := roundTripJSON(t, raw, func(p *corev1.Pod) { mutate(cfg, p, 0) })
 	assert.Contains(t, got, `"futureField":{"a":1}`)
 	assert.Contains(t, got, `"nvidia.com/gpu":"1"`)
 }

@@ -62,12 +62,12 @@ func TestHandlerPatchesOptedInPod(t *testing.T) {
 	assert.True(t, out.Response.Allowed)
 	got := applyResponsePatch(t, raw, out.Response)
 	c := got.Spec.Containers[0]
-	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", got.Annotations[contract.AnnotationInjected])
+	assert.Equal(t, "prestop,taskd,recover-strategy", got.Annotations[contract.AnnotationInjected], "a CPU pod gets no GPU default")
 	assert.Equal(t, "true", got.Labels[contract.LabelManaged])
 	require.NotNil(t, c.Lifecycle)
 	assert.Equal(t, []string{"/opt/trainguard/bin/trainguard-agent", "prestop", "--timeout=60s"}, c.Lifecycle.PreStop.Exec.Command)
 	assert.Equal(t, corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9601, Protocol: corev1.ProtocolTCP}, c.Ports[0])
-	assert.Equal(t, "1", c.Resources.Limits.Name("nvidia.com/gpu", "").String())
+	assert.Empty(t, c.Resources.Limits, "a CPU pod gets no GPU default")
 	assert.Equal(t, int64(90), *got.Spec.TerminationGracePeriodSeconds)
 	require.Len(t, got.Spec.InitContainers, 1)
 	assert.Equal(t, "trainguard-agent-install", got.Spec.InitContainers[0].Name)
@@ -191,7 +191,8 @@ func TestHandlerPassesDeleteAndConnect(t *testing.T) {
 
 func TestHandlerWarnsOnBadAnnotation(t *testing.T) {
 	s := testServer(t, logr.Discard())
-	raw := pod("team-a", "w0").WithAnnotation(contract.AnnotationGPULimit, "lots").JSON()
+	raw := pod("team-a", "w0").WithAnnotation(contract.AnnotationGPULimit, "lots").
+		With(func(p *corev1.Pod) { p.Spec.Containers[0].Args = []string{"--backend=nccl"} }).JSON()
 	_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	require.True(t, out.Response.Allowed)
 	require.Len(t, out.Response.Warnings, 1)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -124,6 +125,14 @@ func mutateTemplates(job jobs.Job, p *contract.Policy, adapter jobs.Adapter) []s
 		labels = l.JobNameLabels()
 	}
 	var applied, warnings []string
+	// A GPU on one replica type (a Master) means the job wants one on all.
+	var specs []*corev1.PodSpec
+	for _, tpl := range job.Templates() {
+		specs = append(specs, tpl.Spec)
+	}
+	if mutators.AcceleratorMeant(p, specs...) {
+		p.GPUForAll = true
+	}
 	for _, tpl := range job.Templates() {
 		// A template without containers is invalid and the validating
 		// webhook says so; there is nothing to inject into.

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -29,6 +30,15 @@ func NewOffline(cfg *policy.Config) *Offline {
 	o := &Offline{Injector: &Injector{Scope: Scope{Config: cfg}, Kinds: &kinds}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
 	o.Injector.TrainJobs = o.trainJob
 	return o
+}
+
+// SetNamespaces gives the annotations of the Namespaces of the whole input
+// up front, so an object is mutated the same wherever its Namespace
+// appears in the stream (and as `trainguard validate` sees it).
+func (o *Offline) SetNamespaces(ns map[string]map[string]string) {
+	for name, ann := range ns {
+		o.namespaces[name] = ann
+	}
 }
 
 // InjectDocument returns doc mutated, or doc unchanged (byte for byte) when
@@ -69,6 +79,10 @@ func (o *Offline) injectObject(ctx context.Context, raw []byte) ([]byte, []strin
 	nsAnn := o.namespaces[h.Metadata.Namespace]
 	if nsAnn == nil {
 		nsAnn = map[string]string{}
+	}
+	if contract.OptedOut(nsAnn) {
+		// The webhook never sees objects of a namespace that opted out.
+		return nil, []string{fmt.Sprintf("%s/%s: left unchanged: namespace %s is annotated %s=%s", h.Kind, h.Metadata.Name, h.Metadata.Namespace, contract.AnnotationInject, contract.InjectDisabled)}, nil
 	}
 	res, err := o.Injector.Inject(ctx, Request{GVK: h.GVK(), Namespace: h.Metadata.Namespace, Raw: raw, OptedIn: true, NamespaceAnnotations: nsAnn})
 	if err != nil {

@@ -61,6 +61,8 @@ type Server struct {
 	validator *validators.Validator
 	metrics   *admissionMetrics
 	log       logr.Logger
+	// durable records Events and metrics for non-durable checkpoints; nil records nothing.
+	durable *durableReporter
 }
 
 // NewServer builds the endpoints' shared state; lookup reads namespaces.
@@ -98,6 +100,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.Runtimes = LiveRuntimes(mgr.GetAPIReader())
 	}
 	s := NewServer(opts, CachedNamespaces(mgr.GetCache(), mgr.GetAPIReader()), m, mgr.GetLogger().WithName("webhook"))
+	if s.durable, err = newDurableReporter(metrics.Registry, mgr.GetEventRecorder("trainguard-webhook")); err != nil {
+		return err
+	}
 	if err := mgr.AddReadyzCheck("informers-synced", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("adding readyz: %w", err)
 	}

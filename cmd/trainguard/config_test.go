@@ -52,7 +52,7 @@ rescheduler:
 }
 
 func TestUnversionedConfigLoadsWithADeprecationWarning(t *testing.T) {
-	legacy := writeFile(t, "legacy.yaml", "gpu: {defaultCount: 3}\n")
+	legacy := writeFile(t, "legacy.yaml", "gpu: {defaultCount: 3, defaultFor: AllJobs}\n")
 	res := runCLI(t, validJob, "inject", "-f", "-", "--config", legacy)
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Contains(t, res.stdout, `nvidia.com/gpu: "3"`, "the old format still applies")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -16,11 +17,21 @@ func newInjectCmd() *cobra.Command {
 		Short: "Mutate YAML documents offline as the webhook would in an opted-in namespace",
 		Long: `inject reads one or more YAML documents and writes them to stdout, mutated
 exactly as the mutating webhook would for a namespace that has opted in
-(the same code path). Documents trainguard does not handle pass through
-unchanged. Policy comes from --config and from the objects' own
-trainguard.io/ annotations; a Namespace document earlier in the stream
-supplies namespace-level annotations for the objects in it.
-Warnings go to stderr.`,
+(the same code path). Documents trainguard does not handle, and comments
+between documents, pass through unchanged. Policy comes from --config and
+from the objects' own trainguard.io/ annotations; a Namespace document
+anywhere in the input supplies namespace-level annotations for the objects
+in it (a Namespace annotated trainguard.io/inject=disabled leaves them
+unchanged).
+
+Before anything is written, every document is checked as
+'trainguard validate' checks it: if any is invalid (a wrong type, an
+unknown field or trainguard.io/ key, an apiVersion no cluster serves, an
+invalid elastic policy), its errors go to stderr, nothing goes to stdout,
+and inject exits 1. Warnings go to stderr.
+
+Exit status: 0 written, 1 invalid input (nothing written), 2 unreadable
+input (empty, binary, missing) or bad usage.`,
 		Example: `  trainguard inject -f job.yaml | kubectl apply -f -
   kubectl get pytorchjob my-job -o yaml | trainguard inject -f - --config policy.yaml`,
 		Args: cobra.NoArgs,
@@ -32,31 +43,63 @@ Warnings go to stderr.`,
 			if err != nil {
 				return exitWith(2, "inject: "+err.Error())
 			}
-			docs, err := readDocuments(file, cmd.InOrStdin())
+			in, err := readInput(file, cmd.InOrStdin())
 			if err != nil {
 				return exitWith(2, "inject: "+err.Error())
 			}
-			return injectDocuments(cmd, webhook.NewOffline(cfg), docs)
+			return runInject(cmd, cfg, in)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "YAML file to mutate, or - for stdin")
-	cmd.Flags().StringVar(&configPath, "config", "", "policy file (the format `trainguard serve --config` reads); defaults apply when empty")
+	// No backquotes in a usage string: pflag takes a backquoted word as the
+	// flag's placeholder.
+	cmd.Flags().StringVar(&configPath, "config", "", "policy file (the format 'trainguard serve --config' reads); defaults apply when empty")
 	return cmd
+}
+
+// runInject refuses what validate refuses, then mutates.
+func runInject(cmd *cobra.Command, cfg *policy.Config, in *input) error {
+	invalid := 0
+	for _, report := range newChecker(cfg, in).all() {
+		// The validating webhook's warnings reach the user online too.
+		for _, w := range report.warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", report.name, w)
+		}
+		for _, line := range report.errors {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", report.name, line)
+		}
+		if len(report.errors) > 0 {
+			invalid++
+		}
+	}
+	if invalid > 0 {
+		return exitWith(1, fmt.Sprintf("inject: %d invalid object(s) in %s; nothing written", invalid, in.path))
+	}
+	off := webhook.NewOffline(cfg)
+	off.SetNamespaces(namespacesIn(in.docs))
+	return injectDocuments(cmd, off, in.docs)
 }
 
 func injectDocuments(cmd *cobra.Command, off *webhook.Offline, docs [][]byte) error {
 	var out bytes.Buffer
 	written := 0
 	for n, doc := range docs {
+		mutated := doc
 		if isEmptyDocument(doc) {
-			continue
-		}
-		mutated, warnings, err := off.InjectDocument(cmd.Context(), doc)
-		for _, w := range warnings {
-			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-		}
-		if err != nil {
-			return exitWith(2, fmt.Sprintf("inject: document %d: %v", n+1, err))
+			// Comments between documents are kept; a bare separator is not.
+			if len(bytes.TrimSpace(bytes.ReplaceAll(doc, []byte("---"), nil))) == 0 {
+				continue
+			}
+		} else {
+			var warnings []string
+			var err error
+			mutated, warnings, err = off.InjectDocument(cmd.Context(), doc)
+			for _, w := range warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			if err != nil {
+				return exitWith(2, fmt.Sprintf("inject: document %d: %v", n+1, err))
+			}
 		}
 		if written > 0 {
 			out.WriteString("---\n")

@@ -29,7 +29,7 @@ func TestInjectCLIMutatesAndPassesThrough(t *testing.T) {
 	var job map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(docs[1]), &job))
 	ann := job["metadata"].(map[string]any)["annotations"].(map[string]any)
-	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", ann["trainguard.io/injected"])
+	assert.Equal(t, "prestop,taskd,recover-strategy", ann["trainguard.io/injected"], "a CPU job gets no GPU")
 }
 
 func TestInjectCLIMatchesGoldenFiles(t *testing.T) {
@@ -45,7 +45,7 @@ func TestInjectCLIMatchesGoldenFiles(t *testing.T) {
 }
 
 func TestInjectCLIConfigAndUsageErrors(t *testing.T) {
-	res := runCLI(t, validJob, "inject", "-f", "-", "--config", writeFile(t, "c.yaml", "gpu: {defaultCount: 3}\n"))
+	res := runCLI(t, validJob, "inject", "-f", "-", "--config", writeFile(t, "c.yaml", "gpu: {defaultCount: 3, defaultFor: AllJobs}\n"))
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Contains(t, res.stdout, `nvidia.com/gpu: "3"`)
 
@@ -64,9 +64,8 @@ func TestInjectCLIConfigAndUsageErrors(t *testing.T) {
 }
 
 func TestInjectCLIWarningsGoToStderr(t *testing.T) {
-	in := strings.Replace(validJob, "  namespace: ml\n", "  namespace: ml\n  annotations:\n    trainguard.io/gpu-limit: lots\n", 1)
-	res := runCLI(t, in, "inject", "-f", "-")
+	res := runCLI(t, validJob, "inject", "-f", "-")
 	require.Equal(t, 0, res.code)
-	assert.Contains(t, res.stderr, `trainguard.io/gpu-limit="lots"`)
+	assert.Contains(t, res.stderr, "checkpoints are not durable")
 	assert.NotContains(t, res.stdout, "warning")
 }

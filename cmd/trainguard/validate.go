@@ -6,14 +6,21 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/validators"
 )
 
-const validateLong = `Validate reads one or more YAML documents and checks them offline with the
-same rules the validating webhook applies:
+const validateLong = `Validate reads one or more YAML documents and checks them offline, first as
+the API server and 'kubectl apply --validate=strict' would (apiVersion and
+kind, every value of the wrong type, every integer overflow, unknown fields,
+with their field paths), then with the same rules the validating webhook
+applies:
 
   - kubeflow.org/v1 PyTorchJob: everything the training operator's webhook
     checks (a Master must set replicas: 1, as kubeflow requires), plus the
@@ -32,20 +39,24 @@ same rules the validating webhook applies:
     TrainJob's podSpecOverrides, or a string spec.trainer.numProcPerNode)
     is a warning, since the cluster's release is not known offline;
   - trainguard.io/ and MindCluster annotations and the fault-scheduling label
-    on jobs, pod templates, Pods and Namespaces;
+    on jobs, pod templates, Pods and Namespaces (an unknown trainguard.io/
+    key is refused with the nearest known one);
   - cross-field checks against the effective policy (TaskD port, GPU limit
-    versus nprocPerNode, checkpoint volume of elastic jobs).
+    versus nprocPerNode, checkpoints on storage that dies with the pod:
+    a warning, an error where trainguard.io/require-durable-checkpoints is
+    "true").
 
-Documents of other kinds pass. The policy comes from --config (the file
-'trainguard serve' reads) and from each object's own annotations; namespace
-annotations are not known offline.
+Documents of other kinds pass once well-formed. The policy comes from
+--config (the file 'trainguard serve' reads), from the annotations of a
+Namespace anywhere in the input, and from each object's own annotations.
 
 Output: one line per field error on stdout,
   <Kind>/<namespace>/<name>: <field path>: <message>
 and warnings on stderr.
 
 Exit status: 0 when every document is valid (warnings allowed), 1 when any
-document is invalid, 2 on unreadable input or bad usage.`
+document is invalid, 2 on unreadable input (missing, empty or only
+comments, binary) or bad usage.`
 
 const validateExample = `  trainguard validate -f job.yaml
   kubectl get pytorchjobs -A -o yaml | trainguard validate -f -
@@ -77,24 +88,17 @@ func runValidate(stdin io.Reader, stdout, stderr io.Writer, file, configPath str
 	if err != nil {
 		return fmt.Errorf("loading --config: %w", err)
 	}
-	docs, err := readDocuments(file, stdin)
+	in, err := readInput(file, stdin)
 	if err != nil {
 		return err
 	}
-	v := validators.New(cfg)
-	v.Runtimes = runtimesIn(docs).Lookup
 	invalid := 0
-	for i, doc := range docs {
-		if isEmptyDocument(doc) {
-			continue
+	for _, report := range newChecker(cfg, in).all() {
+		if err := printReport(stdout, stderr, report); err != nil {
+			return err
 		}
-		for _, report := range validateDocument(v, i+1, doc) {
-			if err := printReport(stdout, stderr, report); err != nil {
-				return err
-			}
-			if len(report.errors) > 0 {
-				invalid++
-			}
+		if len(report.errors) > 0 {
+			invalid++
 		}
 	}
 	if invalid > 0 {
@@ -125,38 +129,82 @@ type documentReport struct {
 	warnings []string
 }
 
-// validateDocument checks one YAML document. A document that is not a
-// Kubernetes object, or not a decodable one of its kind, is invalid. A v1
+// checker validates the documents of one input, as `validate` and, before
+// mutating anything, `inject` do: both see the same Namespaces and runtimes.
+type checker struct {
+	v          *validators.Validator
+	in         *input
+	namespaces map[string]map[string]string
+}
+
+func newChecker(cfg *policy.Config, in *input) *checker {
+	v := validators.New(cfg)
+	v.Runtimes = runtimesIn(in.docs).Lookup
+	return &checker{v: v, in: in, namespaces: namespacesIn(in.docs)}
+}
+
+// all checks every document and returns one report per object.
+func (c *checker) all() []documentReport {
+	var reports []documentReport
+	for i, doc := range c.in.docs {
+		if isEmptyDocument(doc) {
+			continue
+		}
+		reports = append(reports, c.document(i+1, doc)...)
+	}
+	return reports
+}
+
+// document checks one YAML document. A document that is not a
+// Kubernetes object, or not a well-typed one of its kind, is invalid. A v1
 // List (what kubectl get -o yaml prints) gives one report per item.
-func validateDocument(v *validators.Validator, index int, doc []byte) []documentReport {
+func (c *checker) document(index int, doc []byte) []documentReport {
 	name := fmt.Sprintf("document %d", index)
 	raw, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return []documentReport{{name: name, errors: []string{fmt.Sprintf("not valid YAML: %v", err)}}}
 	}
-	return validateObject(v, name, raw)
+	return c.object(name, raw)
 }
 
-// validateObject checks one JSON object; fallback names it when it has no name.
-func validateObject(v *validators.Validator, fallback string, raw []byte) []documentReport {
+// object checks one JSON object; fallback names it when it has no name.
+func (c *checker) object(fallback string, raw []byte) []documentReport {
 	report := documentReport{name: fallback}
+	generic, err := decodeGeneric(raw)
+	obj, isObject := generic.(map[string]any)
+	if err != nil || !isObject {
+		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: the document is %s, not a mapping with apiVersion, kind and metadata", valueString(generic)))
+		return []documentReport{report}
+	}
+	gvk, problems, warnings := structuralProblems(obj)
+	report.name = documentName(gvk.Kind, obj, fallback)
+	report.warnings = warnings
+	if len(problems) > 0 {
+		report.errors = problems
+		return []documentReport{report}
+	}
 	var h jobs.Header
 	if err := json.Unmarshal(raw, &h); err != nil {
 		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: %v", err))
 		return []documentReport{report}
 	}
-	if h.APIVersion == "" || h.Kind == "" {
-		report.errors = append(report.errors, "not a Kubernetes object: apiVersion and kind must be set")
-		return []documentReport{report}
-	}
-	report.name = documentName(h, fallback)
 	if h.IsList() {
-		return validateList(v, report.name, raw)
+		return c.list(report.name, raw)
 	}
-	res, err := v.Validate(validators.Object{GVK: h.GVK(), Raw: raw})
+	return []documentReport{c.rules(report, h, raw)}
+}
+
+// rules runs trainguard's validating rules on a well-formed object.
+func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) documentReport {
+	if ns := h.Metadata.Namespace; contract.OptedOut(c.namespaces[ns]) && h.GVK() != namespaceGVK() {
+		// The webhooks never see it, and inject leaves it unchanged.
+		report.warnings = append(report.warnings, fmt.Sprintf("trainguard's rules not applied: namespace %s is annotated %s=%s", ns, contract.AnnotationInject, contract.InjectDisabled))
+		return report
+	}
+	res, err := c.v.Validate(validators.Object{GVK: h.GVK(), Raw: raw, NamespaceAnnotations: c.namespaces[h.Metadata.Namespace]})
 	if err != nil {
 		report.errors = append(report.errors, err.Error())
-		return []documentReport{report}
+		return report
 	}
 	for _, e := range res.Errors {
 		report.errors = append(report.errors, fmt.Sprintf("%s: %s", e.Field, e.ErrorBody()))
@@ -165,34 +213,40 @@ func validateObject(v *validators.Validator, fallback string, raw []byte) []docu
 	// releases have are warned about (the webhook sees them pruned).
 	report.warnings = append(report.warnings, res.Warnings...)
 	report.warnings = append(report.warnings, validators.TrainerVersionWarnings(h.GVK(), raw)...)
-	return []documentReport{report}
+	return report
 }
 
-// validateList checks each item of a v1 List as its own document.
-func validateList(v *validators.Validator, listName string, raw []byte) []documentReport {
+// list checks each item of a v1 List as its own document.
+func (c *checker) list(listName string, raw []byte) []documentReport {
 	items, err := jobs.ListItems(raw)
 	if err != nil {
 		return []documentReport{{name: listName, errors: []string{err.Error()}}}
 	}
 	var reports []documentReport
 	for i, item := range items {
-		reports = append(reports, validateObject(v, fmt.Sprintf("%s item %d", listName, i), item)...)
+		reports = append(reports, c.object(fmt.Sprintf("%s item %d", listName, i), item)...)
 	}
 	return reports
 }
 
 // documentName is Kind/namespace/name, Kind/name without a namespace, and
 // names the position for objects with neither name nor generateName.
-func documentName(h jobs.Header, fallback string) string {
-	name := h.Metadata.Name
+func documentName(kind string, obj map[string]any, fallback string) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
 	if name == "" {
-		name = h.Metadata.GenerateName
+		name, _ = meta["generateName"].(string)
+	}
+	if kind == "" {
+		return fallback
 	}
 	if name == "" {
-		return fmt.Sprintf("%s (%s)", h.Kind, fallback)
+		return fmt.Sprintf("%s (%s)", kind, fallback)
 	}
-	if h.Metadata.Namespace == "" {
-		return h.Kind + "/" + name
+	if ns, _ := meta["namespace"].(string); ns != "" {
+		return kind + "/" + ns + "/" + name
 	}
-	return h.Kind + "/" + h.Metadata.Namespace + "/" + name
+	return kind + "/" + name
 }
+
+func namespaceGVK() schema.GroupVersionKind { return corev1.SchemeGroupVersion.WithKind("Namespace") }

@@ -167,8 +167,11 @@ spec:
               image: example/train:1
 `
 
+// claimConfig gives checkpoints a claim, so valid jobs get no warning.
+const claimConfig = "apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\ncheckpoint: {claim: ckpt}\n"
+
 func TestValidateCLIValid(t *testing.T) {
-	res := runCLI(t, "", "validate", "-f", writeFile(t, "job.yaml", validJob))
+	res := runCLI(t, "", "validate", "-f", writeFile(t, "job.yaml", validJob), "--config", writeFile(t, "c.yaml", claimConfig))
 	assert.Equal(t, 0, res.code, res.stdout+res.stderr)
 	assert.Empty(t, res.stdout)
 	assert.Empty(t, res.stderr)
@@ -178,7 +181,7 @@ func TestValidateCLIWarningsGoToStderr(t *testing.T) {
 	res := runCLI(t, "", "validate", "-f", writeFile(t, "job.yaml", elasticNoCheckpoint))
 	assert.Equal(t, 0, res.code)
 	assert.Empty(t, res.stdout)
-	assert.Contains(t, res.stderr, "PyTorchJob/elastic: warning: spec.elasticPolicy: the job is elastic but has no checkpoint volume: rescheduled workers restart from scratch")
+	assert.Contains(t, res.stderr, "PyTorchJob/elastic: warning: spec.pytorchReplicaSpecs[Worker].template.spec.containers[0]: checkpoints are not durable: /checkpoint is on the container's own filesystem")
 }
 
 func TestValidateCLIReportsEveryErrorOfEveryDocument(t *testing.T) {

@@ -34,6 +34,14 @@ type Policy struct {
 	TrainingContainers []string
 	MaxReschedules     int
 	disabled           map[string]bool
+
+	// GPUForAll gives CPU jobs the GPU default too (config gpu.defaultFor:
+	// AllJobs, or an explicit trainguard.io/gpu-limit); otherwise only jobs
+	// that show they want an accelerator get it (mutators/gpu.go).
+	GPUForAll bool
+	// RequireDurableCheckpoints refuses training pods whose checkpoints
+	// would die with them, instead of warning.
+	RequireDurableCheckpoints bool
 }
 
 // Enabled reports whether the injection named by one of the Injection* constants is switched on.

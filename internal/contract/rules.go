@@ -42,10 +42,14 @@ func buildAnnotationTable() []rule {
 			objectOnly: "only a job or a pod may name its checkpoint directory (a namespace-wide key would make every job share one)"},
 		{key: AnnotationRecoverStrategy, parse: set(ParseRecoverStrategy, func(p *Policy, v string) { p.RecoverStrategy = v })},
 		{key: AnnotationFaultScheduling, parse: set(ParseFaultScheduling, func(p *Policy, v string) { p.FaultScheduling = v })},
-		{key: AnnotationGPULimit, parse: set(ParseGPULimit, func(p *Policy, n int64) { p.GPUCount = n })},
+		// An explicit gpu-limit asks for the default on every training
+		// container, CPU jobs included (GPUForAll; mutators/gpu.go).
+		{key: AnnotationGPULimit, parse: set(ParseGPULimit, func(p *Policy, n int64) { p.GPUCount, p.GPUForAll = n, true })},
 		{key: AnnotationTaskD, parse: set(ParseTaskD, func(p *Policy, on bool) { p.TaskD = on })},
 		{key: AnnotationPreStopTimeout, parse: set(ParsePreStopTimeout, func(p *Policy, d time.Duration) { p.PreStopTimeout = d })},
 		{key: AnnotationMaxReschedules, parse: set(ParseMaxReschedules, func(p *Policy, n int) { p.MaxReschedules = n })},
+		// A layer can only tighten it: "false" on a job never lifts the namespace's "true".
+		{key: AnnotationRequireDurableCheckpoints, parse: set(ParseRequireDurable, func(p *Policy, on bool) { p.RequireDurableCheckpoints = p.RequireDurableCheckpoints || on })},
 		{key: AnnotationMindClusterRecoverStrategy, parse: onlyCheck(ParseRecoverStrategy), checkOnly: true},
 	}
 }

@@ -168,13 +168,8 @@ type OwnerChained interface {
 	PodOwnerChain() []schema.GroupVersionKind
 }
 
-// validateMetadata checks the trainguard.io/ and MindCluster annotations
-// and MindCluster's fault-scheduling label of one object or pod template;
-// fldPath is the path of the metadata. The per-key rules are contract's.
+// validateMetadata is contract.ValidateMetadata: one set of metadata rules
+// for every kind (fldPath is the path of the metadata).
 func validateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorList {
-	if meta == nil {
-		return nil
-	}
-	errs := contract.ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))
-	return append(errs, contract.ValidateFaultSchedulingLabel(meta.Labels, fldPath.Child("labels"))...)
+	return contract.ValidateMetadata(meta, fldPath)
 }

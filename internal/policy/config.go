@@ -91,6 +91,11 @@ type CheckpointConfig struct {
 	// GracePeriodMargin is added to PreStopTimeout to form the minimum
 	// terminationGracePeriodSeconds, leaving the trainer time to exit after the hook.
 	GracePeriodMargin *metav1.Duration `json:"gracePeriodMargin,omitempty"`
+	// RequireDurable refuses training pods whose checkpoints would be lost
+	// with the pod (no claim); false admits them with a warning, an Event
+	// and a metric. The namespace annotation
+	// trainguard.io/require-durable-checkpoints can only tighten it.
+	RequireDurable bool `json:"requireDurable,omitempty"`
 }
 
 // TaskDConfig controls MindCluster's TaskD port.
@@ -105,7 +110,17 @@ type GPUConfig struct {
 	// DefaultCount is set as limit (and request) on training containers that
 	// have no such resource. 0 turns the default off.
 	DefaultCount *int64 `json:"defaultCount,omitempty"`
+	// DefaultFor says which jobs get DefaultCount: AcceleratorJobs (the
+	// default: only jobs that show they want an accelerator, see
+	// docs/annotations.md) or AllJobs (every training container without one).
+	DefaultFor string `json:"defaultFor,omitempty"`
 }
+
+// Values of GPUConfig.DefaultFor.
+const (
+	GPUDefaultForAcceleratorJobs = "AcceleratorJobs"
+	GPUDefaultForAllJobs         = "AllJobs"
+)
 
 // AgentConfig says where the trainguard-agent comes from and where it lands in the pod.
 type AgentConfig struct {

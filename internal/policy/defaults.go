@@ -95,6 +95,9 @@ func (c *Config) applyDefaults() {
 		n := int64(DefaultGPUCount)
 		c.GPU.DefaultCount = &n
 	}
+	if c.GPU.DefaultFor == "" {
+		c.GPU.DefaultFor = GPUDefaultForAcceleratorJobs
+	}
 	if c.Agent.Image == "" {
 		c.Agent.Image = DefaultAgentImage
 	}

@@ -95,3 +95,26 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	require.ErrorContains(t, err, "rescheduler.backoffMax")
 	require.ErrorContains(t, err, "rescheduler.nodeLostGrace")
 }
+
+// TestGPUDefaultForAndRequireDurable: gpu.defaultFor is an enum defaulting
+// to AcceleratorJobs; it and checkpoint.requireDurable reach the policy.
+func TestGPUDefaultForAndRequireDurable(t *testing.T) {
+	cfg, _, err := Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\n"))
+	require.NoError(t, err)
+	assert.Equal(t, GPUDefaultForAcceleratorJobs, cfg.GPU.DefaultFor)
+	p, _ := Resolve(cfg, nil, nil)
+	assert.False(t, p.GPUForAll)
+	assert.False(t, p.RequireDurableCheckpoints)
+
+	cfg, _, err = Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\ngpu: {defaultFor: AllJobs}\ncheckpoint: {requireDurable: true}\n"))
+	require.NoError(t, err)
+	p, _ = Resolve(cfg, map[string]string{"trainguard.io/require-durable-checkpoints": "false"}, nil)
+	assert.True(t, p.GPUForAll)
+	assert.True(t, p.RequireDurableCheckpoints, "an annotation can only tighten it")
+
+	p, _ = Resolve(DefaultConfig(), nil, map[string]string{"trainguard.io/gpu-limit": "2"})
+	assert.True(t, p.GPUForAll, "an explicit gpu-limit asks for the default on CPU jobs too")
+
+	_, _, err = Parse([]byte("gpu: {defaultFor: everything}\n"))
+	require.ErrorContains(t, err, `gpu.defaultFor: Unsupported value: "everything": supported values: "AcceleratorJobs", "AllJobs"`)
+}

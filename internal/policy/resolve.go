@@ -32,6 +32,8 @@ func Resolve(cfg *Config, nsAnnotations, objAnnotations map[string]string) (*con
 		TrainingContainers: cfg.TrainingContainer.Names,
 		MaxReschedules:     cfg.MaxReschedules,
 	}
+	p.GPUForAll = cfg.GPU.DefaultFor == GPUDefaultForAllJobs
+	p.RequireDurableCheckpoints = cfg.Checkpoint.RequireDurable
 	for name, on := range cfg.Mutators {
 		if !on {
 			p.Disable(name)

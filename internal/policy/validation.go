@@ -65,6 +65,9 @@ func (c *Config) validate() field.ErrorList {
 	check(field.NewPath("faultScheduling"), c.FaultScheduling, err)
 	_, err = contract.ParseGPULimit(fmt.Sprint(*c.GPU.DefaultCount))
 	check(field.NewPath("gpu", "defaultCount"), fmt.Sprint(*c.GPU.DefaultCount), err)
+	if f := c.GPU.DefaultFor; f != GPUDefaultForAcceleratorJobs && f != GPUDefaultForAllJobs {
+		errs = append(errs, field.NotSupported(field.NewPath("gpu", "defaultFor"), f, []string{GPUDefaultForAcceleratorJobs, GPUDefaultForAllJobs}))
+	}
 	if !path.IsAbs(c.Agent.Path) || path.Clean(c.Agent.Path) != c.Agent.Path {
 		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
 	}

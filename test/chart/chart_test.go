@@ -640,12 +640,15 @@ func TestChartConfigValuesReachPolicyFile(t *testing.T) {
 	helm, dir := helmAndChart(t)
 	objs, err := Render(helm, dir, "trainguard", "trainguard-system",
 		"config.checkpoint.claim=ckpt", "config.mutators.gpu=false", "config.gpu.defaultCount=0",
+		"config.checkpoint.requireDurable=true", "config.gpu.defaultFor=AllJobs",
 		"config.agent.image=registry.example/agent:1", "image.digest=sha256:"+strings.Repeat("a", 64))
 	require.NoError(t, err)
 	cfg, _ := renderedConfig(t, objs, renderCase{fullname: "trainguard"})
 	assert.Equal(t, "ckpt", cfg.Checkpoint.Claim)
 	assert.Equal(t, map[string]bool{"gpu": false}, cfg.Mutators)
 	assert.Equal(t, int64(0), *cfg.GPU.DefaultCount)
+	assert.True(t, cfg.Checkpoint.RequireDurable)
+	assert.Equal(t, policy.GPUDefaultForAllJobs, cfg.GPU.DefaultFor)
 	assert.Equal(t, "registry.example/agent:1", cfg.Agent.Image)
 	d := deployment(t, objs, renderCase{fullname: "trainguard"})
 	assert.Equal(t, "ghcr.io/trainguard/trainguard@sha256:"+strings.Repeat("a", 64), d.Spec.Template.Spec.Containers[0].Image)
@@ -692,6 +695,8 @@ func TestChartSchemaRejectsBadValues(t *testing.T) {
 		"replicaCount=0",
 		"excludedNamespaces={Not_A_Namespace}",
 		"config.checkpoint.preStopTimeout=soon",
+		"config.gpu.defaultFor=Some",
+		"config.checkpoint.requireDurable=yes",
 	} {
 		t.Run(set, func(t *testing.T) {
 			_, err := Render(helm, dir, "trainguard", "trainguard-system", set)

@@ -30,7 +30,7 @@ func templateOf(t *testing.T, u *unstructured.Unstructured, replica string) core
 // assertInjected checks every injection on a pod template or pod.
 func assertInjected(t *testing.T, meta map[string]string, labels map[string]string, spec corev1.PodSpec) {
 	t.Helper()
-	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", meta[contract.AnnotationInjected])
+	assert.Equal(t, "prestop,taskd,recover-strategy", meta[contract.AnnotationInjected], "a CPU job gets no GPU default")
 	assert.Equal(t, "recover", meta["recover-strategy"])
 	assert.Equal(t, "grace", labels["fault-scheduling"])
 	assert.Equal(t, "true", labels[contract.LabelManaged])
@@ -40,8 +40,7 @@ func assertInjected(t *testing.T, meta map[string]string, labels map[string]stri
 	require.Len(t, spec.InitContainers, 1)
 	assert.Equal(t, "trainguard-agent-install", spec.InitContainers[0].Name)
 	assert.Contains(t, c.Ports, corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9601, Protocol: corev1.ProtocolTCP})
-	assert.Equal(t, "1", c.Resources.Limits.Name("nvidia.com/gpu", "").String())
-	assert.Equal(t, "1", c.Resources.Requests.Name("nvidia.com/gpu", "").String())
+	assert.NotContains(t, c.Resources.Limits, corev1.ResourceName("nvidia.com/gpu"), "a CPU job gets no GPU default")
 	require.NotNil(t, spec.TerminationGracePeriodSeconds)
 	assert.Equal(t, int64(90), *spec.TerminationGracePeriodSeconds)
 }

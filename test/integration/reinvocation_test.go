@@ -123,7 +123,7 @@ func TestReinvocationInjectsExactlyOnce(t *testing.T) {
 	assert.Len(t, got.Spec.InitContainers, 1, "one agent installer")
 	assert.Len(t, got.Spec.Containers[0].Ports, 1, "one TaskD port")
 	assert.Len(t, got.Spec.Volumes, 1, "one agent volume")
-	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", got.Annotations[contract.AnnotationInjected])
+	assert.Equal(t, "prestop,taskd,recover-strategy", got.Annotations[contract.AnnotationInjected])
 	assert.Nil(t, got.Spec.Containers[1].Lifecycle, "the sidecar is not a training container")
 	envNames := map[string]int{}
 	for _, e := range got.Spec.Containers[0].Env {

@@ -37,7 +37,7 @@ func TestWarningsReachTheClient(t *testing.T) {
 	messages := rec.Take()
 	assert.Condition(t, func() bool {
 		for _, m := range messages {
-			if strings.Contains(m, "rescheduled workers restart from scratch") {
+			if strings.Contains(m, "checkpoints are not durable") {
 				return true
 			}
 		}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
+)
+
+// The structural checks kubectl apply --validate=strict and the API server
+// make before any trainguard rule runs: an object whose apiVersion, kind or
+// field types are wrong never reaches a webhook, so offline it must be
+// refused here, with every problem listed.
+
+// decodeGeneric decodes a JSON document keeping numbers exact.
+func decodeGeneric(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// typeMeta reads apiVersion and kind from a generic object; a problem is
+// returned as the report line.
+func typeMeta(obj map[string]any) (schema.GroupVersionKind, string) {
+	apiVersion, okV := obj["apiVersion"].(string)
+	kind, okK := obj["kind"].(string)
+	if !okV || !okK || apiVersion == "" || kind == "" {
+		return schema.GroupVersionKind{}, "not a Kubernetes object: apiVersion and kind must be set (strings), e.g. apiVersion: kubeflow.org/v1, kind: PyTorchJob"
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Sprintf("apiVersion: Invalid value: %q: %v", apiVersion, err)
+	}
+	return gv.WithKind(kind), ""
+}
+
+// trainguardKinds are the kinds trainguard handles, by kind, with the
+// apiVersions served for each.
+func trainguardKinds() map[string][]string {
+	kinds := map[string][]string{"Namespace": {"v1"}}
+	for _, a := range jobs.Builtin().All() {
+		gvk := a.GVK()
+		kinds[gvk.Kind] = append(kinds[gvk.Kind], gvk.GroupVersion().String())
+	}
+	return kinds
+}
+
+// apiVersionProblem refuses an apiVersion no cluster serves for a kind
+// trainguard knows (kubeflow.org/v2 PyTorchJob), a kind that is a typo of
+// one in a group trainguard knows (kubeflow.org/v1 PytorchJob), and a
+// built-in kind in a version of its group the API server does not serve.
+func apiVersionProblem(gvk schema.GroupVersionKind) string {
+	kinds := trainguardKinds()
+	if versions, ok := kinds[gvk.Kind]; ok {
+		if !contains(versions, gvk.GroupVersion().String()) {
+			return fmt.Sprintf("apiVersion: Unsupported value: %q: no %s is served in this version; use %s", gvk.GroupVersion().String(), gvk.Kind, strings.Join(versions, " or "))
+		}
+		return ""
+	}
+	if msg := kindTypo(gvk, kinds); msg != "" {
+		return msg
+	}
+	return builtinVersionProblem(gvk)
+}
+
+// kindTypo catches a misspelt kind in an apiVersion trainguard handles.
+func kindTypo(gvk schema.GroupVersionKind, kinds map[string][]string) string {
+	var candidates []string
+	for kind, versions := range kinds {
+		if contains(versions, gvk.GroupVersion().String()) {
+			candidates = append(candidates, kind)
+		}
+	}
+	sort.Strings(candidates)
+	for _, c := range candidates {
+		if strings.EqualFold(c, gvk.Kind) || (len(gvk.Kind) >= 6 && contract.Nearest(gvk.Kind, []string{c}) != "") {
+			return fmt.Sprintf("kind: Unsupported value: %q: not a kind of %s; did you mean %s?", gvk.Kind, gvk.GroupVersion().String(), c)
+		}
+	}
+	return ""
+}
+
+// builtinVersionProblem refuses apps/v1beta1 Deployment and the like: the
+// kind exists in the group, but not in this version.
+func builtinVersionProblem(gvk schema.GroupVersionKind) string {
+	if clientgoscheme.Scheme.Recognizes(gvk) {
+		return ""
+	}
+	var served []string
+	for known := range clientgoscheme.Scheme.AllKnownTypes() {
+		if known.Group == gvk.Group && known.Kind == gvk.Kind && !strings.HasSuffix(known.Version, "internal") {
+			served = append(served, known.GroupVersion().String())
+		}
+	}
+	if len(served) == 0 {
+		return ""
+	}
+	sort.Strings(served)
+	return fmt.Sprintf("apiVersion: Unsupported value: %q: no %s is served in this version; use %s", gvk.GroupVersion().String(), gvk.Kind, strings.Join(served, " or "))
+}
+
+// goType is the Go type of a kind's objects: trainguard's own for the
+// kinds it handles, client-go's for built-in kinds; nil when unknown (a
+// custom resource trainguard does not handle passes unchecked).
+func goType(gvk schema.GroupVersionKind) reflect.Type {
+	if gvk == corev1.SchemeGroupVersion.WithKind("Namespace") {
+		return reflect.TypeOf(corev1.Namespace{})
+	}
+	if a, ok := jobs.Builtin().For(gvk); ok {
+		if job, err := a.Decode([]byte("{}")); err == nil {
+			return reflect.TypeOf(job.Object())
+		}
+	}
+	if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
+		return reflect.TypeOf(obj)
+	}
+	return nil
+}
+
+// structuralProblems are the lines for one object: apiVersion and kind,
+// then every type error and unknown field. No errors means the trainguard
+// rules may run.
+func structuralProblems(obj map[string]any) (gvk schema.GroupVersionKind, errs, warnings []string) {
+	gvk, msg := typeMeta(obj)
+	if msg != "" {
+		return gvk, []string{msg}, nil
+	}
+	if msg := apiVersionProblem(gvk); msg != "" {
+		return gvk, []string{msg}, nil
+	}
+	t := goType(gvk)
+	if t == nil {
+		return gvk, nil, nil
+	}
+	errs, unknown := typeErrors(obj, t)
+	if gvk.Group != trainerGroup {
+		return gvk, append(errs, unknown...), nil
+	}
+	// Offline the cluster's Trainer release is unknown and every release
+	// adds fields (runtimePatches, dependsOn, podGroupPolicy): trainguard
+	// knows v2.0's API, so a field it does not know is only a warning.
+	for _, u := range unknown {
+		warnings = append(warnings, u+" in Trainer v2.0's API (a later release's field? your cluster's Trainer decides)")
+	}
+	return gvk, errs, warnings
+}
+
+// trainerGroup is Kubeflow Trainer v2's API group.
+const trainerGroup = "trainer.kubeflow.org"
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

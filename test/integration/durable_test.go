@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/test/controlplane"
+)
+
+// TestEphemeralCheckpointsThroughTheAPIServer: through a real
+// kube-apiserver, a job in a namespace with no checkpoint claim is created
+// with an admission warning the client sees, an EphemeralCheckpoints Event
+// in its namespace and a count in trainguard's metrics; a namespace with a
+// claim gets none; a namespace requiring durable checkpoints refuses it.
+func TestEphemeralCheckpointsThroughTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	cfg, rec := controlplane.WithWarnings(env.cp.Config)
+	c, err := client.New(cfg, client.Options{})
+	require.NoError(t, err)
+
+	ns := namespace(t, true, nil)
+	require.NoError(t, c.Create(ctx, job(t, ns, "ephemeral", masterWorkerSpec)))
+	warnings := rec.Take()
+	assert.Equal(t, 2, countContaining(warnings, "checkpoints are not durable: /checkpoint is on the container's own filesystem"), "one per template: %q", warnings)
+	var events corev1.EventList
+	require.Eventually(t, func() bool {
+		require.NoError(t, env.c.List(ctx, &events, client.InNamespace(ns)))
+		return len(eventsWithReason(events, "EphemeralCheckpoints")) > 0
+	}, 10*time.Second, 100*time.Millisecond, "an EphemeralCheckpoints Event in %s", ns)
+	ev := eventsWithReason(events, "EphemeralCheckpoints")[0]
+	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+	assert.Equal(t, "PyTorchJob", ev.InvolvedObject.Kind)
+	assert.Equal(t, "ephemeral", ev.InvolvedObject.Name)
+	t.Logf("Event: %s %s: %s", ev.Reason, ev.InvolvedObject.Name, ev.Message)
+	assert.Equal(t, 1.0, ephemeralCount(t, ns, "warned"))
+
+	withClaim := namespace(t, true, map[string]string{contract.AnnotationCheckpointClaim: "team-ckpt"})
+	require.NoError(t, c.Create(ctx, job(t, withClaim, "durable", masterWorkerSpec)))
+	assert.Zero(t, countContaining(rec.Take(), "not durable"))
+	assert.Zero(t, ephemeralCount(t, withClaim, "warned"))
+
+	strict := namespace(t, true, map[string]string{contract.AnnotationRequireDurableCheckpoints: "true"})
+	err = c.Create(ctx, job(t, strict, "refused", masterWorkerSpec))
+	require.Error(t, err)
+	t.Logf("API server said: %s", err)
+	assert.Contains(t, err.Error(), "spec.pytorchReplicaSpecs[Master].template.spec.containers[0].volumeMounts: Forbidden: checkpoints are not durable")
+	assert.Contains(t, err.Error(), "trainguard.io/require-durable-checkpoints=true")
+	assert.Equal(t, 1.0, ephemeralCount(t, strict, "refused"))
+}
+
+func countContaining(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if strings.Contains(x, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func eventsWithReason(list corev1.EventList, reason string) []corev1.Event {
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ephemeralCount reads trainguard_ephemeral_checkpoint_objects_total for
+// a namespace's PyTorchJobs (trainguard runs in this process).
+func ephemeralCount(t *testing.T, ns, decision string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "trainguard_ephemeral_checkpoint_objects_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelValue(m, "object_namespace") == ns && labelValue(m, "kind") == "PyTorchJob" && labelValue(m, "decision") == decision {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,91 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/testing/builders"
+)
+
+// durableServer is a test server whose namespaces are: team-a (opted in,
+// no claim), team-ckp (a claim) and strict (durable checkpoints required).
+func durableServer(t *testing.T) (*Server, *events.FakeRecorder, *prometheus.Registry) {
+	t.Helper()
+	ns := optedIn()
+	ns["strict"] = map[string]string{contract.AnnotationInject: contract.InjectEnabled, contract.AnnotationRequireDurableCheckpoints: "true"}
+	s := testServer(t, logr.Discard())
+	s.scope.Namespaces, s.injector.Namespaces = namespaces(ns), namespaces(ns)
+	rec := events.NewFakeRecorder(10)
+	reg := prometheus.NewRegistry()
+	var err error
+	s.durable, err = newDurableReporter(reg, rec)
+	require.NoError(t, err)
+	return s, rec, reg
+}
+
+func jobReview(t *testing.T, ns string, dryRun bool) []byte {
+	t.Helper()
+	raw, err := json.Marshal(builders.MakeKubeflowJob(ns, "train").Obj())
+	require.NoError(t, err)
+	ar := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"},
+			Operation: admissionv1.Create, Namespace: ns, Name: "train", Object: runtime.RawExtension{Raw: raw}, DryRun: &dryRun},
+	}
+	body, err := json.Marshal(&ar)
+	require.NoError(t, err)
+	return body
+}
+
+// TestEphemeralCheckpointsWarnEventAndMetric: a job without a claim is
+// admitted with a warning per template, an Event on the job and a count;
+// with a claim nothing; in a namespace that requires durable checkpoints
+// it is refused (and counted as refused); a dry run leaves no Event.
+func TestEphemeralCheckpointsWarnEventAndMetric(t *testing.T) {
+	s, rec, reg := durableServer(t)
+	post := func(ns string, dryRun bool) *admissionv1.AdmissionResponse {
+		rr, out := post(t, s, PathValidateKubeflowJob, bytes.NewReader(jobReview(t, ns, dryRun)), -1)
+		require.Equal(t, http.StatusOK, rr.Code)
+		return out.Response
+	}
+	resp := post("team-a", false)
+	assert.True(t, resp.Allowed)
+	require.Len(t, resp.Warnings, 2, "one per template: %v", resp.Warnings)
+	assert.Contains(t, resp.Warnings[0], "checkpoints are not durable: /checkpoint is on the container's own filesystem")
+	require.Len(t, rec.Events, 1)
+	ev := <-rec.Events
+	assert.True(t, strings.HasPrefix(ev, "Warning EphemeralCheckpoints PyTorchJob team-a/train: 2 pod template(s) checkpoint to storage that is deleted with the pod"), ev)
+	assert.Equal(t, 1.0, testutil.ToFloat64(s.durable.objects.WithLabelValues("team-a", "PyTorchJob", "warned")))
+
+	resp = post("team-ckp", false)
+	assert.True(t, resp.Allowed)
+	assert.Empty(t, resp.Warnings)
+	assert.Empty(t, rec.Events)
+
+	resp = post("strict", false)
+	assert.False(t, resp.Allowed)
+	assert.Contains(t, resp.Result.Message, "trainguard.io/require-durable-checkpoints=true")
+	require.Len(t, rec.Events, 1)
+	assert.Contains(t, <-rec.Events, "Warning EphemeralCheckpointsRefused PyTorchJob strict/train")
+	assert.Equal(t, 1.0, testutil.ToFloat64(s.durable.objects.WithLabelValues("strict", "PyTorchJob", "refused")))
+
+	post("team-a", true)
+	assert.Empty(t, rec.Events, "a dry run records nothing")
+	n, err := testutil.GatherAndCount(reg, "trainguard_ephemeral_checkpoint_objects_total")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+}
