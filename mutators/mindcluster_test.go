@@ -36,11 +36,15 @@ func TestMindClusterV26NeverClobbers(t *testing.T) {
 		spec func(*corev1.PodSpec)
 		warn string
 	}{
-		"port 8000 in use": {func(s *corev1.PodSpec) { s.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}} },
+		"port 8000 in use": {func(s *corev1.PodSpec) {
+			s.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}}
+		},
 			`container "pytorch" already uses port 8000 (named "http")`},
 		"port 8000 in a sidecar": {func(s *corev1.PodSpec) { s.Containers[1].Ports = []corev1.ContainerPort{{ContainerPort: 8000}} },
 			`container "exporter" already uses port 8000 (unnamed)`},
-		"ttp-port names another port": {func(s *corev1.PodSpec) { s.Containers[0].Ports = []corev1.ContainerPort{{Name: "ttp-port", ContainerPort: 8100}} },
+		"ttp-port names another port": {func(s *corev1.PodSpec) {
+			s.Containers[0].Ports = []corev1.ContainerPort{{Name: "ttp-port", ContainerPort: 8100}}
+		},
 			`container "pytorch" uses port name ttp-port for port 8100`},
 		"TTP_PORT set elsewhere": {func(s *corev1.PodSpec) { s.Containers[0].Env = []corev1.EnvVar{{Name: "TTP_PORT", Value: "8100"}} },
 			`container "pytorch" sets TTP_PORT to "8100", not 8000`},
