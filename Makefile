@@ -10,7 +10,7 @@ GO         ?= go
 # the image tag and the SDK carry copies test/install keeps equal;
 # hack/set-version.sh changes them all). COMMIT is the source revision.
 VERSION    := $(shell sed -n 's/^const AppVersion = "\(.*\)"$$/\1/p' internal/version/appversion.go)
-COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+COMMIT     ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
 LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/version.Version=$(VERSION) -X github.com/trainguard/trainguard/internal/version.Commit=$(COMMIT)
 HELM_VERSION ?= v3.19.0
 HELM       := $(BIN)/helm

@@ -13,5 +13,8 @@ sed -i "s/^const AppVersion = \".*\"/const AppVersion = \"$v\"/" "$root/internal
 sed -i -e "s/^version: .*/version: $v/" -e "s/^appVersion: .*/appVersion: \"$v\"/" "$root/charts/trainguard/Chart.yaml"
 sed -i "s/^version = \".*\"/version = \"$v\"/" "$root/sdk/python/pyproject.toml"
 sed -i "s/^__version__ = \".*\"/__version__ = \"$v\"/" "$root/sdk/python/trainguard/__init__.py"
-echo "release $v: internal/version/appversion.go, charts/trainguard/Chart.yaml, sdk/python/pyproject.toml, sdk/python/trainguard/__init__.py"
-echo "then: make golden (the injected agent image is tagged with it), go test ./test/install/ ./test/chart/"
+# README's install section names the release and the archive `make image` writes.
+sed -i -E -e "s/trainguard-[0-9]+\.[0-9]+\.[0-9]+[-0-9A-Za-z.]*\.tar/trainguard-$v.tar/g" \
+  -e "s/\`make version\` prints it \([^)]*\)/\`make version\` prints it ($v)/" "$root/README.md"
+echo "release $v: internal/version/appversion.go, charts/trainguard/Chart.yaml, sdk/python/pyproject.toml, sdk/python/trainguard/__init__.py, README.md"
+echo "then: go test ./test/install/ ./test/chart/ ./cmd/trainguard/"

@@ -99,6 +99,9 @@ func TestTheReadmeSaysHowToGetEachPiece(t *testing.T) {
 		"docker load -i", "ctr -n k8s.io images import", "kind load image-archive"} {
 		assert.True(t, strings.Contains(install, cmd), "README's Install section must say how to get the pieces: %q is missing", cmd)
 	}
+	for _, release := range []string{"bin/image/trainguard-" + version.AppVersion + ".tar", "`make version` prints it (" + version.AppVersion + ")"} {
+		assert.True(t, strings.Contains(install, release), "README's Install section names this release: %q is missing (hack/set-version.sh)", release)
+	}
 	notes := readFile(t, "charts/trainguard/templates/NOTES.txt")
 	assert.True(t, strings.Contains(notes, "go install"), "NOTES.txt tells users to run `trainguard inject`, so it says how to get it (go install)")
 }
