@@ -1,14 +1,16 @@
 # syntax=docker/dockerfile:1
 # trainguard image: static /trainguard (webhook, controller, CLI) and
 # /trainguard-agent (copied into training pods by the injected init container).
-# Build with `make image`.
+# `make docker-image` builds it with a Docker engine; `make image` writes the
+# same two binaries as an image archive without one (hack/image.sh).
+# The release number comes from the source (internal/version/appversion.go).
 
 ARG GO_VERSION=1.26
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
 ARG TARGETOS
 ARG TARGETARCH
-ARG VERSION=dev
+ARG COMMIT=
 WORKDIR /src
 # Dependencies first, so source edits reuse the module layer.
 COPY go.mod go.sum ./
@@ -18,7 +20,7 @@ COPY . .
 # build paths and symbols out of the image.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
-      -ldflags "-s -w -X github.com/trainguard/trainguard/internal/version.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/trainguard/trainguard/internal/version.Commit=${COMMIT}" \
       -o /out/trainguard ./cmd/trainguard && \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
       -ldflags "-s -w" \

@@ -6,8 +6,12 @@ SHELL := /bin/bash
 BIN        := $(CURDIR)/bin
 K8S_BIN    := $(BIN)/k8s
 GO         ?= go
-VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/version.Version=$(VERSION)
+# The release: written once, in internal/version/appversion.go (the chart,
+# the image tag and the SDK carry copies test/install keeps equal;
+# hack/set-version.sh changes them all). COMMIT is the source revision.
+VERSION    := $(shell sed -n 's/^const AppVersion = "\(.*\)"$$/\1/p' internal/version/appversion.go)
+COMMIT     ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
+LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/version.Version=$(VERSION) -X github.com/trainguard/trainguard/internal/version.Commit=$(COMMIT)
 HELM_VERSION ?= v3.19.0
 HELM       := $(BIN)/helm
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -34,8 +38,12 @@ trainer-bins: ## Build the Kubeflow Trainer and JobSet controllers, v2.3.0 + v0.
 .PHONY: helm
 helm: $(HELM) ## Install helm into bin/ (cached).
 
+# The release binaries stamp the Kubernetes minor of their client-go (1.34
+# for Helm v3.19) as the version `helm template` renders for; a plain
+# `go install` would render for v1.20, which the chart's kubeVersion refuses.
+HELM_K8S_MINOR ?= 34
 $(HELM):
-	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(BIN) $(GO) install -ldflags '-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR) -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 .PHONY: promtool
 promtool: ## Build promtool from the Prometheus Go module into bin/ (cached), for the alert rule tests.
@@ -126,7 +134,10 @@ demo: build k8s-bins $(HELM) ## Local control plane with trainguard wired in, ru
 help:
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-IMAGE ?= ghcr.io/trainguard/trainguard:$(VERSION)
+# The chart's default image, so a loaded archive needs no --set at install.
+IMAGE         ?= ghcr.io/trainguard/trainguard:$(VERSION)
+IMAGE_ARCHIVE ?= $(BIN)/image/trainguard-$(VERSION).tar
+IMAGE_ARCH    ?= $(shell $(GO) env GOARCH)
 
 .PHONY: chart-lint
 chart-lint: $(HELM) ## helm lint --strict the chart for each supported mode.
@@ -136,8 +147,20 @@ chart-lint: $(HELM) ## helm lint --strict the chart for each supported mode.
 	$(HELM) lint --strict charts/trainguard --set certManager.issuerRef.name=my-issuer,certManager.issuerRef.kind=ClusterIssuer
 
 .PHONY: image
-image: ## Build the container image (needs a Docker engine with BuildKit; not available in CI here).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: ## Write the image as an archive (IMAGE_ARCHIVE) for docker load, ctr import or kind load; no container engine needed.
+	IMAGE='$(IMAGE)' IMAGE_ARCHIVE='$(IMAGE_ARCHIVE)' IMAGE_ARCH='$(IMAGE_ARCH)' VERSION='$(VERSION)' COMMIT='$(COMMIT)' bash hack/image.sh
+
+.PHONY: image-check
+image-check: image ## Import IMAGE_ARCHIVE into a private containerd with ctr (root; namespace tg-test) and run its /trainguard version.
+	bash hack/image-import-check.sh '$(IMAGE_ARCHIVE)' '$(IMAGE)' '$(VERSION)'
+
+.PHONY: docker-image
+docker-image: ## The same image with `docker build` (needs a Docker engine with BuildKit).
+	docker build --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
+.PHONY: version
+version: ## Print the release (internal/version/appversion.go), which the binary, chart, image and SDK share.
+	@echo $(VERSION)
 
 # ---- Real multi-node cluster on this machine (docs/e2e.md) -------------------
 E2E_TIMEOUT ?= 40m

@@ -118,9 +118,10 @@ func TestPreStopVolumeClash(t *testing.T) {
 func TestTaskDPort(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	require.True(t, TaskD(tg))
-	assert.Equal(t, []corev1.ContainerPort{{Name: "taskd-port", ContainerPort: 9601, Protocol: corev1.ProtocolTCP}}, tg.Spec.Containers[0].Ports)
+	taskd := corev1.ContainerPort{Name: "taskd-port", ContainerPort: 9601, Protocol: corev1.ProtocolTCP}
+	assert.Equal(t, taskd, tg.Spec.Containers[0].Ports[0])
 	require.True(t, TaskD(tg), "idempotent")
-	assert.Len(t, tg.Spec.Containers[0].Ports, 1)
+	assert.Len(t, tg.Spec.Containers[0].Ports, 2, "TaskD's and MindIO TTP's (mindcluster_test.go)")
 
 	for name, port := range map[string]corev1.ContainerPort{
 		"port used": {Name: "metrics", ContainerPort: 9601},
@@ -129,7 +130,8 @@ func TestTaskDPort(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tg := newTarget("pytorch").with(func(s *corev1.PodSpec) { s.Containers[0].Ports = []corev1.ContainerPort{port} }).build()
 			assert.False(t, TaskD(tg))
-			assert.Len(t, tg.Spec.Containers[0].Ports, 1)
+			assert.Equal(t, port, tg.Spec.Containers[0].Ports[0], "the user's port is kept")
+			assert.NotContains(t, tg.Spec.Containers[0].Ports, taskd)
 			require.Len(t, tg.Warnings(), 1)
 		})
 	}

@@ -6,12 +6,22 @@ import (
 	"github.com/trainguard/trainguard/internal/contract"
 )
 
-// TaskD opens MindCluster's TaskD port on the training container.
+// TaskD opens MindCluster's TaskD port on the training container and, under
+// the same switch, MindCluster v26.1's TTP port and rescheduling labels
+// (mindcluster.go), each skipped with a warning on its own conflicts. It
+// reports whether the TaskD port is in place.
 func TaskD(t *Target) bool {
 	c := t.TrainingContainer()
 	if !t.Policy.TaskD || c == nil {
 		return false
 	}
+	ok := taskDPort(t, c)
+	ttpPort(t, c)
+	MindClusterLabels(t)
+	return ok
+}
+
+func taskDPort(t *Target, c *corev1.Container) bool {
 	port := t.Policy.TaskDPort
 	for _, p := range c.Ports {
 		switch {

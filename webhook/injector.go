@@ -154,5 +154,8 @@ func markJob(meta *metav1.ObjectMeta, p *contract.Policy, applied []string) {
 	if p.Enabled(contract.InjectionRecoverStrategy) {
 		mutators.RecoverStrategy(t)
 	}
+	if p.Enabled(contract.InjectionTaskD) && p.TaskD {
+		mutators.MindClusterLabels(t) // under TaskD's switch, like the templates' (mutators/mindcluster.go)
+	}
 	mutators.Mark(meta, applied)
 }

@@ -26,7 +26,7 @@ import (
 func TestChartNeverRendersLatest(t *testing.T) {
 	helm, dir := helmAndChart(t)
 	for _, tc := range cases() {
-		args := []string{"template", tc.release, dir, "--namespace", tc.namespace}
+		args := []string{"template", tc.release, dir, "--namespace", tc.namespace, "--kube-version", KubeVersion}
 		for _, v := range tc.set {
 			args = append(args, "--set", v)
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/version"
 )
 
 // renderCase is one combination of values the acceptance criteria name.
@@ -633,7 +634,7 @@ func TestChartConfigDefaultsMatchPolicyDefaults(t *testing.T) {
 		want.Mutators = map[string]bool{}
 	}
 	assert.Equal(t, want, cfg)
-	assert.Equal(t, "ghcr.io/trainguard/trainguard:0.1.0", cfg.Agent.Image)
+	assert.Equal(t, version.Image, cfg.Agent.Image, "pinned to this release")
 }
 
 func TestChartConfigValuesReachPolicyFile(t *testing.T) {

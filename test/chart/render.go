@@ -72,10 +72,18 @@ func HelmBin() (string, error) {
 	return bin, nil
 }
 
+// KubeVersion is the Kubernetes version `helm template` renders for unless
+// a caller passes its own --kube-version: the kube-apiserver the suites run
+// (hack/build-k8s.sh), so a rendering matches what `helm install` against
+// that server renders. Without it Helm uses the version it was built with,
+// which for a `go install`ed helm is v1.20, older than the chart's
+// kubeVersion allows.
+const KubeVersion = "1.36.3"
+
 // Render runs `helm template` for the chart and returns every rendered
 // object. setValues are passed as `--set` flags, one per element.
 func Render(helmBin, chartDir, releaseName, namespace string, setValues ...string) ([]*unstructured.Unstructured, error) {
-	args := []string{"template", releaseName, chartDir, "--namespace", namespace}
+	args := []string{"template", releaseName, chartDir, "--namespace", namespace, "--kube-version", KubeVersion}
 	for _, v := range setValues {
 		args = append(args, "--set", v)
 	}

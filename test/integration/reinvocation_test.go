@@ -121,7 +121,11 @@ func TestReinvocationInjectsExactlyOnce(t *testing.T) {
 	require.Len(t, got.Spec.Containers, 2)
 	assert.Equal(t, "log-shipper", got.Spec.Containers[1].Name)
 	assert.Len(t, got.Spec.InitContainers, 1, "one agent installer")
-	assert.Len(t, got.Spec.Containers[0].Ports, 1, "one TaskD port")
+	var portNames []string
+	for _, port := range got.Spec.Containers[0].Ports {
+		portNames = append(portNames, port.Name)
+	}
+	assert.Equal(t, []string{"taskd-port", "ttp-port"}, portNames, "one TaskD port, one MindIO TTP port")
 	assert.Len(t, got.Spec.Volumes, 1, "one agent volume")
 	assert.Equal(t, "prestop,taskd,recover-strategy", got.Annotations[contract.AnnotationInjected])
 	assert.Nil(t, got.Spec.Containers[1].Lifecycle, "the sidecar is not a training container")

@@ -1,5 +1,5 @@
 // Separate module so go-containerregistry stays out of trainguard's go.mod.
-// Only hack/cluster/images.sh uses it.
+// hack/cluster/images.sh and hack/image.sh use it.
 module github.com/trainguard/trainguard/hack/tools/ocimage
 
 go 1.26.0

@@ -2,7 +2,8 @@
 // `ctr images import` loads, without a registry or a container engine:
 // optional base root filesystem tarball as the first layer (streamed, never
 // held in memory), then one layer with the given files, then the config.
-// `make cluster` (hack/cluster/images.sh) builds every image it runs with it.
+// `make cluster` (hack/cluster/images.sh) builds every image it runs with it,
+// and `make image` (hack/image.sh) trainguard's release image.
 package main
 
 import (
@@ -36,6 +37,7 @@ func main() {
 	base := flag.String("base", "", "optional root filesystem tarball used as the first layer")
 	user := flag.String("user", "", "image user, e.g. 65532:65532")
 	workdir := flag.String("workdir", "", "working directory")
+	arch := flag.String("arch", "amd64", "GOARCH the image's binaries are built for (the config's architecture)")
 	flag.Var(&files, "file", "SRC:DST[:MODE] regular file to add (repeatable); SRC may be a directory (added recursively)")
 	flag.Var(&env, "env", "KEY=VALUE (repeatable)")
 	flag.Var(&entrypoint, "entrypoint", "entrypoint element (repeatable, in order)")
@@ -46,13 +48,13 @@ func main() {
 		os.Exit(2)
 	}
 	cfg := v1.Config{User: *user, WorkingDir: *workdir, Env: env, Entrypoint: entrypoint, Cmd: cmd}
-	if err := build(*out, *tag, *base, files, cfg); err != nil {
+	if err := build(*out, *tag, *base, *arch, files, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "ocimage:", err)
 		os.Exit(1)
 	}
 }
 
-func build(out, tag, base string, files []string, cfg v1.Config) error {
+func build(out, tag, base, arch string, files []string, cfg v1.Config) error {
 	ref, err := name.NewTag(tag)
 	if err != nil {
 		return fmt.Errorf("-tag %q: %w", tag, err)
@@ -94,7 +96,7 @@ func build(out, tag, base string, files []string, cfg v1.Config) error {
 		return err
 	}
 	cf, _ := img.ConfigFile()
-	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.OS, cf.Architecture = "linux", arch
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}

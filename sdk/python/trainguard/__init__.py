@@ -11,4 +11,4 @@ from ._migrator import Migrator
 migrator = Migrator()
 
 __all__ = ["Fenced", "Migrator", "migrator"]
-__version__ = "0.2.0"
+__version__ = "0.1.0"

@@ -1,0 +1,58 @@
+package install
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trainguard/trainguard/internal/version"
+)
+
+// python is the interpreter the checkpoint tests use (Debian's, with
+// python3-torch), not whatever python3 is first on PATH.
+const python = "/usr/bin/python3"
+
+// TestPipInstallSDK installs the SDK as the README says, `pip install
+// ./sdk/python`, into a fresh virtual environment of /usr/bin/python3, and
+// imports it from there: the installed distribution and the module both
+// name the release. The venv sees the system's setuptools, and the build
+// runs without an index (--no-build-isolation --no-index), so the test
+// needs no network; everything else is pip's ordinary install. The SDK is
+// copied first so the build leaves nothing in the source tree.
+func TestPipInstallSDK(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "sdk")
+	cp := exec.Command("cp", "-r", filepath.Join(repoRoot(t), "sdk", "python"), src)
+	out, err := cp.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	venv := filepath.Join(tmp, "venv")
+	out, err = exec.Command(python, "-m", "venv", "--system-site-packages", venv).CombinedOutput()
+	require.NoError(t, err, "creating a venv with %s: %s", python, out)
+	py := filepath.Join(venv, "bin", "python")
+	pip := exec.Command(py, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--disable-pip-version-check", src)
+	pip.Env = append(os.Environ(), "PIP_NO_CACHE_DIR=1", "PYTHONNOUSERSITE=1")
+	out, err = pip.CombinedOutput()
+	require.NoError(t, err, "pip install ./sdk/python: %s", out)
+
+	// Run from an empty directory, so the import can only find the installed copy.
+	check := exec.Command(py, "-c", `
+import importlib.metadata, os, trainguard
+from trainguard import migrator
+assert os.path.realpath(trainguard.__file__).startswith(os.path.realpath(os.environ["VENV"])), trainguard.__file__
+print(importlib.metadata.version("trainguard"), trainguard.__version__, type(migrator).__name__)
+`)
+	check.Dir = t.TempDir()
+	check.Env = append(os.Environ(), "VENV="+venv, "PYTHONPATH=", "PYTHONNOUSERSITE=1")
+	out, err = check.CombinedOutput()
+	require.NoError(t, err, "importing the installed SDK: %s", out)
+	got := strings.Fields(strings.TrimSpace(string(out)))
+	t.Logf("pip install ./sdk/python; distribution, __version__, migrator: %v", got)
+	assert.Equal(t, []string{version.AppVersion, version.AppVersion, "Migrator"}, got,
+		"the installed SDK's distribution version and trainguard.__version__ are the chart's release")
+}
