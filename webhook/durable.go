@@ -32,8 +32,8 @@ type durableReporter struct {
 func newDurableReporter(reg prometheus.Registerer, rec events.EventRecorder) (*durableReporter, error) {
 	objects := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainguard_ephemeral_checkpoint_objects_total",
-		Help: "Training jobs and pods admitted (decision=warned) or refused (decision=refused) because their checkpoints would be deleted with the pod, by the object's namespace (object_namespace: Prometheus keeps namespace for the scrape target) and kind.",
-	}, []string{"object_namespace", "kind", "decision"})
+		Help: "Training jobs and pods admitted (decision=warned) or refused (decision=refused) because their checkpoints would be deleted with the pod, by the object's namespace (scraped through the ServiceMonitor it reads exported_namespace, as trainguard_checkpoint_total) and kind.",
+	}, []string{"namespace", "kind", "decision"})
 	objects, err := promreg.Register(reg, objects)
 	if err != nil {
 		return nil, fmt.Errorf("registering the ephemeral checkpoint metric: %w", err)

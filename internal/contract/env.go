@@ -59,5 +59,9 @@ func EnvVars() []EnvVar {
 		{Name: "TRAINGUARD_POD_UID", SDK: true},
 		{Name: "TRAINGUARD_CHECKPOINT_EVERY", SDK: true},
 		{Name: "TRAINGUARD_CHECKPOINT_EVERY_STEPS", SDK: true},
+		// How long the SDK waits for the agent's done.json after a
+		// termination checkpoint, and for its own clean exit.
+		{Name: "TRAINGUARD_EXIT_WAIT", SDK: true},
+		{Name: "TRAINGUARD_EXIT_GRACE", SDK: true},
 	}
 }

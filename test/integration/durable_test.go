@@ -88,7 +88,7 @@ func ephemeralCount(t *testing.T, ns, decision string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if labelValue(m, "object_namespace") == ns && labelValue(m, "kind") == "PyTorchJob" && labelValue(m, "decision") == decision {
+			if labelValue(m, "namespace") == ns && labelValue(m, "kind") == "PyTorchJob" && labelValue(m, "decision") == decision {
 				return m.GetCounter().GetValue()
 			}
 		}
