@@ -3,7 +3,7 @@
 # /trainguard-agent (copied into training pods by the injected init container).
 # `make docker-image` builds it with a Docker engine; `make image` writes the
 # same two binaries as an image archive without one (hack/image.sh).
-# The release number comes from the source (internal/version/appversion.go).
+# The release number comes from the source (internal/foundations/version/appversion.go).
 
 ARG GO_VERSION=1.26
 
@@ -20,7 +20,7 @@ COPY . .
 # build paths and symbols out of the image.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
-      -ldflags "-s -w -X github.com/trainguard/trainguard/internal/version.Commit=${COMMIT}" \
+      -ldflags "-s -w -X github.com/trainguard/trainguard/internal/foundations/version.Commit=${COMMIT}" \
       -o /out/trainguard ./cmd/trainguard && \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
       -ldflags "-s -w" \

@@ -6,12 +6,12 @@ SHELL := /bin/bash
 BIN        := $(CURDIR)/bin
 K8S_BIN    := $(BIN)/k8s
 GO         ?= go
-# The release: written once, in internal/version/appversion.go (the chart,
+# The release: written once, in internal/foundations/version/appversion.go (the chart,
 # the image tag and the SDK carry copies test/install keeps equal;
 # hack/set-version.sh changes them all). COMMIT is the source revision.
-VERSION    := $(shell sed -n 's/^const AppVersion = "\(.*\)"$$/\1/p' internal/version/appversion.go)
+VERSION    := $(shell sed -n 's/^const AppVersion = "\(.*\)"$$/\1/p' internal/foundations/version/appversion.go)
 COMMIT     ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
-LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/version.Version=$(VERSION) -X github.com/trainguard/trainguard/internal/version.Commit=$(COMMIT)
+LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/foundations/version.Version=$(VERSION) -X github.com/trainguard/trainguard/internal/foundations/version.Commit=$(COMMIT)
 HELM_VERSION ?= v3.19.0
 HELM       := $(BIN)/helm
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -159,7 +159,7 @@ docker-image: ## The same image with `docker build` (needs a Docker engine with 
 	docker build --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: version
-version: ## Print the release (internal/version/appversion.go), which the binary, chart, image and SDK share.
+version: ## Print the release (internal/foundations/version/appversion.go), which the binary, chart, image and SDK share.
 	@echo $(VERSION)
 
 # ---- Real multi-node cluster on this machine (docs/e2e.md) -------------------

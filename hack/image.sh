@@ -29,7 +29,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/trainguard-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/rootfs/etc" "$(dirname "$IMAGE_ARCHIVE")"
 
-pkg=github.com/trainguard/trainguard/internal/version
+pkg=github.com/trainguard/trainguard/internal/foundations/version
 echo "image: building /trainguard and /trainguard-agent $VERSION${COMMIT:+ ($COMMIT)} for linux/$IMAGE_ARCH"
 (cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH=$IMAGE_ARCH go build -trimpath \
   -ldflags "-s -w -X $pkg.Version=$VERSION -X $pkg.Commit=$COMMIT" -o "$work/rootfs/trainguard" ./cmd/trainguard)

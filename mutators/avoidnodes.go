@@ -1,6 +1,6 @@
 package mutators
 
-import "github.com/trainguard/trainguard/internal/podspec"
+import "github.com/trainguard/trainguard/internal/foundations/podspec"
 
 // AvoidNodes adds a required node anti-affinity to nodes. It is ANDed into
 // every existing node-selector term, so it only ever narrows where the pod

@@ -7,9 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 	"github.com/trainguard/trainguard/internal/testing/builders"
-	"github.com/trainguard/trainguard/internal/version"
 )
 
 // target builds a Target around a pod spec, kueue-style.

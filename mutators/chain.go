@@ -3,7 +3,7 @@ package mutators
 import (
 	"strings"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 

@@ -3,8 +3,8 @@ package mutators
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/podspec"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 )
 
 // Checkpoint mounts the job's directory of the policy's PVC

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // TestGPUDefaultOnlyWhereAnAcceleratorIsMeant: a training container that

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 var ttp = corev1.ContainerPort{Name: "ttp-port", ContainerPort: 8000, Protocol: corev1.ProtocolTCP}

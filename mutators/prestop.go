@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/podspec"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 )
 
 // kubeletDefaultGracePeriod is what the kubelet uses when the pod sets none.

@@ -1,6 +1,6 @@
 package mutators
 
-import "github.com/trainguard/trainguard/internal/contract"
+import "github.com/trainguard/trainguard/internal/foundations/contract"
 
 // Injection is one entry of the chain: its name (in the marker annotation
 // and the configuration's `mutators` switch) and what it does.

@@ -1,6 +1,6 @@
 package mutators
 
-import "github.com/trainguard/trainguard/internal/contract"
+import "github.com/trainguard/trainguard/internal/foundations/contract"
 
 // RecoverStrategy sets MindCluster's recover-strategy annotation and
 // fault-scheduling label where absent: the user's values always win.

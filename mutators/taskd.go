@@ -3,7 +3,7 @@ package mutators
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // TaskD opens MindCluster's TaskD port on the training container and, under

@@ -5,7 +5,7 @@ import (
 
 	"testing"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/kubedl/v1alpha1"
 )
 
 func TestKubeDLJobRules(t *testing.T) {

@@ -3,7 +3,7 @@ package validators
 import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/contract"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/trainguard/trainguard/internal/promreg"
+	"github.com/trainguard/trainguard/internal/foundations/promreg"
 	admissionv1 "k8s.io/api/admission/v1"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 
-	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/policy"
-	"github.com/trainguard/trainguard/internal/rescheduler"
 )
 
 // loadConfig reads --config for every command and passes the file's

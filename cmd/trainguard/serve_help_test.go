@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/foundations/version"
 	"github.com/trainguard/trainguard/internal/policy"
-	"github.com/trainguard/trainguard/internal/version"
 )
 
 // TestServeHelpPinsTheAgentImage: the agent image a cluster pulls when the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"github.com/trainguard/trainguard/internal/version"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
 func newVersionCmd() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 var replicaPath = regexp.MustCompile(`^spec\.pytorchReplicaSpecs\.([A-Za-z]+)\.template(?:\.(.*))?$`)

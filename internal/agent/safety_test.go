@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 func TestCheckDirAllowedRefusesSystemDirectories(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/apis/kubedl/v1alpha1"
-	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/contract"
+	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/kubedl/v1alpha1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // KubeflowPyTorchJob is kubeflow.org/v1 PyTorchJob. Its operator names

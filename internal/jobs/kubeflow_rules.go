@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	kubeflowv1 "github.com/trainguard/trainguard/internal/apis/kubeflow/v1"
+	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 )
 
 // Rules for kubeflow.org/v1 PyTorchJob: everything the training operator's

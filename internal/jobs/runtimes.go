@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 )
 
 // RuntimeLookup finds the runtime a TrainJob refers to: kind is

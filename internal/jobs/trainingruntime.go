@@ -3,7 +3,7 @@ package jobs
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 )
 
 // TrainingRuntime is the namespaced trainer.kubeflow.org/v1alpha1

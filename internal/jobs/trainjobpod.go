@@ -4,9 +4,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	trainerv1alpha1 "github.com/trainguard/trainguard/internal/apis/trainer/v1alpha1"
-	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/podspec"
+	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 )
 
 // TrainJobPodClaim is what a pod's labels claim about its TrainJob. Labels

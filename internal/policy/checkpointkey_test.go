@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 func TestCheckpointKeyOnlyFromTheObject(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/version"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
 // Defaults of the config file, documented in the README's config reference.

@@ -1,7 +1,7 @@
 package policy
 
 import (
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // Resolve layers config < namespace annotations < object annotations. A bad

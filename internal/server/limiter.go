@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/trainguard/trainguard/internal/promreg"
+	"github.com/trainguard/trainguard/internal/foundations/promreg"
 	"github.com/trainguard/trainguard/webhook"
 )
 

@@ -24,10 +24,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/internal/optin"
-	"github.com/trainguard/trainguard/internal/outcome"
+	"github.com/trainguard/trainguard/internal/controllers/optin"
+	"github.com/trainguard/trainguard/internal/controllers/outcome"
+	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/policy"
-	"github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/webhook"
 )
 

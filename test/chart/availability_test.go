@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/version"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
 // TestChartNeverRendersLatest: no image, tag or default in any rendered
@@ -39,7 +39,7 @@ func TestChartNeverRendersLatest(t *testing.T) {
 	require.NoError(t, err)
 	var meta struct{ AppVersion string }
 	require.NoError(t, yaml.Unmarshal(data, &meta))
-	assert.Equal(t, version.AppVersion, meta.AppVersion, "internal/version.AppVersion must follow the chart's appVersion")
+	assert.Equal(t, version.AppVersion, meta.AppVersion, "internal/foundations/version.AppVersion must follow the chart's appVersion")
 }
 
 func TestChartDefaultsForACriticalWebhook(t *testing.T) {

@@ -31,7 +31,7 @@ func dryPatch(c client.Client, obj client.Object, pt types.PatchType, patch stri
 }
 
 const (
-	// What the rescheduler writes (internal/rescheduler/actions.go annotate
+	// What the rescheduler writes (internal/controllers/rescheduler/actions.go annotate
 	// and markExhausted).
 	decisionPatch  = `{"metadata":{"annotations":{"trainguard.io/rescheduler-decision":"PermanentFailure"}}}`
 	exhaustedPatch = `{"metadata":{"annotations":{"trainguard.io/reschedules-exhausted":"10"}}}`

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/policy"
-	"github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/chart"
 )

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/trainguard/trainguard/internal/version"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
 // archiveManifest is one entry of a docker-archive's manifest.json, the

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/trainguard/trainguard/internal/version"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
 // python is the interpreter the checkpoint tests use (Debian's, with

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/version"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 	"github.com/trainguard/trainguard/test/chart"
 )
 
@@ -46,7 +46,7 @@ func pythonString(t *testing.T, text, name, file string) string {
 
 // TestOneReleaseEverywhere: the chart's version and appVersion (the image
 // tag it deploys and injects), the SDK's package version and __version__,
-// and what the Makefile stamps are all internal/version.AppVersion. When
+// and what the Makefile stamps are all internal/foundations/version.AppVersion. When
 // one drifts, hack/set-version.sh sets them all.
 func TestOneReleaseEverywhere(t *testing.T) {
 	want := version.AppVersion

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // decisions counts trainguard's answers on one endpoint so far.

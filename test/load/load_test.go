@@ -46,9 +46,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
-	"github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
 	"github.com/trainguard/trainguard/webhook"

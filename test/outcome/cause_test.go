@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/outcome"
+	"github.com/trainguard/trainguard/internal/controllers/outcome"
 )
 
 // holdFinalizer keeps a deleted pod in the API server (deletionTimestamp

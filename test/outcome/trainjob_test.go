@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/contract"
-	"github.com/trainguard/trainguard/internal/outcome"
+	"github.com/trainguard/trainguard/internal/controllers/outcome"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // A Kubeflow Trainer v2 pod's outcome reaches its TrainJob through the

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	resched "github.com/trainguard/trainguard/internal/rescheduler"
+	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 

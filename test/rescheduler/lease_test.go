@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	resched "github.com/trainguard/trainguard/internal/rescheduler"
+	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 )
 
 // A node whose kubelet stops renewing its Lease is lost after

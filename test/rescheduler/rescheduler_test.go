@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/contract"
-	resched "github.com/trainguard/trainguard/internal/rescheduler"
+	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // A node NotReady past the grace loses its pods: the pod is deleted with its

@@ -44,9 +44,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
-	resched "github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/contract"
+	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
-	resched "github.com/trainguard/trainguard/internal/rescheduler"
 	"github.com/trainguard/trainguard/test/chart"
 	"github.com/trainguard/trainguard/test/controlplane"
 )

@@ -170,7 +170,7 @@ never skips a pod the Go code would inject.
 {{- end }}
 
 {{/*
-Kubeflow Trainer's trainer container (internal/apis/trainer/v1alpha1.Node):
+Kubeflow Trainer's trainer container (internal/foundations/apis/trainer/v1alpha1.Node):
 the Go code adds it to the names for a JobSet pod of a TrainJob.
 */}}
 {{- define "trainguard.trainerContainerName" -}}

@@ -1,0 +1,167 @@
+package outcome
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
+)
+
+// metaOf builds an object's metadata, controlled by owner when it is set.
+func metaOf(gvk schema.GroupVersionKind, ns, name string, uid types.UID, owner *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}}
+	o.SetGroupVersionKind(gvk)
+	if owner != nil {
+		o.OwnerReferences = []metav1.OwnerReference{ref(owner)}
+	}
+	return o
+}
+
+func ref(o *metav1.PartialObjectMetadata) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, Controller: ptr.To(true)}
+}
+
+// TestTrainJobChain follows Job → JobSet → TrainJob and stops at the first
+// hop a tenant could have forged.
+func TestTrainJobChain(t *testing.T) {
+	chain := ownerchain.TrainJobChain()
+	jobGVK, jobSetGVK, trainJobGVK := chain[0], chain[1], chain[2]
+	pytorch := ownerchain.JobKinds()[0]
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range append(chain, pytorch) {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+
+	tj := metaOf(trainJobGVK, "team", "tj", "tj-uid", nil)
+	js := metaOf(jobSetGVK, "team", "tj", "js-uid", tj)
+	job := metaOf(jobGVK, "team", "tj-node-0", "job-uid", js)
+	otherTJ := metaOf(trainJobGVK, "other", "far", "far-uid", nil)
+	jsFar := metaOf(jobSetGVK, "team", "far", "jsfar-uid", otherTJ)
+	jobFar := metaOf(jobGVK, "team", "far-node-0", "jobfar-uid", jsFar)
+	pj := metaOf(pytorch, "team", "pj", "pj-uid", nil)
+	jsPJ := metaOf(jobSetGVK, "team", "pj", "jspj-uid", pj)
+	jobPJ := metaOf(jobGVK, "team", "pj-node-0", "jobpj-uid", jsPJ)
+	jsLoose := metaOf(jobSetGVK, "team", "loose", "jsloose-uid", tj)
+	jsLoose.OwnerReferences[0].Controller = nil
+	jobLoose := metaOf(jobGVK, "team", "loose-node-0", "jobloose-uid", jsLoose)
+	jsWrongUID := metaOf(jobSetGVK, "team", "wrong", "jswrong-uid", tj)
+	jsWrongUID.OwnerReferences[0].UID = "not-tj-uid"
+	jobWrongUID := metaOf(jobGVK, "team", "wrong-node-0", "jobwrong-uid", jsWrongUID)
+	plain := metaOf(jobGVK, "team", "plain", "plain-uid", nil)
+
+	var objs []client.Object
+	for _, o := range []*metav1.PartialObjectMetadata{tj, js, job, otherTJ, jsFar, jobFar, pj, jsPJ, jobPJ, jsLoose, jobLoose, jsWrongUID, jobWrongUID, plain} {
+		// The fake client stores kinds its scheme lacks only as unstructured.
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(o.GroupVersionKind())
+		u.SetNamespace(o.Namespace)
+		u.SetName(o.Name)
+		u.SetUID(o.UID)
+		u.SetOwnerReferences(o.OwnerReferences)
+		objs = append(objs, u)
+	}
+	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(objs...).Build()
+	r := &Reconciler{apiReader: c}
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	forged := ref(job)
+	forged.UID = "forged"
+
+	for name, tc := range map[string]struct {
+		owner metav1.OwnerReference
+		want  types.UID
+	}{
+		"the TrainJob":                          {ref(job), tj.UID},
+		"PyTorchJob as before":                  {ref(pj), pj.UID},
+		"pod names the Job with another UID":    {forged, ""},
+		"Job that does not exist":               {metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "ghost", UID: "job-uid"}, ""},
+		"TrainJob in another namespace":         {ref(jobFar), ""},
+		"JobSet controlled by a PyTorchJob":     {ref(jobPJ), ""},
+		"JobSet owned, but not controlled":      {ref(jobLoose), ""},
+		"JobSet names the TrainJob's UID wrong": {ref(jobWrongUID), ""},
+		"Job without a JobSet":                  {ref(plain), ""},
+		"pod names a JobSet directly":           {ref(js), ""},
+		"pod names the TrainJob directly":       {ref(tj), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := r.job(ctx, item{Namespace: "team", Owner: tc.owner})
+			if tc.want == "" {
+				assert.Nil(t, got)
+				return
+			}
+			require.NotNil(t, got)
+			assert.Equal(t, tc.want, got.UID)
+			assert.Equal(t, got.GroupVersionKind(), schema.FromAPIVersionAndKind(got.APIVersion, got.Kind), "the Event's reference needs the kind")
+			assert.NotEmpty(t, got.Kind)
+		})
+	}
+}
+
+// TestSuspendedOnChain reads the suspend field of each hop and the Kueue
+// queue label, and follows only what ownerchain follows.
+func TestSuspendedOnChain(t *testing.T) {
+	chain := ownerchain.TrainJobChain()
+	jobGVK, jobSetGVK, trainJobGVK := chain[0], chain[1], chain[2]
+	pytorch := ownerchain.JobKinds()[0]
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range append(chain, pytorch) {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	obj := func(m *metav1.PartialObjectMetadata, suspend bool, queue string, path ...string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetGroupVersionKind(m.GroupVersionKind())
+		u.SetNamespace(m.Namespace)
+		u.SetName(m.Name)
+		u.SetUID(m.UID)
+		u.SetOwnerReferences(m.OwnerReferences)
+		if queue != "" {
+			u.SetLabels(map[string]string{KueueQueueLabel: queue})
+		}
+		require.NoError(t, unstructured.SetNestedField(u.Object, suspend, path...))
+		return u
+	}
+	tj := metaOf(trainJobGVK, "team", "tj", "tj-uid", nil)
+	js := metaOf(jobSetGVK, "team", "tj", "js-uid", tj)
+	job := metaOf(jobGVK, "team", "tj-node-0", "job-uid", js)
+	pj := metaOf(pytorch, "team", "pj", "pj-uid", nil)
+	pjFree := metaOf(pytorch, "team", "free", "free-uid", nil)
+	plain := metaOf(jobGVK, "team", "plain", "plain-uid", nil)
+	// A scheme of its own: the fake client records kinds it stored as
+	// metadata only in the shared scheme, which would drop the spec here.
+	c := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithRESTMapper(mapper).WithObjects(
+		obj(tj, true, "team-queue", "spec", "suspend"), obj(js, false, "", "spec", "suspend"), obj(job, false, "", "spec", "suspend"),
+		obj(pj, true, "", "spec", "runPolicy", "suspend"), obj(pjFree, false, "q", "spec", "runPolicy", "suspend"),
+		obj(plain, true, "batch-queue", "spec", "suspend"),
+	).Build()
+	ctx := context.Background()
+	forged := ref(tj)
+	forged.UID = "forged"
+	for name, tc := range map[string]struct {
+		owner     metav1.OwnerReference
+		suspended bool
+		queue     string
+	}{
+		"TrainJob suspended by Kueue, read through Job and JobSet": {ref(job), true, "team-queue"},
+		"PyTorchJob runPolicy.suspend, no queue":                   {ref(pj), true, ""},
+		"PyTorchJob running":                                       {ref(pjFree), false, "q"},
+		"plain batch Job":                                          {ref(plain), true, "batch-queue"},
+		"another UID":                                              {forged, false, ""},
+	} {
+		s, q, err := suspendedOnChain(ctx, c, "team", tc.owner)
+		require.NoError(t, err, name)
+		assert.Equal(t, tc.suspended, s, name)
+		assert.Equal(t, tc.queue, q, name)
+	}
+}

@@ -1,0 +1,385 @@
+package rescheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+)
+
+// carryOut executes d: Events, metrics and the log line for every decision,
+// and the record, the eviction or the annotations it calls for. Every
+// eviction or delete passes the storm brakes first.
+func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1.Node, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
+	switch {
+	case d.Reason == "" && d.Action == ActionWait:
+		log.FromContext(ctx).V(1).Info("waiting", "pod", klogRef(pod), "node", pod.Spec.NodeName, "why", d.Message, "after", d.RequeueAfter)
+		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
+	case d.Reason == "":
+		return reconcile.Result{}, nil
+	case d.Action == ActionWait: // backoff
+		r.report(ctx, pod, key, d)
+		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
+	case d.Action == ActionNone:
+		return reconcile.Result{}, r.reportOnce(ctx, pod, key, rec, d)
+	}
+	if h := r.checkBrakes(ctx, pod.Spec.NodeName, node); h != nil {
+		return r.holdBack(ctx, pod, key, d, h), nil
+	}
+	if stale, err := r.staleCache(ctx, pod); stale || err != nil {
+		return reconcile.Result{RequeueAfter: staleRetry}, err
+	}
+	if d.Migrate {
+		if err := r.recordBadNode(ctx, pod, key, cm, rec, d); err != nil {
+			r.metrics.errorsByOp.WithLabelValues("record").Inc()
+			return reconcile.Result{}, err
+		}
+	}
+	err := r.remove(ctx, pod, d.Action)
+	if apierrors.IsTooManyRequests(err) {
+		return r.evictionBlocked(ctx, pod, key, d, err), nil
+	}
+	if err != nil {
+		r.metrics.errorsByOp.WithLabelValues("evict").Inc()
+		return reconcile.Result{}, err
+	}
+	r.forgetBlocked(client.ObjectKeyFromObject(pod))
+	r.report(ctx, pod, key, d)
+	return reconcile.Result{}, nil
+}
+
+// staleRetry is how soon a pod whose cached copy was stale is looked at
+// again; the informer usually delivers the newer copy before that.
+const staleRetry = time.Second
+
+// staleCache reads the pod from the API server before an action and says
+// whether the cached copy the decision was made on is out of date (a newer
+// resourceVersion, or gone). A pod updated twice while the first reconcile
+// evicted it is reconciled again at once, from a cache that may not yet
+// show the eviction: without this check that second pass decided, evicted
+// and reported again, and counted a second reschedule round (found by the
+// leader-election test under CI load).
+func (r *Reconciler) staleCache(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	live := &corev1.Pod{}
+	err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(pod), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading pod %s before acting: %w", klogRef(pod), err)
+	case live.UID != pod.UID || live.ResourceVersion != pod.ResourceVersion:
+		log.FromContext(ctx).V(1).Info("cached pod is stale; deciding again on the newer copy", "pod", klogRef(pod),
+			"cached", pod.ResourceVersion, "live", live.ResourceVersion)
+		return true, nil
+	}
+	return false, nil
+}
+
+// holdBack reports an action the brakes hold: nothing is evicted or
+// deleted; the pod looks again later.
+func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, h *hold) reconcile.Result {
+	r.metrics.held.WithLabelValues(h.reason).Inc()
+	msg := h.message + "; held: " + d.Message
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, h.reason, string(d.Action), "%s", msg)
+	log.FromContext(ctx).Info("rescheduler action held", "pod", klogRef(pod), "node", pod.Spec.NodeName, "held", h.reason,
+		"decision", d.Reason, "action", d.Action, "job", key.String(), "message", msg, "retryAfter", h.after)
+	return reconcile.Result{RequeueAfter: h.after}
+}
+
+// evictionBlocked: a PodDisruptionBudget refused the eviction (429). It is
+// never bypassed: the pod is retried with exponential backoff.
+func (r *Reconciler) evictionBlocked(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, err error) reconcile.Result {
+	name := client.ObjectKeyFromObject(pod)
+	r.mu.Lock()
+	b := r.blocked[name]
+	if b.uid != pod.UID {
+		b = blockedPod{uid: pod.UID}
+	}
+	b.refusals++
+	r.blocked[name] = b
+	r.mu.Unlock()
+	after := r.opts.backoff(b.refusals)
+	return r.holdBack(ctx, pod, key, d, &hold{reason: ReasonEvictionBlocked, after: after,
+		message: fmt.Sprintf("eviction refused (%v); PodDisruptionBudgets are never bypassed, retry %d in %s", err, b.refusals, after)})
+}
+
+// blockedPod counts the refused evictions of one pod, for the backoff.
+type blockedPod struct {
+	uid      types.UID
+	refusals int
+}
+
+func (r *Reconciler) forgetBlocked(name types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.blocked, name)
+}
+
+// remove evicts the pod it decided about (never a replacement that took
+// its name: the UID is a precondition), or force-deletes it when Decide
+// found the node gone or unreachable past --force-delete-after.
+func (r *Reconciler) remove(ctx context.Context, pod *corev1.Pod, action Action) error {
+	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}
+	var err error
+	mode := "evict"
+	switch action {
+	case ActionForceDelete:
+		mode = "force"
+		if err = r.markFailed(ctx, pod); err == nil {
+			err = r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.GracePeriodSeconds(0))
+		}
+	case ActionEvictNow:
+		mode = "evict-now"
+		opts.GracePeriodSeconds = ptr.To[int64](0)
+		fallthrough
+	default:
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}, DeleteOptions: opts}
+		err = r.client.SubResource("eviction").Create(ctx, pod, ev)
+	}
+	switch {
+	case err == nil:
+		r.metrics.deletions.WithLabelValues(mode).Inc()
+		return nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil // already gone, or already replaced
+	case apierrors.IsTooManyRequests(err):
+		return err
+	}
+	return fmt.Errorf("%s of pod %s: %w", mode, klogRef(pod), err)
+}
+
+// ReasonNodeLostDisruption is the DisruptionTarget condition's reason on a
+// pod the rescheduler marks Failed before force-deleting it.
+const ReasonNodeLostDisruption = "DeletionByTrainguardNodeLost"
+
+// markFailed sets a pod whose node is gone or unreachable to phase Failed
+// with a DisruptionTarget condition before the force delete, as the pod
+// garbage collector does for pods on out-of-service nodes. Without it a
+// batch Job with a podFailurePolicy (what a resilient TrainingRuntime uses,
+// docs/trainjob.md) keeps its job-tracking finalizer on the pod until the
+// dead kubelet reports a terminal phase, which it never does: the deleted
+// pod stays Terminating and the Job never creates the index again. The
+// DisruptionTarget condition lets that policy ignore the failure, so the
+// lost node uses up neither backoffLimit nor the JobSet's maxRestarts.
+func (r *Reconciler) markFailed(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return nil
+	}
+	cur := pod.DeepCopy()
+	cur.Status.Phase = corev1.PodFailed
+	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: ReasonNodeLostDisruption,
+		Message: "trainguard: the pod's node is lost; marked Failed before a force delete", LastTransitionTime: metav1.Now()}
+	replaced := false
+	for i := range cur.Status.Conditions {
+		if cur.Status.Conditions[i].Type == corev1.DisruptionTarget {
+			cur.Status.Conditions[i], replaced = cond, true
+		}
+	}
+	if !replaced {
+		cur.Status.Conditions = append(cur.Status.Conditions, cond)
+	}
+	// A strategic merge patch sends only this condition (merged by type): the
+	// cached pod is stripped, and its other conditions must not be dropped.
+	err := r.client.Status().Patch(ctx, cur, client.StrategicMergeFrom(pod, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("marking pod %s Failed before the force delete: %w", klogRef(pod), err)
+	}
+	return nil
+}
+
+// reportOnce reports a no-action decision the first time it is made for the
+// pod; the pod's decision annotation remembers it across reconciles,
+// restarts and leader changes.
+func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey, rec *Record, d Decision) error {
+	if pod.Annotations[contract.AnnotationDecision] == d.Reason {
+		return nil
+	}
+	if d.Reason == ReasonRescheduleCapReached {
+		if err := r.markExhausted(ctx, pod, key, rec.Reschedules); err != nil {
+			r.metrics.errorsByOp.WithLabelValues("annotate-job").Inc()
+			return err
+		}
+	}
+	if err := r.annotate(ctx, pod, contract.AnnotationDecision, d.Reason); err != nil {
+		r.metrics.errorsByOp.WithLabelValues("annotate-pod").Inc()
+		return err
+	}
+	r.report(ctx, pod, key, d)
+	return nil
+}
+
+// report emits the cause Event, the decision Event, the counters and the log line.
+func (r *Reconciler) report(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision) {
+	if d.Cause != "" && d.Cause != d.Reason {
+		r.event(pod, corev1.EventTypeWarning, d.Cause, d.Action, d.Message)
+	}
+	r.event(pod, eventType(d.Reason), d.Reason, d.Action, d.Message)
+	exitCode := "none"
+	if d.ExitCode != nil {
+		exitCode = fmt.Sprint(*d.ExitCode)
+	}
+	log.FromContext(ctx).Info("rescheduler decision", "pod", klogRef(pod), "node", pod.Spec.NodeName, "exitCode", exitCode,
+		"cause", d.Cause, "decision", d.Reason, "action", d.Action, "job", key.String(), "message", d.Message)
+}
+
+func (r *Reconciler) event(obj *corev1.Pod, eventType, reason string, action Action, msg string) {
+	r.recorder.Eventf(obj, nil, eventType, reason, string(action), "%s", msg)
+	r.metrics.decisions.WithLabelValues(reason).Inc()
+}
+
+func eventType(reason string) string {
+	switch reason {
+	case ReasonPermanentFailure, ReasonRescheduleCapReached, ReasonRecreateFailed, ReasonNodeLost, ReasonNodeDrained, ReasonRetryableExit:
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
+}
+
+func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// recordBadNode adds the pod's node to the job's record in trainguard's
+// namespace, counts a new round, and for a bare pod stashes it. It writes
+// with the resourceVersion read, so a stale cache makes it fail and retry
+// instead of losing a count.
+func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+	now := r.clock.Now()
+	rec.AddNode(pod.Spec.NodeName, now, r.opts.BadNodeTTL, r.opts.MaxBadNodes)
+	if d.NewRound {
+		rec.Reschedules++
+		rec.RoundStart = now
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		rec.JobUID = ref.UID
+	}
+	if key.Bare() {
+		stash, err := r.stash(ctx, pod)
+		if err != nil {
+			return err
+		}
+		rec.Stash = stash
+	}
+	create := cm == nil
+	if create {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: key.RecordName()}}
+	}
+	cm = cm.DeepCopy()
+	// No owner reference: the job lives in another namespace, and the
+	// garbage collector deletes dependents of cross-namespace owners. The
+	// sweeper removes records of jobs that are gone.
+	cm.OwnerReferences = nil
+	cm.Labels = map[string]string{contract.LabelBadNodes: "true"}
+	if err := rec.encodeInto(cm, key); err != nil {
+		return err
+	}
+	var err error
+	if create {
+		err = r.client.Create(ctx, cm)
+	} else {
+		err = r.client.Update(ctx, cm)
+	}
+	if err != nil {
+		return fmt.Errorf("recording node %s as bad for %s: %w", pod.Spec.NodeName, key, err)
+	}
+	r.metrics.badNodes.Inc()
+	return nil
+}
+
+// stash reads the bare pod from the API server (the cache holds only a
+// stripped copy) and keeps it, after checking it is still the pod decided
+// about.
+func (r *Reconciler) stash(ctx context.Context, pod *corev1.Pod) (*Stash, error) {
+	full := &corev1.Pod{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(pod), full); err != nil {
+		return nil, fmt.Errorf("reading bare pod %s to stash it: %w", klogRef(pod), err)
+	}
+	if full.UID != pod.UID {
+		return nil, fmt.Errorf("bare pod %s was replaced (uid %s, decided about %s)", klogRef(pod), full.UID, pod.UID)
+	}
+	return stashOf(full), nil
+}
+
+// recreatePending creates the replacement of an evicted bare pod once the
+// old one is gone, from the stash trainguard itself wrote, in the old pod's
+// namespace, and only while that namespace is still opted in.
+func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedName) (reconcile.Result, error) {
+	key := JobKey{Namespace: name.Namespace, APIVersion: "v1", Kind: "Pod", Name: name.Name}
+	cm, rec, err := r.loadRecord(ctx, key)
+	if err != nil || cm == nil || rec.Stash == nil {
+		return reconcile.Result{}, err
+	}
+	if ok, err := r.optedIn(ctx, key.Namespace, rec.Stash.Annotations); !ok || err != nil {
+		return reconcile.Result{}, err
+	}
+	now := r.clock.Now()
+	pod := replacementFor(rec.Stash, rec.Active(now, r.opts.MaxBadNodes))
+	err = r.client.Create(ctx, pod)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		existing := &corev1.Pod{}
+		if getErr := r.apiReader.Get(ctx, name, existing); getErr != nil {
+			return reconcile.Result{}, fmt.Errorf("getting pod %s: %w", name, getErr)
+		}
+		if existing.UID == rec.Stash.UID {
+			// The old pod is still terminating; its removal requeues us.
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+	case err != nil:
+		r.metrics.errorsByOp.WithLabelValues("recreate").Inc()
+		r.event(pod, corev1.EventTypeWarning, ReasonRecreateFailed, "Recreate", err.Error())
+		return reconcile.Result{}, fmt.Errorf("recreating bare pod %s: %w", name, err)
+	default:
+		r.metrics.recreated.Inc()
+		r.event(pod, corev1.EventTypeNormal, ReasonBarePodRecreated, "Recreate",
+			fmt.Sprintf("bare pod recreated without its node; avoids %v", rec.Active(now, r.opts.MaxBadNodes)))
+		log.FromContext(ctx).Info("rescheduler decision", "pod", name.String(), "decision", ReasonBarePodRecreated, "job", key.String())
+	}
+	return reconcile.Result{}, r.clearStash(ctx, key, cm, &rec)
+}
+
+// clearStash drops the stash once the replacement exists, so a later
+// delete of the replacement never resurrects it.
+func (r *Reconciler) clearStash(ctx context.Context, key JobKey, cm *corev1.ConfigMap, rec *Record) error {
+	rec.Stash = nil
+	cm = cm.DeepCopy()
+	if err := rec.encodeInto(cm, key); err != nil {
+		return err
+	}
+	if err := r.client.Update(ctx, cm); err != nil {
+		return fmt.Errorf("clearing the stash of %s: %w", key, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) annotate(ctx context.Context, pod *corev1.Pod, k, v string) error {
+	patch, err := annotationPatch(k, v)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("annotating pod %s: %w", klogRef(pod), err)
+	}
+	return nil
+}
+
+func annotationPatch(k, v string) ([]byte, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{k: v}}})
+	if err != nil {
+		return nil, fmt.Errorf("encoding annotation patch: %w", err)
+	}
+	return patch, nil
+}

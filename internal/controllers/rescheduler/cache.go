@@ -1,0 +1,209 @@
+package rescheduler
+
+import (
+	"slices"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
+)
+
+// CacheByObject returns the cache settings the manager must be created with.
+// Memory must not grow with what tenants write:
+//   - ConfigMaps come from trainguard's own namespace only (namespace), and
+//     only labelled records: a tenant's ConfigMap is never even seen.
+//   - Pods carry the managed label (which anyone can set, hence the opt-in
+//     check in Reconcile), and are stripped by TransformPod to the fields
+//     the rescheduler reads.
+//   - Nodes are stripped by TransformNode (no images, no addresses).
+func CacheByObject(namespace string) map[client.Object]cache.ByObject {
+	var namespaces map[string]cache.Config
+	if namespace != "" { // "" would mean every namespace; Options.Validate refuses it
+		namespaces = map[string]cache.Config{namespace: {}}
+	}
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {
+			Label:     labels.SelectorFromSet(labels.Set{contract.LabelManaged: "true"}),
+			Transform: podTransform(NewJobKeys(jobs.Builtin()).Labels()),
+		},
+		&corev1.ConfigMap{}: {
+			Label:      labels.SelectorFromSet(labels.Set{contract.LabelBadNodes: "true"}),
+			Namespaces: namespaces,
+		},
+		&corev1.Node{}: {Transform: TransformNode},
+		// Node Leases: only kube-node-lease, stripped to name and renewTime.
+		&coordinationv1.Lease{}: {
+			Namespaces: map[string]cache.Config{NodeLeaseNamespace: {}},
+			Transform:  TransformLease,
+		},
+	}
+}
+
+// keptLabels says whether the rescheduler reads a pod label: its own, and
+// those the kinds find a pod's job by (jobLabels).
+func keptLabels(jobLabels []string) func(string) bool {
+	return func(k string) bool {
+		return k == contract.LabelManaged || k == contract.LabelMindClusterFaultScheduling || slices.Contains(jobLabels, k)
+	}
+}
+
+// keptAnnotation says whether the rescheduler reads a pod annotation: the
+// trainguard.io/ policy overrides and MindCluster's recover strategy.
+func keptAnnotation(k string) bool {
+	return strings.HasPrefix(k, contract.Prefix) || k == contract.AnnotationMindClusterRecoverStrategy
+}
+
+// maxKeptMessage bounds the status messages kept (the kubelet's are short;
+// anything longer is cut, it only ends up in an Event).
+const maxKeptMessage = 256
+
+// TransformPod keeps only what Decide, JobKeyOf and the controller read
+// (for the built-in kinds; the cache builds its transform once).
+// Everything else a tenant can make large (env, volumes, commands, images,
+// unrelated labels and annotations) is dropped before it is cached. A pod
+// that is not a *corev1.Pod (a tombstone) passes unchanged.
+func TransformPod(obj any) (any, error) {
+	return podTransform(NewJobKeys(jobs.Builtin()).Labels())(obj)
+}
+
+// podTransform is TransformPod keeping jobLabels.
+func podTransform(jobLabels []string) toolscache.TransformFunc {
+	kept := keptLabels(jobLabels)
+	return func(obj any) (any, error) { return transformPod(obj, kept) }
+}
+
+func transformPod(obj any, keptLabel func(string) bool) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
+	m := &out.ObjectMeta
+	m.Name, m.Namespace, m.UID, m.ResourceVersion = pod.Name, pod.Namespace, pod.UID, pod.ResourceVersion
+	m.DeletionTimestamp, m.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
+	m.Labels = filterMap(pod.Labels, keptLabel)
+	m.Annotations = filterMap(pod.Annotations, keptAnnotation)
+	if ref := controllerRef(pod); ref != nil {
+		m.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	out.Spec.NodeName = pod.Spec.NodeName
+	out.Spec.RestartPolicy = pod.Spec.RestartPolicy
+	out.Spec.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
+	out.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
+	for i := range pod.Spec.Containers {
+		out.Spec.Containers[i].Name = pod.Spec.Containers[i].Name
+	}
+	out.Status = transformPodStatus(&pod.Status)
+	return out, nil
+}
+
+func transformPodStatus(s *corev1.PodStatus) corev1.PodStatus {
+	out := corev1.PodStatus{Phase: s.Phase, Reason: s.Reason, Message: truncate(s.Message)}
+	for _, c := range s.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			out.Conditions = append(out.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
+		}
+	}
+	// Only terminated or crash-looping containers say anything to
+	// classifyTermination, and only a previous run's checkpoint outcome
+	// line to the outcome reader; any other running container's status is
+	// dropped.
+	for _, cs := range s.ContainerStatuses {
+		if !statusWorthKeeping(&cs) {
+			continue
+		}
+		out.ContainerStatuses = append(out.ContainerStatuses, corev1.ContainerStatus{
+			Name:                 cs.Name,
+			RestartCount:         cs.RestartCount,
+			State:                transformState(cs.State),
+			LastTerminationState: transformState(cs.LastTerminationState),
+		})
+	}
+	return out
+}
+
+func statusWorthKeeping(cs *corev1.ContainerStatus) bool {
+	switch {
+	case cs.State.Terminated != nil:
+		return true
+	case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff":
+		return true
+	}
+	last := cs.LastTerminationState.Terminated
+	return last != nil && contract.CheckpointOutcomeLine(last.Message) != ""
+}
+
+func transformState(s corev1.ContainerState) corev1.ContainerState {
+	var out corev1.ContainerState
+	if s.Waiting != nil {
+		out.Waiting = &corev1.ContainerStateWaiting{Reason: s.Waiting.Reason}
+	}
+	if s.Running != nil {
+		out.Running = &corev1.ContainerStateRunning{}
+	}
+	if t := s.Terminated; t != nil {
+		// Of the message only the agent's checkpoint outcome line is kept
+		// (bounded), for the outcome reader that shares this cache.
+		out.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason,
+			Message: contract.CheckpointOutcomeLine(t.Message)}
+	}
+	return out
+}
+
+// TransformNode keeps the node's name, zone labels, cordon state and
+// conditions: what classifyNode and the zone brake read. Images and
+// addresses, the bulk of a Node, are dropped.
+func TransformNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Node{TypeMeta: node.TypeMeta}
+	m := &out.ObjectMeta
+	m.Name, m.UID, m.ResourceVersion, m.CreationTimestamp = node.Name, node.UID, node.ResourceVersion, node.CreationTimestamp
+	m.DeletionTimestamp = node.DeletionTimestamp
+	m.Labels = filterMap(node.Labels, func(k string) bool { return k == corev1.LabelTopologyZone || k == corev1.LabelFailureDomainBetaZone })
+	out.Spec.Unschedulable = node.Spec.Unschedulable
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{
+				Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime,
+			})
+		}
+	}
+	return out, nil
+}
+
+func filterMap(in map[string]string, keep func(string) bool) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if keep(k) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func truncate(s string) string {
+	if len(s) > maxKeptMessage {
+		return s[:maxKeptMessage] + "..."
+	}
+	return s
+}
+
+var _ toolscache.TransformFunc = TransformPod
+
+func controllerRef(pod *corev1.Pod) *metav1.OwnerReference {
+	return metav1.GetControllerOf(pod)
+}

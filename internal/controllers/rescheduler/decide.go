@@ -1,0 +1,343 @@
+package rescheduler
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/policy"
+)
+
+// Action is what the controller does to the pod.
+type Action string
+
+const (
+	// ActionNone leaves the pod alone (an Event may still say why).
+	ActionNone Action = "None"
+	// ActionWait looks again after Decision.RequeueAfter.
+	ActionWait Action = "Wait"
+	// ActionEvict evicts the pod through the Eviction API with its own grace
+	// period, so the preStop checkpoint runs and PodDisruptionBudgets hold.
+	ActionEvict Action = "Evict"
+	// ActionEvictNow evicts the pod with grace period 0 (fault-scheduling=force
+	// on a node that is still reachable): PodDisruptionBudgets still hold.
+	ActionEvictNow Action = "EvictNow"
+	// ActionForceDelete deletes the pod with grace period 0, bypassing its
+	// PodDisruptionBudget. Decide chooses it only when the node object is
+	// gone or the node has been unreachable for Options.ForceDeleteAfter.
+	ActionForceDelete Action = "ForceDelete"
+)
+
+// Fault-scheduling modes (MindCluster's fault-scheduling label).
+const (
+	FaultSchedulingGrace = "grace"
+	FaultSchedulingForce = "force"
+	FaultSchedulingOff   = "off"
+)
+
+// Recover strategies the rescheduler acts on.
+const (
+	strategyRecover        = "recover"
+	strategyRecoverInPlace = "recover-in-place"
+)
+
+// Input is everything Decide looks at. The controller fills it from its
+// cache; tests fill it by hand.
+type Input struct {
+	Pod *corev1.Pod
+	// Node is the pod's node; nil means it was deleted.
+	Node *corev1.Node
+	Now  time.Time
+	// KubeletSilentFor is how long the node's Lease has not been renewed, as
+	// the controller observed it; meaningful only when LeaseKnown.
+	KubeletSilentFor time.Duration
+	LeaseKnown       bool
+	// DefaultFaultScheduling and DefaultRecoverStrategy apply when the pod
+	// carries no (valid) MindCluster label or annotation: the policy resolved
+	// from the config file and trainguard.io/ annotations.
+	DefaultFaultScheduling string
+	DefaultRecoverStrategy string
+	// TrainingContainers names the training container, in order of preference.
+	TrainingContainers []string
+	// MaxReschedules is the job's cap (trainguard.io/max-reschedules or the config).
+	MaxReschedules int
+	History        History
+}
+
+// History is the job's reschedule record, as far as Decide needs it.
+type History struct {
+	// Reschedules is the number of rounds so far.
+	Reschedules int
+	// RoundStart is when the latest round started.
+	RoundStart time.Time
+	// NodeRecorded says the pod's node is already recorded (unexpired) for the
+	// job: the pod belongs to an incident already counted.
+	NodeRecorded bool
+}
+
+// Decision is what to do with one pod, and why.
+type Decision struct {
+	Action Action
+	// Cause is what was detected (NodeLost, NodeDrained, RetryableExit,
+	// PermanentFailure); empty when nothing is wrong yet.
+	Cause string
+	// Reason is the Event reason of the decision; empty when there is nothing
+	// to report (healthy pod, node within its grace, terminating normally).
+	Reason string
+	// Message explains the cause and the decision for the Event and the log.
+	Message string
+	// ExitCode of the training container, when one was read.
+	ExitCode *int32
+	// Migrate records the node as bad for the job before the delete (and, for
+	// a bare pod, recreates it elsewhere).
+	Migrate bool
+	// NewRound counts this reschedule against the job's cap.
+	NewRound bool
+	// RequeueAfter is set with ActionWait.
+	RequeueAfter time.Duration
+}
+
+// Decide is the rescheduler's decision table. It is pure: the same input
+// always gives the same decision, and it never touches the API server.
+func Decide(in Input, opts Options) Decision {
+	pod := in.Pod
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
+		return Decision{Action: ActionNone}
+	}
+	mode, note := faultScheduling(pod, in.DefaultFaultScheduling)
+	if pod.DeletionTimestamp != nil {
+		return decideTerminating(in, mode, opts)
+	}
+	d := detect(in, opts)
+	if d.Cause == "" || d.Cause == ReasonPermanentFailure {
+		return d
+	}
+	d.Message += note
+	if mode == FaultSchedulingOff {
+		return d.no(ReasonFaultSchedulingOff, "fault-scheduling=off: hands off")
+	}
+	if inPlace(recoverStrategy(pod, in.DefaultRecoverStrategy), d.Cause) {
+		return d.no(ReasonRestartInPlace, "recover-in-place: not migrated; the kubelet restarts the container (needs restartPolicy OnFailure or Always)")
+	}
+	d.Migrate = true
+	d, stop := gate(d, in, opts)
+	if stop {
+		return d
+	}
+	if mode == FaultSchedulingForce {
+		d.Reason = ReasonForceDelete
+		if ok, why := forceAllowed(in, opts); ok {
+			d.Action = ActionForceDelete
+			d.Message += "; fault-scheduling=force: " + why + ", force-deleting (grace period 0, PodDisruptionBudget bypassed)"
+			return d
+		}
+		d.Action = ActionEvictNow
+		d.Message += "; fault-scheduling=force: evicting with grace period 0 (PodDisruptionBudgets hold)"
+		return d
+	}
+	d.Action, d.Reason = ActionEvict, ReasonGracefulDelete
+	d.Message += "; fault-scheduling=grace: evicting gracefully so the preStop checkpoint runs (PodDisruptionBudgets hold)"
+	return d
+}
+
+// forceAllowed says whether a pod on in.Node may be force-deleted: the node
+// object is gone, or the node has been unreachable for at least
+// opts.ForceDeleteAfter. why says which, for the Event.
+func forceAllowed(in Input, opts Options) (bool, string) {
+	name := in.Pod.Spec.NodeName
+	if in.Node == nil {
+		return true, fmt.Sprintf("node %s was deleted", name)
+	}
+	down, how := unreachable(in, opts)
+	if how == "" || down < opts.ForceDeleteAfter {
+		return false, ""
+	}
+	return true, fmt.Sprintf("node %s unreachable (%s) for %s, past --force-delete-after=%s", name, how, down.Round(time.Second), opts.ForceDeleteAfter)
+}
+
+// unreachable is how long in.Node has been unreachable, and how: its
+// kubelet silent past --lease-lost-after (counted from the last renewal
+// seen), or Ready not True (from the condition's transition); the longer of
+// the two. how is "" when the node is reachable.
+func unreachable(in Input, opts Options) (time.Duration, string) {
+	var down time.Duration
+	how := ""
+	status, since := readyCondition(in.Node)
+	if status != corev1.ConditionTrue {
+		down, how = in.Now.Sub(since), "Ready="+string(status)
+	}
+	if kubeletSilent(in, opts.LeaseLostAfter) && in.KubeletSilentFor > down {
+		down, how = in.KubeletSilentFor, "kubelet silent, Lease not renewed"
+	}
+	return down, how
+}
+
+// kubeletSilent says whether the node's kubelet has not renewed its Lease
+// for at least d.
+func kubeletSilent(in Input, d time.Duration) bool {
+	return in.LeaseKnown && in.KubeletSilentFor >= d
+}
+
+// readyCondition is the node's Ready status and when it last changed;
+// Unknown since the node's creation when it has none.
+func readyCondition(node *corev1.Node) (corev1.ConditionStatus, time.Time) {
+	status, since := corev1.ConditionUnknown, node.CreationTimestamp.Time
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			status, since = c.Status, c.LastTransitionTime.Time
+		}
+	}
+	return status, since
+}
+
+// detect finds what is wrong with a pod that is not being deleted.
+func detect(in Input, opts Options) Decision {
+	pod := in.Pod
+	term := classifyTermination(pod, in.TrainingContainers, opts.DefaultRetryable)
+	switch term.class {
+	case exitPermanent:
+		return Decision{Action: ActionNone, Cause: ReasonPermanentFailure, Reason: ReasonPermanentFailure, ExitCode: term.exitCode,
+			Message: term.why + ": permanent failure, not retried"}
+	case exitRetryable:
+		return Decision{Cause: ReasonRetryableExit, ExitCode: term.exitCode, Message: term.why + " is retryable"}
+	case exitSuccess:
+		return Decision{Action: ActionNone, ExitCode: term.exitCode}
+	}
+	node := classifyNode(in, opts)
+	switch {
+	case hasCondition(pod, corev1.DisruptionTarget):
+		// Someone is already evicting or deleting the pod (a drain, the
+		// taint manager, preemption): the kubelet runs its preStop hook;
+		// trainguard adds nothing.
+		return Decision{Action: ActionNone}
+	case node.health == nodeLost:
+		return Decision{Cause: ReasonNodeLost, Message: node.why}
+	case node.health == nodeNotReady:
+		// Not yet lost: look again when the grace is over.
+		return Decision{Action: ActionWait, RequeueAfter: node.wait, Message: node.why}
+	}
+	return Decision{Action: ActionNone}
+}
+
+// decideTerminating escalates a delete that hangs on an unreachable node:
+// the kubelet will never confirm it, and the replacement (same name, for
+// kubeflow) cannot start until the pod object is gone.
+func decideTerminating(in Input, mode string, opts Options) Decision {
+	pod := in.Pod
+	node := classifyNode(in, opts)
+	alreadyForced := pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+	if node.health != nodeLost || mode == FaultSchedulingOff || alreadyForced {
+		return Decision{Action: ActionNone}
+	}
+	d := Decision{Cause: ReasonNodeLost, Reason: ReasonForceDelete, Action: ActionForceDelete}
+	ok, why := forceAllowed(in, opts)
+	if !ok {
+		// Lost, but not yet long enough to bypass the budget: look again
+		// when it is.
+		return Decision{Action: ActionWait, RequeueAfter: forceWait(in, opts), Message: node.why + "; graceful delete pending"}
+	}
+	if mode == FaultSchedulingForce {
+		d.Message = why + "; fault-scheduling=force: pod is terminating, force-deleting"
+		return d
+	}
+	if kubeletSilent(in, opts.ForceDeleteAfter) {
+		// A kubelet that has not been heard from cannot be carrying out the
+		// graceful delete: waiting --grace-over-time for it gains nothing.
+		d.Message = why + "; the kubelet cannot carry out the graceful delete: force-deleting"
+		return d
+	}
+	requested := pod.DeletionTimestamp.Time
+	if pod.DeletionGracePeriodSeconds != nil {
+		requested = requested.Add(-time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second)
+	}
+	deadline := requested.Add(opts.GraceOverTime)
+	if in.Now.Before(deadline) {
+		return Decision{Action: ActionWait, RequeueAfter: deadline.Sub(in.Now), Message: node.why + "; graceful delete pending"}
+	}
+	d.Message = fmt.Sprintf("%s; graceful delete requested %s ago (grace-over-time %s): force-deleting", why, in.Now.Sub(requested).Round(time.Second), opts.GraceOverTime)
+	return d
+}
+
+// forceWait is how long until forceAllowed turns true for a node that is
+// unreachable but not for long enough yet.
+func forceWait(in Input, opts Options) time.Duration {
+	down, _ := unreachable(in, opts)
+	if d := opts.ForceDeleteAfter - down; d > time.Second {
+		return d
+	}
+	return time.Second
+}
+
+// gate applies the job's cap and backoff. stop is true when the returned
+// decision is final (cap reached, backoff pending).
+func gate(d Decision, in Input, opts Options) (Decision, bool) {
+	h := in.History
+	switch {
+	case h.NodeRecorded:
+		d.Message += fmt.Sprintf("; node already recorded for this job (reschedule %d/%d)", h.Reschedules, in.MaxReschedules)
+	case h.Reschedules >= in.MaxReschedules:
+		return d.no(ReasonRescheduleCapReached, fmt.Sprintf("reschedule cap reached (%d/%d): no further action", h.Reschedules, in.MaxReschedules)), true
+	case h.Reschedules > 0 && in.Now.Before(h.RoundStart.Add(opts.BackoffBase)):
+		d.Message += fmt.Sprintf("; joins reschedule %d/%d started %s ago", h.Reschedules, in.MaxReschedules, in.Now.Sub(h.RoundStart).Round(time.Second))
+	case h.Reschedules > 0 && in.Now.Before(h.RoundStart.Add(opts.backoff(h.Reschedules))):
+		next := h.RoundStart.Add(opts.backoff(h.Reschedules))
+		d.Action, d.Reason, d.Migrate, d.RequeueAfter = ActionWait, ReasonBackoffPending, false, next.Sub(in.Now)
+		d.Message += fmt.Sprintf("; backing off: reschedule %d/%d allowed in %s", h.Reschedules+1, in.MaxReschedules, d.RequeueAfter.Round(time.Second))
+		return d, true
+	default:
+		d.NewRound = true
+		d.Message += fmt.Sprintf("; reschedule %d/%d", h.Reschedules+1, in.MaxReschedules)
+	}
+	return d, false
+}
+
+// no turns d into a no-action decision with an Event reason.
+func (d Decision) no(reason, why string) Decision {
+	d.Action, d.Reason, d.Migrate, d.NewRound = ActionNone, reason, false, false
+	d.Message += "; " + why
+	return d
+}
+
+// faultScheduling reads MindCluster's label. An invalid value falls back to
+// the default, and the note says so (the validating webhook refuses it, but
+// pods may predate it).
+func faultScheduling(pod *corev1.Pod, def string) (mode, note string) {
+	if def == "" {
+		def = policy.DefaultFaultScheduling
+	}
+	v, ok := pod.Labels[contract.LabelMindClusterFaultScheduling]
+	if !ok {
+		return def, ""
+	}
+	if _, err := contract.ParseFaultScheduling(v); err != nil {
+		return def, fmt.Sprintf(" (label %s=%q ignored: %v; using %s)", contract.LabelMindClusterFaultScheduling, v, err, def)
+	}
+	return v, ""
+}
+
+func recoverStrategy(pod *corev1.Pod, def string) string {
+	for _, key := range []string{contract.AnnotationMindClusterRecoverStrategy, contract.AnnotationRecoverStrategy} {
+		if v, ok := pod.Annotations[key]; ok {
+			if _, err := contract.ParseRecoverStrategy(v); err == nil {
+				return v
+			}
+		}
+	}
+	if def == "" {
+		return policy.DefaultRecoverStrategy
+	}
+	return def
+}
+
+// inPlace says whether the pod restarts where it is. A lost or drained node
+// cannot host the restart, so when the strategy lists both recover and
+// recover-in-place, node faults migrate and process faults restart in place.
+func inPlace(strategy, cause string) bool {
+	if !contract.HasStrategy(strategy, strategyRecoverInPlace) {
+		return false
+	}
+	nodeFault := cause == ReasonNodeLost
+	return !(nodeFault && contract.HasStrategy(strategy, strategyRecover))
+}

@@ -1,0 +1,240 @@
+package rescheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+)
+
+func TestDecide(t *testing.T) {
+	const (
+		fs = contract.LabelMindClusterFaultScheduling
+		rs = contract.AnnotationMindClusterRecoverStrategy
+	)
+	notReady := func(since time.Duration) *corev1.Node { return newNode("n1", corev1.ConditionFalse, since) }
+	unknown := func(since time.Duration) *corev1.Node { return newNode("n1", corev1.ConditionUnknown, since) }
+
+	type want struct {
+		action   Action
+		cause    string
+		reason   string
+		migrate  bool
+		newRound bool
+		requeue  time.Duration
+		message  string // substring
+	}
+	graceful := func(cause string) want {
+		return want{action: ActionEvict, cause: cause, reason: ReasonGracefulDelete, migrate: true, newRound: true}
+	}
+	permanent := want{action: ActionNone, cause: ReasonPermanentFailure, reason: ReasonPermanentFailure}
+	nothing := want{action: ActionNone}
+
+	cases := []struct {
+		name             string
+		pod              *corev1.Pod
+		node             *corev1.Node
+		defaultRetryable bool
+		defaultFS        string
+		history          History
+		max              int
+		want             want
+	}{
+		// Exit codes (kubeflow's ExitCode table).
+		{name: "exit 0", pod: newPod(exited(0, "Completed")), node: readyNode(), want: nothing},
+		{name: "exit 1 permanent", pod: newPod(exited(1, "Error")), node: readyNode(), want: permanent},
+		{name: "exit 2 permanent", pod: newPod(exited(2, "Error")), node: readyNode(), want: permanent},
+		{name: "exit 126 permanent", pod: newPod(exited(126, "Error")), node: readyNode(), want: permanent},
+		{name: "exit 127 permanent", pod: newPod(exited(127, "Error")), node: readyNode(), want: permanent},
+		{name: "exit 128 permanent", pod: newPod(exited(128, "ContainerCannotRun")), node: readyNode(), want: permanent},
+		{name: "exit 139 permanent", pod: newPod(exited(139, "Error")), node: readyNode(), want: permanent},
+		{name: "exit 130 retryable", pod: newPod(exited(130, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "exit 137 retryable", pod: newPod(exited(137, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "exit 143 retryable", pod: newPod(exited(143, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "exit 138 user-retryable", pod: newPod(exited(138, "Error")), node: readyNode(),
+			want: want{action: ActionEvict, cause: ReasonRetryableExit, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: "user-retryable"}},
+		{name: "undefined exit 3, default permanent", pod: newPod(exited(3, "Error")), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonPermanentFailure, reason: ReasonPermanentFailure, message: "undefined"}},
+		{name: "undefined exit 134, default retryable", pod: newPod(exited(134, "Error")), node: readyNode(), defaultRetryable: true,
+			want: graceful(ReasonRetryableExit)},
+		{name: "OOMKilled", pod: newPod(exited(137, "OOMKilled")), node: readyNode(),
+			want: want{action: ActionEvict, cause: ReasonRetryableExit, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: "OOMKilled"}},
+		{name: "Evicted", pod: newPod(podReason("Evicted")), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "OutOf GPU at admission", pod: newPod(podReason("OutOfnvidia.com/gpu")), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "UnexpectedAdmissionError", pod: newPod(podReason("UnexpectedAdmissionError")), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "node shutdown", pod: newPod(podReason("Terminated")), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "DeadlineExceeded", pod: newPod(podReason("DeadlineExceeded")), node: readyNode(), want: permanent},
+		{name: "failed without status, default permanent", pod: newPod(podReason("")), node: readyNode(), want: permanent},
+		{name: "failed without status, default retryable", pod: newPod(podReason("")), node: readyNode(), defaultRetryable: true, want: graceful(ReasonRetryableExit)},
+		{name: "failed after disruption", pod: newPod(podReason(""), disruption), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "crash loop on retryable code", pod: newPod(func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "pytorch",
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143}}}}
+		}), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "sidecar failure counts when trainer did not end", pod: newPod(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{
+				{Name: "pytorch", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+				{Name: "sidecar", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}},
+			}
+		}), node: readyNode(), want: permanent},
+		{name: "training container wins over sidecar", pod: newPod(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{
+				{Name: "sidecar", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}},
+				{Name: "pytorch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}},
+			}
+		}), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "succeeded pod", pod: newPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), node: nil, want: nothing},
+		{name: "unscheduled pod", pod: newPod(func(p *corev1.Pod) { p.Spec.NodeName = "" }), node: nil, want: nothing},
+
+		// Node states.
+		{name: "node ready", pod: newPod(), node: readyNode(), want: nothing},
+		{name: "node NotReady within grace", pod: newPod(), node: notReady(20 * time.Second),
+			want: want{action: ActionWait, requeue: 40 * time.Second}},
+		{name: "node NotReady past grace", pod: newPod(), node: notReady(61 * time.Second), want: graceful(ReasonNodeLost)},
+		{name: "node Unknown within grace", pod: newPod(), node: unknown(59 * time.Second),
+			want: want{action: ActionWait, requeue: time.Second}},
+		{name: "node Unknown past grace", pod: newPod(), node: unknown(5 * time.Minute), want: graceful(ReasonNodeLost)},
+		{name: "node without Ready condition", pod: newPod(), node: func() *corev1.Node {
+			n := readyNode()
+			n.Status.Conditions = nil
+			return n
+		}(), want: graceful(ReasonNodeLost)},
+		{name: "node deleted", pod: newPod(), node: nil, want: graceful(ReasonNodeLost)},
+		// A cordon is not a failure; a drain's eviction is under way already.
+		{name: "node cordoned", pod: newPod(), node: cordoned(readyNode()), want: nothing},
+		{name: "node cordoned and tainted unschedulable", pod: newPod(), node: func() *corev1.Node {
+			n := cordoned(readyNode())
+			n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}
+			return n
+		}(), want: nothing},
+		{name: "DisruptionTarget condition", pod: newPod(disruption), node: readyNode(), want: nothing},
+		{name: "DisruptionTarget on a cordoned node", pod: newPod(disruption), node: cordoned(readyNode()), want: nothing},
+		{name: "permanent exit on a lost node stays permanent", pod: newPod(exited(1, "Error")), node: nil, want: permanent},
+
+		// fault-scheduling.
+		{name: "grace", pod: newPod(label(fs, "grace")), node: nil, want: graceful(ReasonNodeLost)},
+		{name: "force", pod: newPod(label(fs, "force")), node: nil,
+			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true}},
+		{name: "force, node unreachable below --force-delete-after: evicted now", pod: newPod(label(fs, "force")), node: unknown(2 * time.Minute),
+			want: want{action: ActionEvictNow, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true, message: "PodDisruptionBudgets hold"}},
+		{name: "force, node unreachable past --force-delete-after", pod: newPod(label(fs, "force")), node: unknown(5 * time.Minute),
+			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true, message: "past --force-delete-after"}},
+		{name: "force on retryable exit, healthy node: evicted now", pod: newPod(label(fs, "force"), exited(137, "Error")), node: readyNode(),
+			want: want{action: ActionEvictNow, cause: ReasonRetryableExit, reason: ReasonForceDelete, migrate: true, newRound: true}},
+		{name: "off", pod: newPod(label(fs, "off")), node: nil,
+			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonFaultSchedulingOff}},
+		{name: "off on retryable exit", pod: newPod(label(fs, "off"), exited(137, "Error")), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonFaultSchedulingOff}},
+		{name: "absent: config default force", pod: newPod(), node: nil, defaultFS: "force",
+			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete, migrate: true, newRound: true}},
+		{name: "invalid falls back to default", pod: newPod(label(fs, "sometimes")), node: nil,
+			want: want{action: ActionEvict, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true, newRound: true, message: `"sometimes" ignored`}},
+
+		// recover vs recover-in-place.
+		{name: "recover migrates", pod: newPod(annotation(rs, "recover")), node: nil, want: graceful(ReasonNodeLost)},
+		{name: "recover-in-place on retryable exit", pod: newPod(annotation(rs, "recover-in-place"), exited(137, "Error")), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace}},
+		{name: "recover-in-place on lost node", pod: newPod(annotation(rs, "recover-in-place")), node: nil,
+			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRestartInPlace}},
+		{name: "both: lost node migrates", pod: newPod(annotation(rs, "recover,recover-in-place")), node: nil, want: graceful(ReasonNodeLost)},
+		{name: "both: retryable exit restarts in place", pod: newPod(annotation(rs, "recover-in-place,recover"), exited(143, "Error")), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace}},
+		{name: "trainguard.io annotation when MindCluster's is absent", pod: newPod(annotation(contract.AnnotationRecoverStrategy, "recover-in-place")), node: nil,
+			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRestartInPlace}},
+
+		// Terminating pods.
+		{name: "terminating on healthy node", pod: newPod(terminating(time.Hour)), node: readyNode(), want: nothing},
+		{name: "terminating on lost node, grace not over", pod: newPod(terminating(100 * time.Second)), node: nil,
+			want: want{action: ActionWait, requeue: 800 * time.Second}},
+		{name: "terminating on lost node, grace over", pod: newPod(terminating(901 * time.Second)), node: nil,
+			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete}},
+		{name: "terminating on lost node, grace over, node not unreachable long enough", pod: newPod(terminating(901 * time.Second)), node: notReady(2 * time.Minute),
+			want: want{action: ActionWait, requeue: 3 * time.Minute}},
+		{name: "terminating on lost node, force", pod: newPod(terminating(time.Second), label(fs, "force")), node: nil,
+			want: want{action: ActionForceDelete, cause: ReasonNodeLost, reason: ReasonForceDelete}},
+		{name: "terminating on lost node, off", pod: newPod(terminating(time.Hour), label(fs, "off")), node: nil, want: nothing},
+		{name: "terminating, already forced", pod: newPod(terminating(time.Hour), func(p *corev1.Pod) {
+			p.DeletionGracePeriodSeconds = new(int64)
+		}), node: nil, want: nothing},
+
+		// Cap and backoff.
+		{name: "cap reached", pod: newPod(), node: nil, history: History{Reschedules: 10, RoundStart: t0.Add(-time.Hour)},
+			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRescheduleCapReached}},
+		{name: "cap 0", pod: newPod(), node: nil, max: -1,
+			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRescheduleCapReached}},
+		{name: "cap reached, node already recorded: same incident", pod: newPod(), node: nil,
+			history: History{Reschedules: 10, RoundStart: t0.Add(-time.Hour), NodeRecorded: true},
+			want:    want{action: ActionEvict, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true}},
+		{name: "joins the open round", pod: newPod(), node: nil, history: History{Reschedules: 3, RoundStart: t0.Add(-5 * time.Second)},
+			want: want{action: ActionEvict, cause: ReasonNodeLost, reason: ReasonGracefulDelete, migrate: true}},
+		{name: "backoff pending", pod: newPod(), node: nil, history: History{Reschedules: 3, RoundStart: t0.Add(-15 * time.Second)},
+			want: want{action: ActionWait, cause: ReasonNodeLost, reason: ReasonBackoffPending, requeue: 25 * time.Second}},
+		{name: "backoff over", pod: newPod(), node: nil, history: History{Reschedules: 3, RoundStart: t0.Add(-40 * time.Second)},
+			want: graceful(ReasonNodeLost)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultOptions()
+			opts.ForceDeleteAfter = 5 * time.Minute // the table's bound, independent of the default
+			opts.DefaultRetryable = tc.defaultRetryable
+			capN := tc.max
+			switch capN {
+			case 0:
+				capN = 10
+			case -1:
+				capN = 0
+			}
+			in := Input{
+				Pod: tc.pod, Node: tc.node, Now: t0,
+				DefaultFaultScheduling: tc.defaultFS, TrainingContainers: []string{"pytorch"},
+				MaxReschedules: capN, History: tc.history,
+			}
+			d := Decide(in, opts)
+			// The cache holds pods and nodes stripped by TransformPod and
+			// TransformNode: they must decide exactly the same.
+			stripped := in
+			tp, err := TransformPod(tc.pod.DeepCopy())
+			assert.NoError(t, err)
+			stripped.Pod = tp.(*corev1.Pod)
+			if tc.node != nil {
+				tn, err := TransformNode(tc.node.DeepCopy())
+				assert.NoError(t, err)
+				stripped.Node = tn.(*corev1.Node)
+			}
+			assert.Equal(t, d, Decide(stripped, opts), "the cache's stripped pod and node decide the same")
+			got := want{action: d.Action, cause: d.Cause, reason: d.Reason, migrate: d.Migrate, newRound: d.NewRound, requeue: d.RequeueAfter, message: tc.want.message}
+			assert.Equal(t, tc.want, got, "message: %s", d.Message)
+			if tc.want.message != "" {
+				assert.Contains(t, d.Message, tc.want.message)
+			}
+			if d.Reason != "" {
+				assert.NotEmpty(t, d.Message, "every reported decision explains itself")
+			}
+		})
+	}
+}
+
+func TestDecideReportsExitCode(t *testing.T) {
+	d := Decide(Input{Pod: newPod(exited(127, "Error")), Node: readyNode(), Now: t0, MaxReschedules: 10}, DefaultOptions())
+	if assert.NotNil(t, d.ExitCode) {
+		assert.EqualValues(t, 127, *d.ExitCode)
+	}
+	assert.True(t, strings.Contains(d.Message, "command not found"), d.Message)
+}
+
+func TestBackoffGrowsAndCaps(t *testing.T) {
+	o := DefaultOptions()
+	var got []time.Duration
+	for n := 1; n <= 8; n++ {
+		got = append(got, o.backoff(n))
+	}
+	assert.Equal(t, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second,
+		160 * time.Second, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}, got)
+}

@@ -1,0 +1,102 @@
+package rescheduler
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+)
+
+// t0 is the tests' "now".
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+type podOpt func(*corev1.Pod)
+
+// newPod is a running, managed kubeflow worker on node n1.
+func newPod(opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "team", Name: "job-worker-0", UID: "uid-1",
+			Labels: map[string]string{contract.LabelManaged: "true", kubeflowv1.LabelJobName: "job"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "job", UID: "job-uid", Controller: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:   "n1",
+			Containers: []corev1.Container{{Name: "pytorch", Image: "trainer"}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func bare(p *corev1.Pod) {
+	p.Name = "elastic-0"
+	p.OwnerReferences = nil
+	p.Labels = map[string]string{contract.LabelManaged: "true"}
+}
+
+func label(k, v string) podOpt { return func(p *corev1.Pod) { p.Labels[k] = v } }
+
+func annotation(k, v string) podOpt {
+	return func(p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[k] = v
+	}
+}
+
+func exited(code int32, reason string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodFailed
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name:  "pytorch",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}},
+		}}
+	}
+}
+
+func podReason(reason string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodFailed
+		p.Status.Reason = reason
+	}
+}
+
+func disruption(p *corev1.Pod) {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI",
+	})
+}
+
+// terminating marks the pod deleted gracefully (30 s) `ago` before t0.
+func terminating(ago time.Duration) podOpt {
+	return func(p *corev1.Pod) {
+		p.DeletionTimestamp = &metav1.Time{Time: t0.Add(-ago).Add(30 * time.Second)}
+		p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+	}
+}
+
+// newNode has Ready=status since `since` before t0.
+func newNode(name string, status corev1.ConditionStatus, since time.Duration) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("node-" + name), CreationTimestamp: metav1.Time{Time: t0.Add(-24 * time.Hour)}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.Time{Time: t0.Add(-since)},
+		}}},
+	}
+}
+
+func readyNode() *corev1.Node { return newNode("n1", corev1.ConditionTrue, time.Hour) }
+
+func cordoned(n *corev1.Node) *corev1.Node { n.Spec.Unschedulable = true; return n }

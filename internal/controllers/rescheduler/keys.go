@@ -1,0 +1,43 @@
+package rescheduler
+
+// The keys the rescheduler reads and writes (contract.LabelBadNodes,
+// contract.AnnotationDecision, contract.AnnotationReschedulesExhausted)
+// are contract's, with every other trainguard.io/ key; the operators'
+// pod labels are their kinds' (internal/foundations/apis, asked through internal/jobs).
+
+// Event reasons. They are stable: users alert on them. A "cause" reason says
+// what the rescheduler detected; a "decision" reason says what it did.
+const (
+	// Causes.
+	ReasonNodeLost         = "NodeLost"
+	ReasonNodeDrained      = "NodeDrained"
+	ReasonRetryableExit    = "RetryableExit"
+	ReasonPermanentFailure = "PermanentFailure"
+
+	// Decisions.
+	ReasonGracefulDelete       = "GracefulDelete"
+	ReasonForceDelete          = "ForceDelete"
+	ReasonRestartInPlace       = "RestartInPlace"
+	ReasonFaultSchedulingOff   = "FaultSchedulingOff"
+	ReasonRescheduleCapReached = "RescheduleCapReached"
+	ReasonBackoffPending       = "BackoffPending"
+	ReasonBarePodRecreated     = "BarePodRecreated"
+	ReasonRecreateFailed       = "BarePodRecreateFailed"
+
+	// Held: the decision stands, its action waits.
+	ReasonPartitionSuspected = "PartitionSuspected" // zone brake (--unhealthy-zone-threshold)
+	ReasonNodeRateLimited    = "NodeRateLimited"    // token bucket (--node-eviction-rate)
+	ReasonEvictionBlocked    = "EvictionBlocked"    // a PodDisruptionBudget refused the eviction (429)
+
+	// ReasonRecordIgnored: a record or stash failed to parse or did not
+	// match its job; it is never acted on.
+	ReasonRecordIgnored = "RecordIgnored"
+
+	// ReasonJobNotAccessible: trainguard may not read the pod's job (its
+	// policy annotations) or mark it at the reschedule cap; the pod's own
+	// annotations and the config apply, and the pod's Events say it all.
+	ReasonJobNotAccessible = "JobNotAccessible"
+)
+
+// ControllerName names the controller, its Event reporter and its logger.
+const ControllerName = "trainguard-rescheduler"

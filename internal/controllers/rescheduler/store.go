@@ -1,0 +1,79 @@
+package rescheduler
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
+	"github.com/trainguard/trainguard/internal/jobs"
+)
+
+// BadNodeStore is the pod webhook's view of the bad-node records. It reads
+// the job's record from trainguard's own namespace through the manager's
+// cache (which holds ConfigMaps of that namespace only), so admission never
+// waits on the API server and nothing a tenant writes is ever read.
+type BadNodeStore struct {
+	reader    client.Reader
+	clock     clock.PassiveClock
+	max       int
+	namespace string
+	jobKeys   JobKeys
+}
+
+var _ podspec.NodeAvoider = (*BadNodeStore)(nil)
+
+// NewBadNodeStore returns the NodeAvoider the pod webhook uses; r is the
+// manager's cache reader. With the rescheduler disabled nothing records bad
+// nodes, so the store avoids none and never reads (no ConfigMap informer).
+func NewBadNodeStore(r client.Reader, opts Options) podspec.NodeAvoider {
+	if !opts.Enabled {
+		return noAvoider{}
+	}
+	return newBadNodeStore(r, opts, clock.RealClock{})
+}
+
+func newBadNodeStore(r client.Reader, opts Options, clk clock.PassiveClock) *BadNodeStore {
+	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: opts.Namespace, jobKeys: NewJobKeys(jobs.Builtin())}
+}
+
+// AvoidNodes returns the unexpired bad nodes of the pod's job, sorted, at
+// most MaxBadNodes. A job without a valid record avoids nothing: a broken
+// record must not block admission (the rescheduler reports it).
+func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+	key := s.jobKeys.Of(pod)
+	if key.Namespace == "" || key.Name == "" {
+		// A bare pod with generateName has no identity yet, hence no record.
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: key.RecordName()}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading bad-node record of %s: %w", key, err)
+	}
+	if cm.Labels[contract.LabelBadNodes] != "true" {
+		return nil, nil
+	}
+	rec, err := decodeRecord(cm, key)
+	if err != nil {
+		log.FromContext(ctx).Info("ignoring bad-node record", "job", key.String(), "error", err.Error())
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && rec.JobUID != "" && ref.UID != rec.JobUID {
+		return nil, nil // an earlier job of the same name
+	}
+	return rec.Active(s.clock.Now(), s.max), nil
+}
+
+type noAvoider struct{}
+
+func (noAvoider) AvoidNodes(context.Context, *corev1.Pod) ([]string, error) { return nil, nil }

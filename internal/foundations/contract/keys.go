@@ -1,0 +1,82 @@
+// Package contract owns trainguard's vocabulary: every trainguard.io/ and
+// MindCluster key, the one table that says how each annotation is parsed,
+// applied to the effective Policy and validated, the injection names in the
+// order they are applied, and the predicates every component asks (is the
+// namespace enabled, did the object opt out, was it injected, which
+// container is the training container). The webhook, `trainguard inject`,
+// the validators and the rescheduler all call it, so they cannot disagree.
+package contract
+
+// Annotation and label keys. These are fixed contracts (the design card):
+// tests and users outside the project depend on them.
+const (
+	// Prefix is shared by every trainguard annotation.
+	Prefix = "trainguard.io/"
+
+	// AnnotationInject opts a Namespace in ("enabled") or an object out ("disabled").
+	AnnotationInject = Prefix + "inject"
+	// AnnotationInjected is the marker listing the injections applied.
+	AnnotationInjected = Prefix + "injected"
+
+	AnnotationCheckpointClaim = Prefix + "checkpoint-claim"
+	AnnotationCheckpointPath  = Prefix + "checkpoint-path"
+	AnnotationRecoverStrategy = Prefix + "recover-strategy"
+	AnnotationFaultScheduling = Prefix + "fault-scheduling"
+	AnnotationGPULimit        = Prefix + "gpu-limit"
+	AnnotationTaskD           = Prefix + "taskd"
+	AnnotationPreStopTimeout  = Prefix + "prestop-timeout"
+	AnnotationMaxReschedules  = Prefix + "max-reschedules"
+
+	// LabelManaged marks pods (and pod templates) trainguard injected, so the
+	// rescheduler can watch only those.
+	LabelManaged = Prefix + "managed"
+	// LabelInjectEnabled mirrors a Namespace's opt-in annotation as a label,
+	// because a webhook namespaceSelector can only see labels.
+	LabelInjectEnabled = Prefix + "inject"
+
+	// MindCluster's own vocabulary, set on jobs and pods when absent.
+	AnnotationMindClusterRecoverStrategy = "recover-strategy"
+	LabelMindClusterFaultScheduling      = "fault-scheduling"
+
+	InjectEnabled  = "enabled"
+	InjectDisabled = "disabled"
+)
+
+// Keys the rescheduler reads and writes.
+const (
+	// LabelBadNodes marks the ConfigMaps holding bad-node records. The manager's
+	// cache watches only ConfigMaps with this label set to "true".
+	LabelBadNodes = Prefix + "bad-nodes"
+	// AnnotationDecision on a pod remembers the last no-action decision
+	// (PermanentFailure, RestartInPlace, ...), so the same Event is not emitted
+	// again each time the pod is reconciled.
+	AnnotationDecision = Prefix + "rescheduler-decision"
+	// AnnotationReschedulesExhausted is set on the job (or the bare pod) when
+	// its reschedule cap is reached; the value is the number of reschedules.
+	AnnotationReschedulesExhausted = Prefix + "reschedules-exhausted"
+
+	// The labels the training operators put on their pods are their kinds'
+	// (internal/foundations/apis), asked through the kinds' adapters (internal/jobs).
+)
+
+// Names of the individual injections, as listed in AnnotationInjected and in
+// the config file's `mutators` switch. Their order, and what each does, is
+// the registry's (mutators.Injections).
+const (
+	InjectionPreStop         = "prestop"
+	InjectionTaskD           = "taskd"
+	InjectionCheckpoint      = "checkpoint-volume"
+	InjectionRecoverStrategy = "recover-strategy"
+	InjectionGPU             = "gpu"
+	InjectionAvoidNodes      = "avoid-nodes"
+)
+
+// Names trainguard gives to what it adds to a pod. Fixed so the agent, the
+// SDK and the tests agree.
+const (
+	AgentVolumeName        = "trainguard-agent"
+	AgentInitContainerName = "trainguard-agent-install"
+	AgentBinaryName        = "trainguard-agent"
+	CheckpointVolumeName   = "trainguard-checkpoint"
+	TaskDPortName          = "taskd-port"
+)
