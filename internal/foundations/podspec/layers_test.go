@@ -20,7 +20,7 @@ import (
 func TestNoControllerImportsMutatorsOrTheWebhook(t *testing.T) {
 	const module = "github.com/trainguard/trainguard/"
 	root := moduleRoot(t)
-	for _, dir := range []string{"internal/rescheduler", "internal/outcome", "internal/optin", "internal/ownerchain", "internal/podspec"} {
+	for _, dir := range []string{"internal/controllers/rescheduler", "internal/controllers/outcome", "internal/controllers/optin", "internal/controllers/ownerchain", "internal/foundations/podspec"} {
 		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
 		require.NoError(t, err)
 		require.NotEmpty(t, files, dir)
