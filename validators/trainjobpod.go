@@ -1,8 +1,11 @@
 package validators
 
 import (
+	"context"
+
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // TrainJobAnnotations reads the annotations of TrainJob name in namespace;
@@ -13,21 +16,20 @@ type TrainJobAnnotations func(namespace, name string) (annotations map[string]st
 
 // resolveFor is the effective policy of a job; a TrainJob's trainer pod
 // takes its TrainJob's annotations and Trainer's container name, exactly as
-// the mutating webhook resolved it (webhook/trainjob.go).
+// the mutating webhook resolved it (policy.LayerOf). A TrainJob that cannot
+// be read leaves the pod on its own.
 func (v *Validator) resolveFor(job jobs.Job, nsAnnotations map[string]string) (*contract.Policy, []string) {
-	pod, isPod := job.(jobs.PodJob)
-	if !isPod || v.TrainJobs == nil {
-		return v.resolve(nsAnnotations, job.Meta().Annotations)
+	var lookup policy.TrainJobLookup
+	if v.TrainJobs != nil {
+		lookup = func(_ context.Context, namespace, name string) (map[string]string, bool, error) {
+			return v.TrainJobs(namespace, name)
+		}
 	}
-	claim, ok, _ := jobs.TrainJobPod(pod.Pod)
-	if !ok {
-		return v.resolve(nsAnnotations, job.Meta().Annotations)
+	layer, err := policy.LayerOf(context.Background(), job, "", lookup)
+	if err != nil {
+		layer = policy.Layer{Annotations: job.Meta().Annotations}
 	}
-	tjAnn, found, err := v.TrainJobs(pod.Namespace, claim.TrainJob)
-	if err != nil || !found {
-		return v.resolve(nsAnnotations, job.Meta().Annotations)
-	}
-	p, warnings := v.resolve(nsAnnotations, jobs.MergeTrainJobAnnotations(tjAnn, pod.Annotations))
-	p.TrainingContainers = jobs.TrainingContainerNames(p.TrainingContainers)
+	p, warnings := v.resolve(nsAnnotations, layer.Annotations)
+	layer.Apply(p)
 	return p, warnings
 }

@@ -20,67 +20,25 @@ import (
 	"github.com/trainguard/trainguard/validators"
 )
 
-// TrainJobLookup returns the annotations of TrainJob name in namespace;
-// found is false when there is no such TrainJob (or Trainer is not installed).
-type TrainJobLookup func(ctx context.Context, namespace, name string) (annotations map[string]string, found bool, err error)
+// TrainJobLookup returns the annotations of TrainJob name in namespace
+// (policy.TrainJobLookup).
+type TrainJobLookup = policy.TrainJobLookup
 
-// resolvePolicy is the effective policy of a job. A pod of a TrainJob takes
-// its TrainJob's annotations as its job's (the TrainJob's opt-out included)
-// and Trainer's trainer container name, node; skip says why such a pod is
-// left alone.
+// resolvePolicy is the effective policy of a job: its layer (policy.LayerOf:
+// a pod of a TrainJob takes its TrainJob's annotations, the TrainJob's
+// opt-out included, and Trainer's trainer container name); skip says why
+// such a pod is left alone.
 func (i *Injector) resolvePolicy(ctx context.Context, job jobs.Job, nsAnn map[string]string, namespace string) (*contract.Policy, []string, string, error) {
-	objAnn := job.Meta().Annotations
-	pod, isPod := job.(jobs.PodJob)
-	if !isPod {
-		p, warnings := policy.Resolve(i.Config, nsAnn, objAnn)
-		return p, warnings, "", nil
-	}
-	tjAnn, name, err := i.trainJobOf(ctx, pod, namespace)
-	if err != nil || name == "" {
-		p, warnings := policy.Resolve(i.Config, nsAnn, objAnn)
-		return p, warnings, "", err
-	}
-	if contract.OptedOut(tjAnn) {
-		return nil, nil, "pod of TrainJob " + name + ", which opted out with " + contract.AnnotationInject + "=" + contract.InjectDisabled, nil
-	}
-	p, warnings := policy.Resolve(i.Config, nsAnn, jobs.MergeTrainJobAnnotations(tjAnn, objAnn))
-	p.TrainingContainers = jobs.TrainingContainerNames(p.TrainingContainers)
-	if contract.IsPathComponentSafe(name) {
-		// The TrainJob exists in the pod's namespace under this name: all
-		// its trainer pods, across restarts, share one directory.
-		p.JobDirectory = "trainjob/" + name
-	}
-	return p, warnings, "", nil
-}
-
-// trainJobOf returns the annotations and name of the TrainJob a pod
-// belongs to, or an empty name when it is not a TrainJob's trainer pod. The
-// pod's labels only say which TrainJob to read: it must exist in the pod's
-// own namespace, so labels a tenant writes can never opt a pod in, and a
-// TrainJob in another namespace is never consulted.
-func (i *Injector) trainJobOf(ctx context.Context, pod jobs.PodJob, namespace string) (map[string]string, string, error) {
-	claim, ok, _ := jobs.TrainJobPod(pod.Pod)
-	if !ok {
-		return nil, "", nil
-	}
-	if i.TrainJobs == nil {
-		return nil, "", nil
-	}
-	ns := pod.Namespace
-	if ns == "" {
-		ns = namespace
-	}
-	ann, found, err := i.TrainJobs(ctx, ns, claim.TrainJob)
+	layer, err := policy.LayerOf(ctx, job, namespace, i.TrainJobs)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading TrainJob %s/%s named by the pod's %s label: %w", ns, claim.TrainJob, trainerv1alpha1.LabelJobSetName, err)
+		return nil, nil, "", err
 	}
-	if !found {
-		return nil, "", nil
+	if layer.TrainJobOptedOut {
+		return nil, nil, "pod of TrainJob " + layer.TrainJob + ", which opted out with " + contract.AnnotationInject + "=" + contract.InjectDisabled, nil
 	}
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	return ann, claim.TrainJob, nil
+	p, warnings := policy.Resolve(i.Config, nsAnn, layer.Annotations)
+	layer.Apply(p)
+	return p, warnings, "", nil
 }
 
 // CachedTrainJobs reads TrainJob metadata from the manager's cache and, on a
