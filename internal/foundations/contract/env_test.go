@@ -58,14 +58,14 @@ func TestEnvNamesAreTheAgentsAndTheSDKs(t *testing.T) {
 	slices.Sort(agent)
 	slices.Sort(sdk)
 	root := moduleRoot(t)
-	assert.Equal(t, agent, spelledIn(t, filepath.Join(root, "internal/agent/*.go")), "env names internal/agent reads vs contract.EnvVars (Agent)")
-	assert.Equal(t, sdk, spelledIn(t, filepath.Join(root, "sdk/python/trainguard/*.py")), "env names the SDK reads vs contract.EnvVars (SDK)")
+	assert.Equal(t, agent, spelledIn(t, filepath.Join(root, "internal", "agent", "*.go")), "env names internal/agent reads vs contract.EnvVars (Agent)")
+	assert.Equal(t, sdk, spelledIn(t, filepath.Join(root, "sdk", "python", "trainguard", "*.py")), "env names the SDK reads vs contract.EnvVars (SDK)")
 }
 
 // The agent writes the checkpoint outcome line the outcome controller
 // parses; it spells the prefix itself, so this ties the two.
 func TestOutcomePrefixIsTheAgents(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "internal/agent/termination.go"))
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "internal", "agent", "termination.go"))
 	require.NoError(t, err)
 	assert.Contains(t, string(src), `"`+CheckpointOutcomePrefix+`"`, "internal/agent/termination.go must write contract.CheckpointOutcomePrefix")
 }
