@@ -62,7 +62,9 @@ func TestLayerOfOtherJobs(t *testing.T) {
 		assert.Equal(t, Layer{Annotations: map[string]string{"a": "b"}}, layer, name)
 	}
 
-	failing := func(context.Context, string, string) (map[string]string, bool, error) { return nil, false, errors.New("forbidden") }
+	failing := func(context.Context, string, string) (map[string]string, bool, error) {
+		return nil, false, errors.New("forbidden")
+	}
 	_, err = LayerOf(t.Context(), pod, "team-a", failing)
 	require.ErrorContains(t, err, "reading TrainJob team-a/llm named by the pod's jobset.sigs.k8s.io/jobset-name label: forbidden")
 }
