@@ -30,7 +30,7 @@ func newTarget(containers ...string) *targetBuilder {
 }
 
 // defaultPolicy is what policy.Resolve makes of the default configuration
-// (internal/policy imports this package for the injection registry's
+// (internal/config imports this package for the injection registry's
 // names, so these tests cannot import policy).
 func defaultPolicy() *contract.Policy {
 	return &contract.Policy{

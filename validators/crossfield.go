@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -22,7 +23,7 @@ const strategyElasticTraining = "elastic-training"
 func (v *Validator) resolve(nsAnnotations, objAnnotations map[string]string) (*contract.Policy, []string) {
 	cfg := v.Config
 	if cfg == nil {
-		cfg = policy.DefaultConfig()
+		cfg = config.DefaultConfig()
 	}
 	_, nsWarnings := policy.Resolve(cfg, nsAnnotations, nil)
 	p, _ := policy.Resolve(cfg, nsAnnotations, objAnnotations)

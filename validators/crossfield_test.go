@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainguard/trainguard/internal/config"
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 func taskdPort() corev1.ContainerPort {
@@ -59,7 +59,7 @@ func TestTaskDPortRules(t *testing.T) {
 }
 
 func TestTaskDPortFromConfig(t *testing.T) {
-	cfg, err := policy.ParseConfig([]byte("taskd:\n  port: 9700\ntrainingContainer:\n  names: [trainer]\n"))
+	cfg, err := config.ParseConfig([]byte("taskd:\n  port: 9700\ntrainingContainer:\n  names: [trainer]\n"))
 	assert.NoError(t, err)
 	obj := object(pod().Injected().With(func(p *corev1.Pod) {
 		p.Spec.Containers = []corev1.Container{builders.Container("pytorch"), builders.Container("trainer")}

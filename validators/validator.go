@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // Object is one admission object to check.
@@ -35,7 +35,7 @@ type RuntimeLookup = jobs.RuntimeLookup
 
 // Validator checks objects against the rules and the policy file.
 type Validator struct {
-	Config *policy.Config
+	Config *config.Config
 	// Runtimes finds a TrainJob's runtime; nil skips the checks that need it.
 	Runtimes RuntimeLookup
 	// TrainJobs reads a trainer pod's TrainJob; nil checks pods on their own.
@@ -44,10 +44,10 @@ type Validator struct {
 }
 
 // New returns a Validator for cfg and the built-in kinds; a nil cfg means
-// policy.DefaultConfig().
-func New(cfg *policy.Config) *Validator {
+// config.DefaultConfig().
+func New(cfg *config.Config) *Validator {
 	if cfg == nil {
-		cfg = policy.DefaultConfig()
+		cfg = config.DefaultConfig()
 	}
 	return &Validator{Config: cfg, kinds: jobs.Builtin()}
 }

@@ -9,6 +9,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
@@ -37,7 +38,7 @@ func FuzzTypedDiffAgainstCreatePatch(f *testing.F) {
 			f.Add([]byte(s), mode)
 		}
 	}
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	f.Fuzz(func(t *testing.T, raw []byte, mode uint8) {
 		var tree map[string]any
 		var before corev1.Pod
@@ -59,7 +60,7 @@ func FuzzTypedDiffAgainstCreatePatch(f *testing.F) {
 }
 
 // mutate applies the injection chain, a removal, or both.
-func mutate(cfg *policy.Config, pod *corev1.Pod, mode uint8) {
+func mutate(cfg *config.Config, pod *corev1.Pod, mode uint8) {
 	if mode%3 != 1 {
 		p, _ := policy.Resolve(cfg, nil, nil)
 		if len(pod.Spec.Containers) > 0 {
@@ -184,8 +185,8 @@ func dropEmpty(v any) any {
 // default, replaced the whole resources and lost the field.
 func TestTypedDiffKeepsUnknownFieldsOfAZeroStruct(t *testing.T) {
 	raw := diffSeeds()[0]
-	cfg := policy.DefaultConfig()
-	cfg.GPU.DefaultFor = policy.GPUDefaultForAllJobs // the seed is a CPU pod
+	cfg := config.DefaultConfig()
+	cfg.GPU.DefaultFor = config.GPUDefaultForAllJobs // the seed is a CPU pod
 	got := roundTripJSON(t, raw, func(p *corev1.Pod) { mutate(cfg, p, 0) })
 	assert.Contains(t, got, `"futureField":{"a":1}`)
 	assert.Contains(t, got, `"nvidia.com/gpu":"1"`)

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // This file is the whole cost of a new job kind: an adapter (a stand-in for
@@ -69,7 +69,7 @@ const fakeTrainJobJSON = `{"apiVersion":"trainer.example.io/v1alpha1","kind":"Fa
          "futureField":{"kept":true}}}`
 
 func TestNewKindIsServedOverHTTPByItsAdapterAlone(t *testing.T) {
-	s := NewServer(Options{Config: policy.DefaultConfig(), Kinds: fakeKinds()}, namespaces(optedIn()), nil, logr.Discard())
+	s := NewServer(Options{Config: config.DefaultConfig(), Kinds: fakeKinds()}, namespaces(optedIn()), nil, logr.Discard())
 	gvk := fakeTrainJobAdapter{}.GVK()
 	path := MutatePath(gvk)
 	assert.Equal(t, "/mutate-trainer-example-io-v1alpha1-faketrainjob", path)
@@ -94,7 +94,7 @@ func TestNewKindIsServedOverHTTPByItsAdapterAlone(t *testing.T) {
 }
 
 func TestNewKindInjectsOfflineAndInLists(t *testing.T) {
-	off := NewOffline(policy.DefaultConfig())
+	off := NewOffline(config.DefaultConfig())
 	off.Injector.Kinds = fakeKinds()
 	list := `{"apiVersion":"v1","kind":"List","items":[` + fakeTrainJobJSON + `]}`
 	out, _, err := off.InjectDocument(t.Context(), []byte(list))

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // namespaces is a static NamespaceAnnotations for tests.
@@ -35,7 +35,7 @@ func optedIn() map[string]map[string]string {
 
 func testServer(t testing.TB, log logr.Logger) *Server {
 	t.Helper()
-	return NewServer(Options{Config: policy.DefaultConfig(), OwnNamespace: "trainguard-system"}, namespaces(optedIn()), nil, log)
+	return NewServer(Options{Config: config.DefaultConfig(), OwnNamespace: "trainguard-system"}, namespaces(optedIn()), nil, log)
 }
 
 // pod is the handler tests' pod: one pytorch container.

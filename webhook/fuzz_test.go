@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // FuzzAdmissionReview throws arbitrary bodies at every endpoint: the
@@ -27,7 +27,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","kind":{"version":"v1","kind":"Pod"},"namespace":"team-a","object":{"spec":{"containers":null}}}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[`))
-	s := NewServer(Options{Config: policy.DefaultConfig()}, namespaces(optedIn()), nil, logr.Discard())
+	s := NewServer(Options{Config: config.DefaultConfig()}, namespaces(optedIn()), nil, logr.Discard())
 	handlers := s.Handlers()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for path, h := range handlers {
@@ -56,7 +56,7 @@ func FuzzInjectObject(f *testing.F) {
 			}
 		}
 	}
-	inj := &Injector{Scope: Scope{Config: policy.DefaultConfig()}}
+	inj := &Injector{Scope: Scope{Config: config.DefaultConfig()}}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, a := range jobs.Builtin().All() {
 			res, err := inj.Inject(context.Background(), Request{GVK: a.GVK(), Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})

@@ -15,8 +15,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current mutators")
@@ -34,15 +34,15 @@ func goldenCases(t *testing.T) []string {
 	return cases
 }
 
-func goldenConfig(t *testing.T) *policy.Config {
+func goldenConfig(t *testing.T) *config.Config {
 	t.Helper()
-	cfg, err := policy.LoadConfig("testdata/config.yaml")
+	cfg, err := config.LoadConfig("testdata/config.yaml")
 	require.NoError(t, err)
 	return cfg
 }
 
 // runOffline mutates every document of a YAML stream the way `trainguard inject` does.
-func runOffline(t *testing.T, cfg *policy.Config, in []byte) ([]byte, []string) {
+func runOffline(t *testing.T, cfg *config.Config, in []byte) ([]byte, []string) {
 	t.Helper()
 	off := NewOffline(cfg)
 	var out bytes.Buffer

@@ -8,10 +8,10 @@ import (
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/config"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // Offline mutates YAML documents as the webhook would for opted-in
@@ -25,7 +25,7 @@ type Offline struct {
 }
 
 // NewOffline returns an offline injector using cfg.
-func NewOffline(cfg *policy.Config) *Offline {
+func NewOffline(cfg *config.Config) *Offline {
 	kinds := jobs.Builtin()
 	o := &Offline{Injector: &Injector{Scope: Scope{Config: cfg}, Kinds: &kinds}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
 	o.Injector.TrainJobs = o.trainJob

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // NamespaceAnnotations returns a namespace's annotations; found is false for
@@ -16,7 +16,7 @@ type NamespaceAnnotations func(ctx context.Context, name string) (annotations ma
 // namespace at all. The mutating and the validating endpoints both ask it,
 // so an object is validated exactly when it would be mutated.
 type Scope struct {
-	Config *policy.Config
+	Config *config.Config
 	// OwnNamespace is trainguard's namespace, never acted on.
 	OwnNamespace string
 	// Namespaces looks up namespace annotations (opt-in and overrides).

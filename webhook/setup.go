@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/validators"
 )
 
@@ -41,7 +41,7 @@ const (
 
 // Options configure the webhooks.
 type Options struct {
-	Config       *policy.Config
+	Config       *config.Config
 	OwnNamespace string
 	// Avoider feeds node anti-affinity from the rescheduler's record; may be nil.
 	Avoider podspec.NodeAvoider

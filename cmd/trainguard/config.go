@@ -6,14 +6,14 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // loadConfig reads --config for every command and passes the file's
 // warnings (a deprecated format) on to the user.
-func loadConfig(path string, stderr io.Writer) (*policy.Config, error) {
-	cfg, warnings, err := policy.Load(path)
+func loadConfig(path string, stderr io.Writer) (*config.Config, error) {
+	cfg, warnings, err := config.Load(path)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
 	}
@@ -25,7 +25,7 @@ func loadConfig(path string, stderr io.Writer) (*policy.Config, error) {
 // wins only when it was set, so a file value is never overwritten by a
 // flag's default. namespace is trainguard's own (serve --namespace), where
 // the records live.
-func reschedulerOptions(c policy.ReschedulerConfig, flags *pflag.FlagSet, namespace string) (rescheduler.Options, error) {
+func reschedulerOptions(c config.ReschedulerConfig, flags *pflag.FlagSet, namespace string) (rescheduler.Options, error) {
 	o := rescheduler.OptionsFrom(c, namespace)
 	// Replay the set flags onto a flag set bound to o: the rescheduler's
 	// own BindFlags stays the one list of its flags.

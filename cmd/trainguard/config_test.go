@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // serveFlags parses args with the rescheduler's flags bound as serve binds them.
@@ -23,7 +23,7 @@ func serveFlags(t *testing.T, args ...string) *pflag.FlagSet {
 }
 
 func TestConfigurationDefaultsAreTheReschedulersDefaults(t *testing.T) {
-	o, err := reschedulerOptions(policy.DefaultConfig().Rescheduler, serveFlags(t), "trainguard-system")
+	o, err := reschedulerOptions(config.DefaultConfig().Rescheduler, serveFlags(t), "trainguard-system")
 	require.NoError(t, err)
 	want := rescheduler.DefaultOptions()
 	want.Namespace = "trainguard-system"
@@ -31,7 +31,7 @@ func TestConfigurationDefaultsAreTheReschedulersDefaults(t *testing.T) {
 }
 
 func TestFlagsOverrideTheConfigurationOnlyWhenGiven(t *testing.T) {
-	cfg, err := policy.ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+	cfg, err := config.ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
 kind: Configuration
 rescheduler:
   nodeLostGrace: 2m
@@ -45,7 +45,7 @@ rescheduler:
 	assert.True(t, o.DefaultRetryable, "from the file")
 	assert.Equal(t, 3, o.MaxBadNodes, "the flag wins over the file")
 	assert.False(t, o.Enabled, "the flag wins over the default")
-	assert.Equal(t, policy.DefaultBadNodeTTL, o.BadNodeTTL, "defaulted")
+	assert.Equal(t, config.DefaultBadNodeTTL, o.BadNodeTTL, "defaulted")
 
 	_, err = reschedulerOptions(cfg.Rescheduler, serveFlags(t, "--reschedule-backoff-max=1s"), "trainguard-system")
 	require.ErrorContains(t, err, "reschedule-backoff-max", "the merged options are validated")

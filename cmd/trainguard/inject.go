@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -58,7 +58,7 @@ input (empty, binary, missing) or bad usage.`,
 }
 
 // runInject refuses what validate refuses, then mutates.
-func runInject(cmd *cobra.Command, cfg *policy.Config, in *input) error {
+func runInject(cmd *cobra.Command, cfg *config.Config, in *input) error {
 	invalid := 0
 	for _, report := range newChecker(cfg, in).all() {
 		// The validating webhook's warnings reach the user online too.

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trainguard/trainguard/certs"
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/server"
 )
 
@@ -90,7 +90,7 @@ timeouts.`,
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the TLS webhook server")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS (certificate from --cert-dir) with TokenReview/SubjectAccessReview authentication and authorization; false serves plain HTTP")
-	fs.StringVar(&o.agentImage, "agent-image", policy.DefaultAgentImage, "image of the injected trainguard-agent init container when the config file names none (pinned to this release; the config file's agent.image wins)")
+	fs.StringVar(&o.agentImage, "agent-image", config.DefaultAgentImage, "image of the injected trainguard-agent init container when the config file names none (pinned to this release; the config file's agent.image wins)")
 	fs.DurationVar(&o.readTimeout, "webhook-read-timeout", server.DefaultReadTimeout, "time allowed to read one admission request, headers and body")
 	fs.DurationVar(&o.readHeaderTimeout, "webhook-read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed for the TLS handshake and a request's headers")
 	fs.DurationVar(&o.limits.BodyReadTimeout, "webhook-body-read-timeout", server.DefaultBodyReadTimeout, "time allowed for a request's body once its headers are in; the body is read before it takes a place under the limits")
@@ -119,7 +119,7 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cfg, warnings, err := policy.Load(o.configPath)
+	cfg, warnings, err := config.Load(o.configPath)
 	if err != nil {
 		return exitWith(2, err.Error())
 	}
@@ -189,6 +189,6 @@ func ownNamespaceDefault() string {
 // which then wins over --agent-image. Loading applied the default, so a
 // value other than the built-in default can only come from the file; the
 // default itself, written in the file, means the same image either way.
-func cfgSetsAgentImage(path string, cfg *policy.Config) bool {
-	return path != "" && cfg.Agent.Image != policy.DefaultAgentImage
+func cfgSetsAgentImage(path string, cfg *config.Config) bool {
+	return path != "" && cfg.Agent.Image != config.DefaultAgentImage
 }

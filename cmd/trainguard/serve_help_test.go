@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/version"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // TestServeHelpPinsTheAgentImage: the agent image a cluster pulls when the
@@ -19,7 +19,7 @@ func TestServeHelpPinsTheAgentImage(t *testing.T) {
 	assert.NotContains(t, strings.ToLower(res.stdout), "latest")
 	assert.Contains(t, res.stdout, `--agent-image string`)
 	assert.Contains(t, res.stdout, `(default "`+version.Image+`")`)
-	assert.Equal(t, version.Image, policy.DefaultConfig().Agent.Image)
+	assert.Equal(t, version.Image, config.DefaultConfig().Agent.Image)
 	for _, flag := range []string{"--metrics-secure", "--max-concurrent-reviews", "--max-inflight-request-bytes",
 		"--review-queue-wait", "--webhook-read-timeout", "--webhook-write-timeout", "--webhook-idle-timeout",
 		"--webhook-read-header-timeout", "--webhook-body-read-timeout", "--webhook-max-connections"} {
@@ -28,7 +28,7 @@ func TestServeHelpPinsTheAgentImage(t *testing.T) {
 }
 
 func TestConfigFileAgentImageWinsOverTheFlag(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	assert.False(t, cfgSetsAgentImage("", cfg), "no file: the flag decides")
 	assert.False(t, cfgSetsAgentImage("/etc/trainguard/config.yaml", cfg), "file without agent.image: the flag decides")
 	cfg.Agent.Image = "registry.example/trainguard:1.2.3"

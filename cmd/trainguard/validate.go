@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/validators"
 )
 
@@ -137,7 +137,7 @@ type checker struct {
 	namespaces map[string]map[string]string
 }
 
-func newChecker(cfg *policy.Config, in *input) *checker {
+func newChecker(cfg *config.Config, in *input) *checker {
 	v := validators.New(cfg)
 	v.Runtimes = runtimesIn(in.docs).Lookup
 	return &checker{v: v, in: in, namespaces: namespacesIn(in.docs)}

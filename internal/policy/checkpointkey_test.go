@@ -4,11 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 func TestCheckpointKeyOnlyFromTheObject(t *testing.T) {
-	cfg := &Config{}
+	cfg := &config.Config{}
 	p, warnings := Resolve(cfg, map[string]string{contract.AnnotationCheckpointKey: "ns-wide"}, nil)
 	if p.CheckpointKey != "" || len(warnings) != 1 || !strings.Contains(warnings[0], "only a job or a pod") {
 		t.Fatalf("namespace key applied: %q %v", p.CheckpointKey, warnings)

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"github.com/trainguard/trainguard/internal/config"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,7 +41,7 @@ func TestLayerOfATrainerPodIsItsTrainJobs(t *testing.T) {
 	assert.Equal(t, "4", layer.Annotations[contract.AnnotationGPULimit], "the pod is the more specific object")
 	assert.Equal(t, "disabled", layer.Annotations[contract.AnnotationTaskD])
 	assert.False(t, layer.TrainJobOptedOut)
-	p, _ := Resolve(DefaultConfig(), nil, layer.Annotations)
+	p, _ := Resolve(config.DefaultConfig(), nil, layer.Annotations)
 	layer.Apply(p)
 	assert.Equal(t, "node", p.TrainingContainers[0])
 	assert.Equal(t, "trainjob/llm", p.JobDirectory)

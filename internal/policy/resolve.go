@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -8,12 +9,8 @@ import (
 // annotation value never silently disappears: it is skipped, the lower layer
 // applies, and a warning names the annotation, the value and the reason
 // (contract.Policy.Overlay).
-func Resolve(cfg *Config, nsAnnotations, objAnnotations map[string]string) (*contract.Policy, []string) {
-	if !cfg.defaulted() {
-		c := *cfg
-		c.applyDefaults()
-		cfg = &c
-	}
+func Resolve(cfg *config.Config, nsAnnotations, objAnnotations map[string]string) (*contract.Policy, []string) {
+	cfg = cfg.WithDefaults()
 	p := &contract.Policy{
 		CheckpointClaim:    cfg.Checkpoint.Claim,
 		CheckpointPath:     cfg.Checkpoint.Path,
@@ -32,7 +29,7 @@ func Resolve(cfg *Config, nsAnnotations, objAnnotations map[string]string) (*con
 		TrainingContainers: cfg.TrainingContainer.Names,
 		MaxReschedules:     cfg.MaxReschedules,
 	}
-	p.GPUForAll = cfg.GPU.DefaultFor == GPUDefaultForAllJobs
+	p.GPUForAll = cfg.GPU.DefaultFor == config.GPUDefaultForAllJobs
 	p.RequireDurableCheckpoints = cfg.Checkpoint.RequireDurable
 	for name, on := range cfg.Mutators {
 		if !on {

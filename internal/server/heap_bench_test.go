@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainguard/trainguard/certs"
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -96,7 +96,7 @@ func startServerOpts(tb testing.TB, opts WebhookServerOptions) (string, func()) 
 	optedIn := func(context.Context, string) (map[string]string, bool, error) {
 		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
 	}
-	s := webhook.NewServer(webhook.Options{Config: policy.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
+	s := webhook.NewServer(webhook.Options{Config: config.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
 	return startServerHandlers(tb, opts, s.Handlers())
 }
 

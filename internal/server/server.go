@@ -18,16 +18,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trainguard/trainguard/certs"
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -39,7 +39,7 @@ const (
 
 // Options configure the process.
 type Options struct {
-	Config *policy.Config
+	Config *config.Config
 	// CertDir holds tls.crt and tls.key; they are hot-reloaded.
 	CertDir  string
 	CertMode string
@@ -133,7 +133,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 			ByObject:         rescheduler.CacheByObject(o.Namespace),
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
-		Controller: config.Controller{SkipNameValidation: &o.SeveralInProcess},
+		Controller: crconfig.Controller{SkipNameValidation: &o.SeveralInProcess},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/version"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // renderCase is one combination of values the acceptance criteria name.
@@ -597,7 +597,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	}
 }
 
-func renderedConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) (*policy.Config, string) {
+func renderedConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) (*config.Config, string) {
 	t.Helper()
 	o, err := Find(objs, "ConfigMap", tc.fullname)
 	require.NoError(t, err)
@@ -605,7 +605,7 @@ func renderedConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCa
 	require.NoError(t, Into(o, cm))
 	raw, ok := cm.Data["config.yaml"]
 	require.True(t, ok)
-	cfg, err := policy.ParseConfig([]byte(raw))
+	cfg, err := config.ParseConfig([]byte(raw))
 	require.NoError(t, err, "the rendered policy file must load strictly:\n%s", raw)
 	return cfg, raw
 }
@@ -627,7 +627,7 @@ func TestChartConfigDefaultsMatchPolicyDefaults(t *testing.T) {
 	require.NoError(t, err)
 	tc := cases()[0]
 	cfg, _ := renderedConfig(t, objs, tc)
-	want := policy.DefaultConfig()
+	want := config.DefaultConfig()
 	want.Agent.Image = cfg.Agent.Image
 	want.ExcludedNamespaces = []string{"kube-system", "trainguard-system"}
 	if want.Mutators == nil {
@@ -649,7 +649,7 @@ func TestChartConfigValuesReachPolicyFile(t *testing.T) {
 	assert.Equal(t, map[string]bool{"gpu": false}, cfg.Mutators)
 	assert.Equal(t, int64(0), *cfg.GPU.DefaultCount)
 	assert.True(t, cfg.Checkpoint.RequireDurable)
-	assert.Equal(t, policy.GPUDefaultForAllJobs, cfg.GPU.DefaultFor)
+	assert.Equal(t, config.GPUDefaultForAllJobs, cfg.GPU.DefaultFor)
 	assert.Equal(t, "registry.example/agent:1", cfg.Agent.Image)
 	d := deployment(t, objs, renderCase{fullname: "trainguard"})
 	assert.Equal(t, "ghcr.io/trainguard/trainguard@sha256:"+strings.Repeat("a", 64), d.Spec.Template.Spec.Containers[0].Image)

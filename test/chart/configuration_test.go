@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/config"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // The chart renders the versioned Configuration, so trainguard never logs
@@ -19,7 +19,7 @@ func TestChartRendersTheVersionedConfiguration(t *testing.T) {
 	objs, err := Render(helm, dir, "trainguard", "trainguard-system", "rescheduler.enabled=false")
 	require.NoError(t, err)
 	_, raw := renderedConfig(t, objs, renderCase{fullname: "trainguard"})
-	cfg, warnings, err := policy.Parse([]byte(raw))
+	cfg, warnings, err := config.Parse([]byte(raw))
 	require.NoError(t, err)
 	assert.Empty(t, warnings, "rendered:\n%s", raw)
 	assert.Contains(t, raw, "apiVersion: config.trainguard.io/v1alpha1")
@@ -37,15 +37,15 @@ func TestTrainingContainerNamesHaveOneSource(t *testing.T) {
 		set  []string
 		want []string
 	}{
-		"defaults":   {nil, policy.DefaultConfig().TrainingContainer.Names},
+		"defaults":   {nil, config.DefaultConfig().TrainingContainer.Names},
 		"configured": {[]string{"config.trainingContainer.names={trainer,main}"}, []string{"trainer", "main"}},
-		"emptied":    {[]string{"config.trainingContainer=null"}, policy.DefaultConfig().TrainingContainer.Names},
+		"emptied":    {[]string{"config.trainingContainer=null"}, config.DefaultConfig().TrainingContainer.Names},
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs, err := Render(helm, dir, "trainguard", "trainguard-system", append(tc.set, "webhook.podMatchConditions=true")...)
 			require.NoError(t, err)
 			_, raw := renderedConfig(t, objs, renderCase{fullname: "trainguard"})
-			cfg, _, err := policy.Parse([]byte(raw))
+			cfg, _, err := config.Parse([]byte(raw))
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, cfg.TrainingContainer.Names, "the configuration file carries the names")
 			m, _, err := WebhookConfigurations(objs)

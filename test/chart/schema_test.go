@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // TestChartSchemaRefusesWhatWouldCrashLoop: values the binary or the
@@ -134,5 +134,5 @@ func TestChartSchemaEnumsAreTheBinarysValues(t *testing.T) {
 	_, err = contract.ParseRecoverStrategy(all)
 	require.NoError(t, err)
 	assert.True(t, pattern.MatchString(all))
-	assert.True(t, pattern.MatchString(policy.DefaultRecoverStrategy), "the default")
+	assert.True(t, pattern.MatchString(config.DefaultRecoverStrategy), "the default")
 }

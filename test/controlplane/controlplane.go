@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/chart"
 )
@@ -115,7 +115,7 @@ type Trainguard struct {
 
 // TrainguardOptions for StartTrainguard.
 type TrainguardOptions struct {
-	Config      *policy.Config
+	Config      *config.Config
 	Rescheduler *rescheduler.Options
 	LeaderElect bool
 	// Port overrides the webhook port (a second manager needs its own).
@@ -153,7 +153,7 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	}
 	cfg := o.Config
 	if cfg == nil {
-		cfg = policy.DefaultConfig()
+		cfg = config.DefaultConfig()
 	}
 	resched := rescheduler.DefaultOptions()
 	if o.Rescheduler != nil {

@@ -44,9 +44,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/trainguard/trainguard/internal/config"
 	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -118,7 +118,7 @@ func runRSSChild(cfg rssConfig) error {
 	}
 	opts := cfg.Rescheduler
 	opts.Namespace = controlplane.Namespace
-	if err := resched.Setup(mgr, policy.DefaultConfig(), opts); err != nil {
+	if err := resched.Setup(mgr, config.DefaultConfig(), opts); err != nil {
 		return err
 	}
 	done := make(chan error, 1)

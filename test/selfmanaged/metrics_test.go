@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trainguard/trainguard/certs"
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
@@ -46,7 +46,7 @@ func TestMetricsNeedAuthenticationAndAuthorization(t *testing.T) {
 	asSA := rest.CopyConfig(env.cp.Config)
 	asSA.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + controlplane.Namespace + ":" + serviceAccount}
 	mgr, err := server.New(ctx, asSA, server.Options{
-		Config: policy.DefaultConfig(), CertDir: env.certDir, CertMode: server.CertModeFiles,
+		Config: config.DefaultConfig(), CertDir: env.certDir, CertMode: server.CertModeFiles,
 		WebhookHost: "127.0.0.1", WebhookPort: hookPort, MetricsAddr: addr, MetricsSecure: true, ProbeAddr: "0",
 		Namespace: controlplane.Namespace, Rescheduler: rescheduler.Options{Enabled: false}, SeveralInProcess: true,
 	})

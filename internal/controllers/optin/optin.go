@@ -6,8 +6,8 @@ package optin
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // DesiredLabel returns the value the trainguard.io/inject label must have on
@@ -48,7 +48,7 @@ func MirrorLabel(meta *metav1.ObjectMeta) bool {
 // did not opt out. The rescheduler checks it in code before acting on a
 // pod, because the trainguard.io/managed label alone is anyone's to set.
 // why says what failed; it is empty when the object is injected.
-func Injects(cfg *policy.Config, ownNamespace, ns string, nsAnnotations, objAnnotations map[string]string) (ok bool, why string) {
+func Injects(cfg *config.Config, ownNamespace, ns string, nsAnnotations, objAnnotations map[string]string) (ok bool, why string) {
 	switch {
 	case ns == "":
 		return false, "no namespace"

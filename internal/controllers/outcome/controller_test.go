@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 func terminated(msg string, at time.Time) *corev1.ContainerStateTerminated {
@@ -52,7 +52,7 @@ func newTestReconciler(t *testing.T, nsAnnotations map[string]string) (*Reconcil
 	m := newMetrics()
 	require.NoError(t, m.register(prometheus.NewRegistry()))
 	rec := events.NewFakeRecorder(10)
-	return &Reconciler{client: c, apiReader: c, recorder: rec, cfg: policy.DefaultConfig(), metrics: m,
+	return &Reconciler{client: c, apiReader: c, recorder: rec, cfg: config.DefaultConfig(), metrics: m,
 		seen: map[types.UID]map[string]bool{}, inited: map[string]bool{}, started: time.Now()}, rec
 }
 

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
@@ -35,7 +36,7 @@ const IndexPodNodeName = "spec.nodeName"
 // Setup registers the controller when opts.Enabled. It runs only on the
 // leader (the manager's default for controllers), while every replica's
 // cache serves the pod webhook's NewBadNodeStore.
-func Setup(mgr ctrl.Manager, cfg *policy.Config, opts Options) error {
+func Setup(mgr ctrl.Manager, cfg *config.Config, opts Options) error {
 	if !opts.Enabled {
 		return nil
 	}
@@ -61,7 +62,7 @@ func Setup(mgr ctrl.Manager, cfg *policy.Config, opts Options) error {
 }
 
 func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, clk clock.PassiveClock,
-	cfg *policy.Config, opts Options, m *metrics) *Reconciler {
+	cfg *config.Config, opts Options, m *metrics) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, recorder: rec, clock: clk, cfg: cfg, opts: opts, metrics: m,
 		brakes: newBrakes(opts, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
@@ -85,7 +86,7 @@ type Reconciler struct {
 	apiReader client.Reader
 	recorder  events.EventRecorder
 	clock     clock.PassiveClock
-	cfg       *policy.Config
+	cfg       *config.Config
 	opts      Options
 	metrics   *metrics
 	brakes    *brakes

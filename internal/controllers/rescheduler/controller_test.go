@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainguard/trainguard/internal/config"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
@@ -97,7 +97,7 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 				return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
 			},
 		}).Build()
-	h.r = newReconciler(h.c, h.c, h.events, h.clock, policy.DefaultConfig(), testOptions(), newMetrics())
+	h.r = newReconciler(h.c, h.c, h.events, h.clock, config.DefaultConfig(), testOptions(), newMetrics())
 	return h
 }
 
@@ -479,9 +479,9 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 	key := JobKeyOf(pod)
 	var rec Record
 	for i := 0; i < 20; i++ {
-		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, policy.DefaultMaxBadNodes)
+		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, config.DefaultMaxBadNodes)
 	}
-	require.Len(t, rec.Nodes, policy.DefaultMaxBadNodes, "bounded at 16")
+	require.Len(t, rec.Nodes, config.DefaultMaxBadNodes, "bounded at 16")
 	assert.NotContains(t, rec.Nodes, "n00", "the oldest go first")
 	assert.Contains(t, rec.Nodes, "n19")
 

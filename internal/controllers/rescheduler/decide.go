@@ -6,8 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // Action is what the controller does to the pod.
@@ -305,7 +305,7 @@ func (d Decision) no(reason, why string) Decision {
 // pods may predate it).
 func faultScheduling(pod *corev1.Pod, def string) (mode, note string) {
 	if def == "" {
-		def = policy.DefaultFaultScheduling
+		def = config.DefaultFaultScheduling
 	}
 	v, ok := pod.Labels[contract.LabelMindClusterFaultScheduling]
 	if !ok {
@@ -326,7 +326,7 @@ func recoverStrategy(pod *corev1.Pod, def string) string {
 		}
 	}
 	if def == "" {
-		return policy.DefaultRecoverStrategy
+		return config.DefaultRecoverStrategy
 	}
 	return def
 }

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // forbidJob makes the harness's API server refuse reads (get) or patches
@@ -42,7 +42,7 @@ func (h *harness) forbidJob(t *testing.T, verb string) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	})
-	h.r = newReconciler(h.c, h.c, h.events, h.clock, policy.DefaultConfig(), testOptions(), newMetrics())
+	h.r = newReconciler(h.c, h.c, h.events, h.clock, config.DefaultConfig(), testOptions(), newMetrics())
 }
 
 // TestCapReachedJobPatchForbiddenIsReportedOnce: RBAC refusing the cap mark

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/config"
 )
 
 // Options configure the rescheduler; `trainguard serve` binds them to flags.
@@ -59,13 +59,13 @@ type Options struct {
 // DefaultOptions returns the options of the default Configuration (whose
 // defaults are the one place they are written).
 func DefaultOptions() Options {
-	return OptionsFrom(policy.DefaultConfig().Rescheduler, "")
+	return OptionsFrom(config.DefaultConfig().Rescheduler, "")
 }
 
 // OptionsFrom reads the rescheduler's block of a defaulted Configuration;
 // flags (BindFlags) then only override it. namespace is trainguard's own,
 // where the records live.
-func OptionsFrom(c policy.ReschedulerConfig, namespace string) Options {
+func OptionsFrom(c config.ReschedulerConfig, namespace string) Options {
 	return Options{
 		Namespace:        namespace,
 		Enabled:          *c.Enabled,

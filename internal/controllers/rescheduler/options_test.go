@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainguard/trainguard/internal/config"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
-	"github.com/trainguard/trainguard/internal/policy"
 )
 
 func TestBindFlags(t *testing.T) {
@@ -109,7 +109,7 @@ const hostnameLabel = "kubernetes.io/hostname"
 // The rescheduler reads every setting of its Configuration block: a block
 // with every value changed leaves no option at its default.
 func TestOptionsFromReadsEveryConfigurationField(t *testing.T) {
-	cfg, err := policy.ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+	cfg, err := config.ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
 kind: Configuration
 rescheduler: {enabled: false, nodeLostGrace: 61s, graceOverTime: 901s, badNodeTTL: 2h, maxBadNodes: 17,
   unknownExitCodeRetryable: true, backoffBase: 11s, backoffMax: 6m, forceDeleteAfter: 41s, leaseLostAfter: 42s,

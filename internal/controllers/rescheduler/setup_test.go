@@ -15,7 +15,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/internal/config"
 )
 
 // TestSetup wires the controller into a manager that is never started, so
@@ -39,7 +39,7 @@ func TestSetup(t *testing.T) {
 	require.NoError(t, err)
 	opts := DefaultOptions()
 	opts.Namespace = "trainguard-system"
-	require.NoError(t, Setup(mgr, policy.DefaultConfig(), opts))
+	require.NoError(t, Setup(mgr, config.DefaultConfig(), opts))
 
 	families, err := crmetrics.Registry.Gather()
 	require.NoError(t, err)
@@ -54,8 +54,8 @@ func TestSetup(t *testing.T) {
 
 	bad := opts
 	bad.MaxBadNodes = 0
-	assert.Error(t, Setup(mgr, policy.DefaultConfig(), bad))
+	assert.Error(t, Setup(mgr, config.DefaultConfig(), bad))
 	off := bad
 	off.Enabled = false
-	assert.NoError(t, Setup(mgr, policy.DefaultConfig(), off), "disabled: nothing is set up, options unchecked")
+	assert.NoError(t, Setup(mgr, config.DefaultConfig(), off), "disabled: nothing is set up, options unchecked")
 }

@@ -1,4 +1,4 @@
-package policy
+package config
 
 import (
 	"time"
@@ -159,4 +159,16 @@ func (r *ReschedulerConfig) applyDefaults() {
 func (c *Config) defaulted() bool {
 	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
 		c.Rescheduler.Enabled != nil
+}
+
+// WithDefaults returns c when every default is set, otherwise a defaulted
+// copy: a Config built in code (a test, a tool) need not call Parse, and c
+// itself is never changed.
+func (c *Config) WithDefaults() *Config {
+	if c.defaulted() {
+		return c
+	}
+	d := *c
+	d.applyDefaults()
+	return &d
 }

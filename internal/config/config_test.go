@@ -1,0 +1,67 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigIsStrict(t *testing.T) {
+	_, err := ParseConfig([]byte("checkpoint: {claim: x, preStopTimout: 30s}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "preStopTimout")
+	_, err = ParseConfig([]byte("checkpoint: {path: /proc/x}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "checkpoint.path")
+	_, err = ParseConfig([]byte("mutators: {gpus: false}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mutators[gpus]")
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "missing.yaml"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reading config file")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("clusterWide: true\n"), 0o600))
+	cfg, err := LoadConfig(path)
+	require.NoError(t, err)
+	assert.True(t, cfg.ClusterWide)
+	assert.True(t, cfg.Excluded("kube-system"), "kube-system is always excluded")
+}
+
+// TestConfigReferenceShowsTheDefaults keeps docs/config-reference.yaml (in
+// the README) honest: it must load strictly and equal the built-in defaults.
+func TestConfigReferenceShowsTheDefaults(t *testing.T) {
+	cfg, warnings, err := Load(filepath.Join("..", "..", "docs", "config-reference.yaml"))
+	require.NoError(t, err)
+	assert.Empty(t, warnings, "the reference shows the current, versioned format")
+	want := DefaultConfig()
+	want.Mutators = map[string]bool{}
+	assert.Equal(t, want, cfg)
+}
+
+func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
+	cfg, warnings, err := Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nrescheduler: {maxBadNodes: 2}\n"))
+	require.NoError(t, err)
+	assert.Empty(t, warnings)
+	assert.Equal(t, 2, cfg.Rescheduler.MaxBadNodes)
+	assert.True(t, *cfg.Rescheduler.Enabled)
+	assert.Equal(t, DefaultNodeLostGrace, cfg.Rescheduler.NodeLostGrace.Duration)
+
+	_, warnings, err = Parse([]byte("clusterWide: true\n"))
+	require.NoError(t, err)
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "deprecated")
+
+	_, _, err = Parse([]byte("apiVersion: v1\nkind: ConfigMap\n"))
+	require.ErrorContains(t, err, `apiVersion "v1" kind "ConfigMap" is not supported`)
+
+	_, _, err = Parse([]byte("rescheduler: {backoffBase: 1m, backoffMax: 10s, nodeLostGrace: 0s}\n"))
+	require.ErrorContains(t, err, "rescheduler.backoffMax")
+	require.ErrorContains(t, err, "rescheduler.nodeLostGrace")
+}
