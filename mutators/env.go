@@ -51,6 +51,7 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 	signal := dir + "/.trainguard/$(" + contract.EnvPodName + ")"
 	ensureEnv(c, fieldEnv(contract.EnvPodName, "metadata.name"))
 	ensureEnv(c, fieldEnv(contract.EnvNamespace, "metadata.namespace"))
+	ensureEnv(c, fieldEnv(contract.EnvPodUID, "metadata.uid"))
 	key := checkpointKey(t)
 	for _, l := range t.JobNameLabels {
 		if strings.Contains(key, "$("+l.Env+")") {

@@ -6,9 +6,12 @@ package contract
 // them. TestEnvNamesAreTheAgentsAndTheSDKs reads both and fails on any name
 // they spell that is not listed here, or listed here and not read.
 const (
-	EnvCheckpointDir  = "TRAINGUARD_CHECKPOINT_DIR"
-	EnvSignalDir      = "TRAINGUARD_SIGNAL_DIR"
-	EnvPodName        = "TRAINGUARD_POD_NAME"
+	EnvCheckpointDir = "TRAINGUARD_CHECKPOINT_DIR"
+	EnvSignalDir     = "TRAINGUARD_SIGNAL_DIR"
+	EnvPodName       = "TRAINGUARD_POD_NAME"
+	// EnvPodUID tells one incarnation of a pod name from the next: the SDK
+	// records it with its fence generation (docs/checkpoint-protocol.md).
+	EnvPodUID         = "TRAINGUARD_POD_UID"
 	EnvPreStopTimeout = "TRAINGUARD_PRESTOP_TIMEOUT"
 	// pytorchjob-migration compatibility.
 	EnvMigrationCkptPath   = "MIGRATION_CKPT_PATH"
@@ -41,6 +44,7 @@ func EnvVars() []EnvVar {
 		{Name: EnvCheckpointDir, Injected: true, Agent: true, SDK: true},
 		{Name: EnvSignalDir, Injected: true, Agent: true, SDK: true},
 		{Name: EnvPodName, Injected: true, Agent: true, SDK: true},
+		{Name: EnvPodUID, Injected: true, SDK: true},
 		{Name: EnvPreStopTimeout, Injected: true, Agent: true, SDK: true},
 		{Name: EnvMigrationCkptPath, Injected: true, Agent: true, SDK: true},
 		{Name: EnvMigrationSignalPath, Injected: true, Agent: true, SDK: true},
@@ -56,7 +60,6 @@ func EnvVars() []EnvVar {
 		{Name: "TRAINGUARD_KEEP_CHECKPOINTS", SDK: true},
 		{Name: "TRAINGUARD_SERIALIZER", SDK: true},
 		{Name: "TRAINGUARD_TEST_SAVE_DELAY", SDK: true},
-		{Name: "TRAINGUARD_POD_UID", SDK: true},
 		{Name: "TRAINGUARD_CHECKPOINT_EVERY", SDK: true},
 		{Name: "TRAINGUARD_CHECKPOINT_EVERY_STEPS", SDK: true},
 		// How long the SDK waits for the agent's done.json after a
