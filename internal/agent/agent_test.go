@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -113,4 +114,62 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An unanswered request is expired when the agent gives up, and done.json
+// names the request and its outcome once the hook is over: written last,
+// after the termination message, so a PID-1 trainer exiting on it cannot
+// take the outcome with it.
+func TestGiveUpExpiresTheRequestAndDoneComesLast(t *testing.T) {
+	dir := t.TempDir()
+	sigPath := filepath.Join(dir, ".trainguard", "p")
+	must(t, os.MkdirAll(sigPath, 0o755))
+	hb := Heartbeat{PID: os.Getpid()}
+	// A trainer that heartbeats (this process) but never answers.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			hb.Time = unixSeconds(time.Now())
+			b, _ := json.Marshal(hb)
+			_ = os.WriteFile(filepath.Join(sigPath, heartbeatFile+".tmp"), b, 0o644)
+			_ = os.Rename(filepath.Join(sigPath, heartbeatFile+".tmp"), filepath.Join(sigPath, heartbeatFile))
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	termLog := filepath.Join(dir, "termination-log")
+	env := mapEnv(map[string]string{"TRAINGUARD_CHECKPOINT_DIR": dir, "TRAINGUARD_POD_NAME": "p",
+		"TRAINGUARD_TERMINATION_MESSAGE_PATH": termLog})
+	if code := Run([]string{"prestop", "--timeout=300ms"}, env, &bytes.Buffer{}); code != ExitTimeout {
+		t.Fatalf("exit %d, want %d", code, ExitTimeout)
+	}
+	var req Request
+	must(t, readJSONPath(filepath.Join(sigPath, requestFile), &req))
+	if !req.Expired || req.Deadline > unixSeconds(time.Now()) {
+		t.Fatalf("request not expired: %+v", req)
+	}
+	var done Done
+	must(t, readJSONPath(filepath.Join(sigPath, doneFile), &done))
+	if done.Generation != req.Generation || done.Nonce != req.Nonce || done.Outcome != "timeout" || done.ExitCode != ExitTimeout {
+		t.Fatalf("done %+v does not name request %+v and its outcome", done, req)
+	}
+	logged, err := os.Stat(termLog)
+	must(t, err)
+	fi, err := os.Stat(filepath.Join(sigPath, doneFile))
+	must(t, err)
+	if fi.ModTime().Before(logged.ModTime()) {
+		t.Fatalf("done.json (%s) written before the termination message (%s)", fi.ModTime(), logged.ModTime())
+	}
+}
+
+func readJSONPath(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
 }

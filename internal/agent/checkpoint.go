@@ -18,7 +18,13 @@ type ckptResult struct {
 	code  int
 	step  int64
 	bytes int64
+	// req is the request written (nil when none was), sig the signal dir it
+	// was written in, kept open for done.json; close() releases it.
+	req *Request
+	sig *dirFD
 }
+
+func (r ckptResult) close() { r.sig.close() }
 
 // requestCheckpoint is the agent's half of the protocol: find a live
 // trainer, write a request with a fresh generation and nonce, and wait for
@@ -39,8 +45,45 @@ func requestCheckpoint(ctx context.Context, cfg prestopConfig, ckpt *dirFD, ckpt
 		log.printf("refusing the signal dir: %v", err)
 		return ckptResult{code: ExitIO}
 	}
-	defer sig.close()
-	return requestAndWait(ctx, cfg, sig, log)
+	res := requestAndWait(ctx, cfg, sig, log)
+	if res.req == nil {
+		sig.close()
+		return res
+	}
+	res.sig = sig
+	if res.code == ExitTimeout || res.code == ExitTrainerGone {
+		expireRequest(sig, *res.req, log)
+	}
+	return res
+}
+
+// expireRequest rewrites an unanswered request with its deadline moved to
+// now: the agent no longer waits for it, and a trainer that starts after
+// this (the container restarted in the same pod) must not save and hold for
+// a request its predecessor left. A trainer still working on it may still
+// answer; that does no harm.
+func expireRequest(sig *dirFD, req Request, log *eventLog) {
+	req.Deadline = unixSeconds(time.Now())
+	req.Expired = true
+	if err := writeJSONAtomic(sig, requestFile, req); err != nil {
+		log.printf("cannot expire request generation %d (a restarted trainer may still answer it): %v", req.Generation, err)
+		return
+	}
+	log.printf("expired request generation %d: no trainer will answer it now", req.Generation)
+}
+
+// signalDone tells the trainer that acknowledged (or still works on) the
+// request that the hook is over: the outcome is written, so the trainer may
+// exit. It is the last thing the agent does.
+func signalDone(res ckptResult, log *eventLog) {
+	if res.req == nil || res.sig == nil {
+		return
+	}
+	d := Done{Generation: res.req.Generation, Nonce: res.req.Nonce, Outcome: outcomeOf(res.code),
+		ExitCode: res.code, DoneAt: unixSeconds(time.Now())}
+	if err := writeJSONAtomic(res.sig, doneFile, d); err != nil {
+		log.printf("cannot write %s (the trainer exits after its own bound instead): %v", doneFile, err)
+	}
 }
 
 // requestAndWait runs the protocol in the opened signal dir: every file is
@@ -71,7 +114,9 @@ func requestAndWait(ctx context.Context, cfg prestopConfig, sig *dirFD, log *eve
 		return ckptResult{code: ExitIO}
 	}
 	log.printf("saving ckpts: requested generation %d (trainer pid %d at step %d)", req.Generation, hb.PID, hb.Step)
-	return waitForAck(ctx, cfg, sig, req, log)
+	res := waitForAck(ctx, cfg, sig, req, log)
+	res.req = &req
+	return res
 }
 
 // waitForHeartbeat returns the trainer's heartbeat once one is fresh, or

@@ -233,6 +233,7 @@ func runPrestop(args []string, env Env, stderr io.Writer) int {
 
 	ckptCtx, ckptCancel := context.WithDeadline(ctx, start.Add(budget))
 	res := requestCheckpoint(ckptCtx, cfg, ckpt, ckptErr, log)
+	defer res.close()
 	ckptCancel()
 	ckptTook := time.Since(start)
 	code := res.code
@@ -244,5 +245,8 @@ func runPrestop(args []string, env Env, stderr io.Writer) int {
 	}
 	log.printf("preStop finished: exit %d after %s", code, time.Since(start).Round(time.Millisecond))
 	appendTerminationMessage(cfg.terminationLog, res, ckptTook, log)
+	// Last: the trainer may exit once it reads this, and if it is the
+	// container's PID 1 that ends this process too.
+	signalDone(res, log)
 	return code
 }

@@ -19,6 +19,7 @@ const (
 	requestFile   = "request.json"
 	ackFile       = "ack.json"
 	heartbeatFile = "heartbeat.json"
+	doneFile      = "done.json"
 )
 
 // Request is written by the agent. Times are Unix seconds (float) so that
@@ -35,6 +36,22 @@ type Request struct {
 	// after its deadline (e.g. by a restarted trainer) is stale and ignored.
 	Deadline float64 `json:"deadline"`
 	AgentPID int     `json:"agent_pid"`
+	// Expired is set when the agent gave up on the request (timeout, trainer
+	// gone): it rewrites the request with its deadline moved to that moment,
+	// so a restarted trainer does not answer a request nobody waits for.
+	Expired bool `json:"expired,omitempty"`
+}
+
+// Done is written by the agent at the very end of its preStop, after the
+// outcome is in the termination message: the trainer that acknowledged the
+// request may exit now without killing the agent (and the outcome) with it
+// when it is the container's PID 1.
+type Done struct {
+	Generation int64   `json:"generation"`
+	Nonce      string  `json:"nonce"`
+	Outcome    string  `json:"outcome"` // as in the termination message
+	ExitCode   int     `json:"exit_code"`
+	DoneAt     float64 `json:"done_at"`
 }
 
 // Ack is written by the trainer's rank 0 once the checkpoint is durable.

@@ -65,7 +65,17 @@ type item struct {
 	Message  string
 	Finished time.Time
 	Owner    metav1.OwnerReference
-	Forget   bool
+	// Disruption is the reason of the pod's true DisruptionTarget
+	// condition, Deleting whether it is being deleted, Queue its Kueue
+	// queue label: what tells why it stopped (cause.go), taken from the pod
+	// as it was, since it may be gone when the item is reconciled.
+	Disruption string
+	Deleting   bool
+	Queue      string
+	Forget     bool
+	// Init asks for the namespace's metric series at zero (the first
+	// managed pod seen there), so the first checkpoint is an increase.
+	Init bool
 }
 
 // Setup registers the reader when enabled. It shares the rescheduler's
@@ -83,7 +93,7 @@ func Setup(mgr ctrl.Manager, cfg *policy.Config, enabled bool) error {
 	r := &Reconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
 		recorder: mgr.GetEventRecorder(ControllerName), cfg: cfg, metrics: m,
-		seen: map[types.UID]map[string]bool{},
+		seen: map[types.UID]map[string]bool{}, inited: map[string]bool{},
 	}
 	return builder.TypedControllerManagedBy[item](mgr).
 		Named("checkpoint-outcome").
@@ -106,6 +116,8 @@ type Reconciler struct {
 	// ("container/restart"). Memory only: trainguard never writes to a
 	// tenant's pod to remember what it reported.
 	seen map[types.UID]map[string]bool
+	// inited holds the namespaces whose series exist (at zero or more).
+	inited map[string]bool
 }
 
 // handler turns pod events into items. Only terminations whose message
@@ -119,6 +131,9 @@ func (r *Reconciler) handler() handler.TypedEventHandler[*corev1.Pod, item] {
 	}
 	return handler.TypedFuncs[*corev1.Pod, item]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[item]) {
+			if e.Object.Labels[contract.LabelManaged] == "true" {
+				q.Add(item{Namespace: e.Object.Namespace, Init: true})
+			}
 			enqueue(e.Object, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[item]) {
@@ -150,6 +165,7 @@ func itemsOf(pod *corev1.Pod) []item {
 		out = append(out, item{
 			Namespace: pod.Namespace, Pod: pod.Name, UID: pod.UID, Container: name, Restart: restart,
 			Message: t.Message, Finished: t.FinishedAt.Time, Owner: owner,
+			Disruption: disruption(pod), Deleting: pod.DeletionTimestamp != nil, Queue: pod.Labels[KueueQueueLabel],
 		})
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -176,7 +192,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, it item) (reconcile.Result, 
 		r.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
-	logger := log.FromContext(ctx).WithValues("pod", it.Namespace+"/"+it.Pod, "container", it.Container, "restart", it.Restart)
+	if it.Init {
+		r.initNamespace(ctx, it.Namespace)
+		return reconcile.Result{}, nil
+	}
+	logger := logFor(ctx, it)
 	if !it.Finished.IsZero() && it.Finished.Before(r.started.Add(-backlog)) {
 		logger.V(1).Info("not reporting a checkpoint outcome from before trainguard started", "finishedAt", it.Finished)
 		return reconcile.Result{}, nil
@@ -199,6 +219,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, it item) (reconcile.Result, 
 	}
 	r.report(ctx, logger, it, o)
 	return reconcile.Result{}, nil
+}
+
+func logFor(ctx context.Context, it item) logr.Logger {
+	return log.FromContext(ctx).WithValues("pod", it.Namespace+"/"+it.Pod, "container", it.Container, "restart", it.Restart)
+}
+
+// initNamespace creates an opted-in namespace's series at zero, once. The
+// namespace label is bounded by what the admin opts in, never by a tenant.
+func (r *Reconciler) initNamespace(ctx context.Context, namespace string) {
+	r.mu.Lock()
+	done := r.inited[namespace]
+	r.mu.Unlock()
+	if done || !r.optedIn(ctx, namespace) {
+		return
+	}
+	r.metrics.initNamespace(namespace)
+	r.mu.Lock()
+	r.inited[namespace] = true
+	r.mu.Unlock()
 }
 
 // markSeen records the termination and reports whether it is new.
@@ -236,15 +275,21 @@ func (r *Reconciler) optedIn(ctx context.Context, namespace string) bool {
 func (r *Reconciler) report(ctx context.Context, logger logr.Logger, it item, o Outcome) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: it.Namespace, Name: it.Pod, UID: it.UID}}
 	job := r.job(ctx, it)
+	cause := r.causeOf(ctx, it)
 	reason, eventType, note := describe(it.Container, o)
+	if cause.words != "" {
+		note += "; " + cause.words
+	}
 	if job != nil {
 		r.recorder.Eventf(pod, job, eventType, reason, EventAction, "%s", note)
 		r.recorder.Eventf(job, pod, eventType, reason, EventAction, "pod %s: %s", it.Pod, note)
 	} else {
 		r.recorder.Eventf(pod, nil, eventType, reason, EventAction, "%s", note)
 	}
-	r.metrics.observe(o)
-	logger.Info("checkpoint outcome", "outcome", o.Outcome, "step", o.Step, "bytes", o.Bytes, "seconds", o.Seconds, "job", jobName(job))
+	r.initNamespace(ctx, it.Namespace)
+	r.metrics.observe(o, cause.cause, it.Namespace)
+	logger.Info("checkpoint outcome", "outcome", o.Outcome, "cause", cause.cause, "step", o.Step, "bytes", o.Bytes,
+		"seconds", o.Seconds, "job", jobName(job))
 }
 
 func jobName(job *metav1.PartialObjectMetadata) string {

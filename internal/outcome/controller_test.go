@@ -53,7 +53,7 @@ func newTestReconciler(t *testing.T, nsAnnotations map[string]string) (*Reconcil
 	require.NoError(t, m.register(prometheus.NewRegistry()))
 	rec := events.NewFakeRecorder(10)
 	return &Reconciler{client: c, apiReader: c, recorder: rec, cfg: policy.DefaultConfig(), metrics: m,
-		seen: map[types.UID]map[string]bool{}, started: time.Now()}, rec
+		seen: map[types.UID]map[string]bool{}, inited: map[string]bool{}, started: time.Now()}, rec
 }
 
 func TestReconcileOnceAndForget(t *testing.T) {
@@ -66,7 +66,9 @@ func TestReconcileOnceAndForget(t *testing.T) {
 	}
 	require.Len(t, rec.Events, 1, "one Event however often the termination is seen")
 	assert.Contains(t, <-rec.Events, "Warning CheckpointTimeout container pytorch: checkpoint not acknowledged within 60.0s")
-	assert.Equal(t, 1.0, testutil.ToFloat64(r.metrics.total.WithLabelValues(Timeout)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(r.metrics.total.WithLabelValues(Timeout, CauseUnknown, "team")))
+	assert.Equal(t, len(Outcomes())*len(Causes()), testutil.CollectAndCount(r.metrics.total),
+		"every outcome and cause of the namespace exists, at zero until it happens")
 
 	_, err := r.Reconcile(ctx, item{UID: "u1", Forget: true})
 	require.NoError(t, err)
@@ -93,4 +95,34 @@ func TestReconcileSkips(t *testing.T) {
 	assert.Empty(t, rec.Events, "not opted in")
 	_, _ = r.Reconcile(ctx, item{Namespace: "kube-system", Pod: "p", UID: "u4", Container: "c", Message: line, Finished: time.Now()})
 	assert.Empty(t, rec.Events, "excluded namespace")
+}
+
+// Why the pod stopped: the DisruptionTarget condition's reason decides, then
+// a suspended job (by Kueue when it carries a queue), then a deletion.
+func TestCauseOf(t *testing.T) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	r, _ := newTestReconciler(t, nil)
+	for _, tc := range []struct {
+		it          item
+		cause, want string
+	}{
+		{item{Disruption: "PreemptionByScheduler", Deleting: true}, CausePreemption, "preempted by kube-scheduler"},
+		{item{Disruption: "EvictionByEvictionAPI", Deleting: true}, CauseEviction, "evicted through the Eviction API"},
+		{item{Disruption: "TerminationByKubelet"}, CauseEviction, "stopped by its kubelet"},
+		{item{Disruption: "DeletionByTaintManager", Deleting: true}, CauseNodeLost, "taint manager"},
+		{item{Disruption: "DeletionByPodGC", Deleting: true}, CauseNodeLost, "pod garbage collector"},
+		{item{Disruption: "DeletionByTrainguardNodeLost", Deleting: true}, CauseNodeLost, "trainguard's rescheduler"},
+		{item{Disruption: "SomethingNew", Deleting: true}, CauseUnknown, `DisruptionTarget "SomethingNew"`},
+		{item{Deleting: true}, CauseDeletion, "the pod was deleted"},
+		{item{}, CauseUnknown, ""},
+	} {
+		got := r.causeOf(ctx, tc.it)
+		assert.Equal(t, tc.cause, got.cause, "%+v", tc.it)
+		if tc.want == "" {
+			assert.Empty(t, got.words)
+		} else {
+			assert.Contains(t, got.words, tc.want)
+		}
+		assert.Contains(t, Causes(), got.cause)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -105,5 +106,62 @@ func TestTrainJobChain(t *testing.T) {
 			assert.Equal(t, got.GroupVersionKind(), schema.FromAPIVersionAndKind(got.APIVersion, got.Kind), "the Event's reference needs the kind")
 			assert.NotEmpty(t, got.Kind)
 		})
+	}
+}
+
+// TestSuspendedOnChain reads the suspend field of each hop and the Kueue
+// queue label, and follows only what ownerchain follows.
+func TestSuspendedOnChain(t *testing.T) {
+	chain := ownerchain.TrainJobChain()
+	jobGVK, jobSetGVK, trainJobGVK := chain[0], chain[1], chain[2]
+	pytorch := ownerchain.JobKinds()[0]
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range append(chain, pytorch) {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	obj := func(m *metav1.PartialObjectMetadata, suspend bool, queue string, path ...string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetGroupVersionKind(m.GroupVersionKind())
+		u.SetNamespace(m.Namespace)
+		u.SetName(m.Name)
+		u.SetUID(m.UID)
+		u.SetOwnerReferences(m.OwnerReferences)
+		if queue != "" {
+			u.SetLabels(map[string]string{KueueQueueLabel: queue})
+		}
+		require.NoError(t, unstructured.SetNestedField(u.Object, suspend, path...))
+		return u
+	}
+	tj := metaOf(trainJobGVK, "team", "tj", "tj-uid", nil)
+	js := metaOf(jobSetGVK, "team", "tj", "js-uid", tj)
+	job := metaOf(jobGVK, "team", "tj-node-0", "job-uid", js)
+	pj := metaOf(pytorch, "team", "pj", "pj-uid", nil)
+	pjFree := metaOf(pytorch, "team", "free", "free-uid", nil)
+	plain := metaOf(jobGVK, "team", "plain", "plain-uid", nil)
+	// A scheme of its own: the fake client records kinds it stored as
+	// metadata only in the shared scheme, which would drop the spec here.
+	c := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithRESTMapper(mapper).WithObjects(
+		obj(tj, true, "team-queue", "spec", "suspend"), obj(js, false, "", "spec", "suspend"), obj(job, false, "", "spec", "suspend"),
+		obj(pj, true, "", "spec", "runPolicy", "suspend"), obj(pjFree, false, "q", "spec", "runPolicy", "suspend"),
+		obj(plain, true, "batch-queue", "spec", "suspend"),
+	).Build()
+	ctx := context.Background()
+	forged := ref(tj)
+	forged.UID = "forged"
+	for name, tc := range map[string]struct {
+		owner     metav1.OwnerReference
+		suspended bool
+		queue     string
+	}{
+		"TrainJob suspended by Kueue, read through Job and JobSet": {ref(job), true, "team-queue"},
+		"PyTorchJob runPolicy.suspend, no queue":                   {ref(pj), true, ""},
+		"PyTorchJob running":                                       {ref(pjFree), false, "q"},
+		"plain batch Job":                                          {ref(plain), true, "batch-queue"},
+		"another UID":                                              {forged, false, ""},
+	} {
+		s, q, err := suspendedOnChain(ctx, c, "team", tc.owner)
+		require.NoError(t, err, name)
+		assert.Equal(t, tc.suspended, s, name)
+		assert.Equal(t, tc.queue, q, name)
 	}
 }

@@ -26,19 +26,24 @@ type metrics struct {
 	invalid  prometheus.Counter
 }
 
+// labels of the checkpoint count and duration. namespace is the pod's: only
+// namespaces an admin opted in ever report, so it is bounded by them.
+var labels = []string{"outcome", "cause", "namespace"} //nolint:gochecknoglobals // constant.
+
 func newMetrics() *metrics {
 	return &metrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricTotal,
-			Help: "PreStop checkpoints of managed training pods, by outcome (saved, timeout, no-trainer, failed).",
-		}, []string{"outcome"}),
+			Help: "PreStop checkpoints of managed training pods, by outcome (saved, timeout, no-trainer, failed), " +
+				"cause (preemption, eviction, node-lost, suspension, deletion, unknown) and the pod's namespace (opted-in namespaces only).",
+		}, labels),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: MetricDuration,
-			Help: "Time from the preStop hook's checkpoint request to its outcome, by outcome.",
+			Help: "Time from the preStop hook's checkpoint request to its outcome, by outcome, cause and namespace.",
 			// A checkpoint takes seconds to minutes; the default preStop
 			// timeout is 60s and nobody runs one past 10 minutes.
 			Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
-		}, []string{"outcome"}),
+		}, labels),
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: MetricBytes,
 			Help: "Size of the checkpoints saved by preStop hooks, in bytes.",
@@ -53,8 +58,8 @@ func newMetrics() *metrics {
 }
 
 // register adds the collectors to reg, reusing ones already registered (a
-// second manager in the same process, as in tests), and creates every
-// outcome's series at zero so alerts and panels see 0, not "no data".
+// second manager in the same process, as in tests). Series are created at
+// zero per namespace, by initNamespace.
 func (m *metrics) register(reg prometheus.Registerer) error {
 	var errs []error
 	m.total = promreg.Collect(reg, m.total, &errs)
@@ -64,16 +69,25 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("registering checkpoint outcome metrics: %w", err)
 	}
-	for _, o := range Outcomes() {
-		m.total.WithLabelValues(o)
-		m.duration.WithLabelValues(o)
-	}
 	return nil
 }
 
-func (m *metrics) observe(o Outcome) {
-	m.total.WithLabelValues(o.Outcome).Inc()
-	m.duration.WithLabelValues(o.Outcome).Observe(o.Seconds)
+// initNamespace creates every outcome and cause's count at zero in
+// namespace, when its first managed pod appears: the first checkpoint there
+// is then an increase from 0 (rate and increase miss a series' first
+// sample), and panels show 0, not "no data". Durations are histograms (14
+// series each) and are created by their first observation.
+func (m *metrics) initNamespace(namespace string) {
+	for _, o := range Outcomes() {
+		for _, c := range Causes() {
+			m.total.WithLabelValues(o, c, namespace)
+		}
+	}
+}
+
+func (m *metrics) observe(o Outcome, cause, namespace string) {
+	m.total.WithLabelValues(o.Outcome, cause, namespace).Inc()
+	m.duration.WithLabelValues(o.Outcome, cause, namespace).Observe(o.Seconds)
 	if o.Outcome == Saved {
 		m.bytes.Observe(float64(o.Bytes))
 	}

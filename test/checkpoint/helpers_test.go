@@ -79,11 +79,12 @@ func (l *lockedBuffer) String() string {
 }
 
 type proc struct {
-	t    testing.TB
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-	err  error
+	t        testing.TB
+	cmd      *exec.Cmd
+	out      *lockedBuffer
+	done     chan struct{}
+	err      error
+	exitedAt time.Time // when the process ended; read after done is closed
 }
 
 // startProc starts a process in its own process group (torchrun has
@@ -98,7 +99,7 @@ func startProc(t testing.TB, env []string, argv ...string) *proc {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start(), "start %v", argv)
 	p := &proc{t: t, cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
+	go func() { p.err = cmd.Wait(); p.exitedAt = time.Now(); close(p.done) }()
 	t.Cleanup(func() { p.signal(syscall.SIGKILL); <-p.done })
 	return p
 }

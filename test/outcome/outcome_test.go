@@ -374,31 +374,60 @@ func family(t *testing.T, name string) []*dto.Metric {
 			return f.GetMetric()
 		}
 	}
-	t.Fatalf("metric %s not registered", name)
-	return nil
+	return nil // a labelled histogram has no series before its first observation
 }
 
-func find(t *testing.T, name, outcomeLabel string) *dto.Metric {
+// matching lists the metric's series whose labels include want.
+func matching(t *testing.T, name string, want map[string]string) []*dto.Metric {
 	t.Helper()
+	var out []*dto.Metric
 	for _, m := range family(t, name) {
-		got := ""
+		got := map[string]string{}
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "outcome" {
-				got = l.GetValue()
-			}
+			got[l.GetName()] = l.GetValue()
 		}
-		if got == outcomeLabel {
-			return m
+		ok := true
+		for k, v := range want {
+			ok = ok && got[k] == v
+		}
+		if ok {
+			out = append(out, m)
 		}
 	}
-	t.Fatalf("metric %s{outcome=%q} missing", name, outcomeLabel)
-	return nil
+	return out
 }
 
-func counter(t *testing.T, name, o string) float64 { return find(t, name, o).GetCounter().GetValue() }
-func histCount(t *testing.T, name, o string) uint64 {
-	return find(t, name, o).GetHistogram().GetSampleCount()
+func outcomeLabel(o string) map[string]string {
+	if o == "" {
+		return nil
+	}
+	return map[string]string{"outcome": o}
 }
+
+// counter, histCount and histSum sum the series of one outcome ("": all),
+// over every cause and namespace.
+func counter(t *testing.T, name, o string) float64 { return counterOf(t, name, outcomeLabel(o)) }
+
+func counterOf(t *testing.T, name string, want map[string]string) float64 {
+	var sum float64
+	for _, m := range matching(t, name, want) {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
+}
+
+func histCount(t *testing.T, name, o string) uint64 {
+	var n uint64
+	for _, m := range matching(t, name, outcomeLabel(o)) {
+		n += m.GetHistogram().GetSampleCount()
+	}
+	return n
+}
+
 func histSum(t *testing.T, name, o string) float64 {
-	return find(t, name, o).GetHistogram().GetSampleSum()
+	var sum float64
+	for _, m := range matching(t, name, outcomeLabel(o)) {
+		sum += m.GetHistogram().GetSampleSum()
+	}
+	return sum
 }

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 from unittest import mock
@@ -42,13 +43,15 @@ class Base(unittest.TestCase):
 
     def env(self, **extra):
         e = {"TRAINGUARD_CHECKPOINT_DIR": self.dir, "TRAINGUARD_SIGNAL_DIR": self.signal,
-             "TRAINGUARD_POD_NAME": "pod-0", "TRAINGUARD_AFTER_CHECKPOINT": "continue"}
+             "TRAINGUARD_POD_NAME": "pod-0", "TRAINGUARD_AFTER_CHECKPOINT": "continue",
+             "TRAINGUARD_EXIT_GRACE": "0"}  # the exit tests catch SystemExit: no watchdog may end the run
         e.update(extra)
         return e
 
     def migrator(self, **extra):
         m = Migrator(env=self.env(**extra))
         self.addCleanup(m.close)
+        self.addCleanup(m._sigterm.restore)  # an exit test leaves its SIGTERM flag installed, as a real exit does
         return m
 
     def write_request(self, generation, deadline_in=30.0, nonce="0123456789abcdef0123456789abcdef", signal=None):
@@ -262,6 +265,104 @@ class Protocol(Base):
         start = time.monotonic()
         self.step_until_ack(m, 1)
         self.assertGreaterEqual(time.monotonic() - start, 0.5, "did not hold after the checkpoint")
+
+    def write_done(self, generation, nonce="0123456789abcdef0123456789abcdef", outcome="saved", signal=None):
+        proto.write_json_atomic(os.path.join(signal or self.signal, proto.DONE_FILE), {
+            "generation": generation, "nonce": nonce, "outcome": outcome, "exit_code": 0, "done_at": time.time()})
+
+    def test_exits_143_after_termination_checkpoint_once_the_agent_is_done(self):
+        m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="", TRAINGUARD_EXIT_WAIT="30s")
+        m.register("s", {"v": 1})
+        m.listening()
+        self.write_request(1)
+        self.write_done(1, nonce="f" * 32)  # another request's done.json does not end the wait...
+        threading.Timer(0.5, self.write_done, (1,)).start()  # ...this one's does
+        with self.assertRaises(SystemExit) as cm, self.assertLogs("trainguard", "INFO") as logs:
+            self.step_until_ack(m, 1)
+        self.assertIn("agent: saved", "\n".join(logs.output))
+        self.assertEqual(cm.exception.code, 143, "a stopped pod must not exit 0 (podFailurePolicy counts 0 as success)")
+        self.assertEqual(self.read_ack()["status"], "ok")
+        self.assertEqual(self.read_ack()["step"], m.global_step, "a step after the acknowledged one")
+
+    def test_waits_for_done_of_exactly_its_request(self):
+        from trainguard import _exit as exiting
+        os.makedirs(self.signal, exist_ok=True)
+        self.write_done(1, nonce="f" * 32)  # right generation, another request's nonce
+        done, why = exiting.wait_done(self.signal, 1, "0" * 32, 0.3, 0.02)
+        self.assertEqual((done, why), (None, "timeout"))
+        self.write_done(1, nonce="0" * 32)
+        done, why = exiting.wait_done(self.signal, 1, "0" * 32, 5, 0.02)
+        self.assertEqual((done["outcome"], why), ("saved", "done"))
+
+    def test_sigterm_ends_the_wait_for_done(self):
+        import signal
+        import threading
+        from trainguard import _exit as exiting
+        os.makedirs(self.signal, exist_ok=True)
+        flag = exiting.SigtermFlag()
+        flag.install()
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        try:
+            done, why = exiting.wait_done(self.signal, 1, "", 30, 0.02, sigterm=flag)
+        finally:
+            flag.restore()
+        self.assertEqual((done, why), (None, "sigterm"))
+        self.assertEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL, "the default action is restored")
+
+    def test_exits_after_the_wait_bound_without_done(self):
+        m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="exit", TRAINGUARD_EXIT_WAIT="300ms")
+        m.register("s", {"v": 1})
+        m.listening()
+        self.write_request(1)
+        with self.assertRaises(SystemExit) as cm, self.assertLogs("trainguard", "WARNING") as logs:
+            self.step_until_ack(m, 1)
+        self.assertEqual(cm.exception.code, 143)
+        self.assertIn("stopping anyway", "\n".join(logs.output))
+
+    def test_termination_hook_replaces_the_exit(self):
+        m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="exit", TRAINGUARD_EXIT_WAIT="5s")
+        m.register("s", {"v": 1})
+        m.listening()
+        seen = []
+        m.termination_hook = seen.append
+        self.write_request(2)
+        self.write_done(2)
+        self.step_until_ack(m, 2)
+        self.assertEqual([(i["generation"], i["outcome"], i["why"]) for i in seen], [(2, "saved", "done")])
+        with m.step():  # the hook returned: training goes on, the termination is not repeated
+            pass
+        self.assertEqual(len(seen), 1)
+
+    def test_other_rank_of_the_stopping_pod_exits_too(self):
+        """Rank 1 never answers requests; it learns of its pod's acknowledged
+        termination checkpoint from the ack, at its next step boundary."""
+        m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="exit", RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
+        m.register("s", {"v": 1})
+        os.makedirs(self.signal, exist_ok=True)
+        proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE), {"generation": 3, "status": "ok"})
+        m.listening()
+        with m.step():  # the ack that was there at start is a predecessor's
+            pass
+        proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
+                                {"generation": 4, "nonce": "a" * 32, "status": "ok"})
+        self.write_done(4, nonce="a" * 32)
+        with self.assertRaises(SystemExit) as cm:
+            with m.step():
+                raise RuntimeError("Connection closed by peer")  # rank 0 left the collective
+        self.assertEqual(cm.exception.code, 143)
+
+    def test_request_the_agent_expired_is_ignored(self):
+        m = self.migrator()
+        m.register("s", {"v": 1})
+        os.makedirs(self.signal, exist_ok=True)
+        proto.write_json_atomic(os.path.join(self.signal, proto.REQUEST_FILE), {
+            "generation": 5, "nonce": "0" * 32, "deadline": time.time() + 60, "expired": True})
+        m.listening()
+        for _ in range(5):
+            time.sleep(0.12)
+            with m.step():
+                pass
+        self.assertIsNone(self.read_ack())
 
     def test_migration_env_names_are_honoured(self):
         cfg = proto.Config.from_env({"MIGRATION_CKPT_PATH": "/ck", "MIGRATION_SIGNAL_PATH": "/ck/sig",

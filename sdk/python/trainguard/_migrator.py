@@ -6,6 +6,7 @@ import os
 import threading
 import time
 
+from . import _exit as exiting
 from . import _fence as fence
 from . import _periodic as periodic
 from . import _protocol as proto
@@ -41,6 +42,15 @@ class Migrator:
         self.refused_commits = 0  # saves refused because a newer incarnation started
         self._schedule = None  # periodic checkpoints: from the environment unless periodic() set one
         self._writer = periodic.Writer()
+        # (generation, nonce, checkpoint) of this pod's acknowledged
+        # termination request: the step() boundary then ends training.
+        self._termination = None
+        self._own_ack_base = None  # this pod's ack generation when listening began: older acks are done
+        # Called with {generation, step, checkpoint, outcome, why} instead of
+        # exit() once a termination checkpoint is acknowledged and the agent
+        # is done; if it returns, training goes on.
+        self.termination_hook = None
+        self._sigterm = exiting.SigtermFlag()
 
     # ------------------------------------------------------------------ API
 
@@ -83,6 +93,7 @@ class Migrator:
             return self
         if cfg.local_rank == 0:
             os.makedirs(cfg.signal_dir, exist_ok=True)
+        self._own_ack_base = self._own_ack()[0]
         self._claim()
         self._write_heartbeat()
         self._waker = wake.Waker()
@@ -171,14 +182,43 @@ class Migrator:
         """Wrap one optimizer step: a requested checkpoint is taken right after
         the block, never in the middle of a step; so is a periodic one, in
         the background. Raises trainguard.Fenced when a background save was
-        refused because a newer incarnation of the job started."""
-        yield
+        refused because a newer incarnation of the job started. After this
+        pod's termination checkpoint it ends training: by default it raises
+        SystemExit(143) once the agent is done (see exit())."""
+        try:
+            yield
+        except Exception:
+            # A collective that fails because a peer of this stopping pod
+            # already exited is the end of training, not a crash.
+            self._watch_own_ack()
+            if self._termination is not None:
+                self._terminate()
+            raise
         self._step += 1
         self._writer.raise_if_fenced()
         if self._pending:
             self._answer_requests()
         elif self._periodic_due():
             self._save_in_background()
+        if self._termination is not None:
+            self._terminate()
+
+    def exit(self, info=None):
+        """The default termination hook: stop the listener, finish a save in
+        flight, leave the torch.distributed process group, flush logs and
+        raise SystemExit(143) from the step() boundary, so the user's
+        `finally` blocks and atexit handlers run. A watchdog ends the
+        process with 143 if it has not ended TRAINGUARD_EXIT_GRACE (10 s)
+        later."""
+        info = info or {}
+        log.info("trainguard: training stopped after the termination checkpoint at step %d (agent: %s); exiting %d",
+                 self._step, info.get("outcome") or info.get("why", "?"), proto.EXIT_CODE)
+        if self.config.exit_grace > 0:
+            exiting.start_watchdog(self.config.exit_grace)
+        self.close()
+        exiting.shutdown_distributed(_initialized_dist())
+        exiting.flush_output()
+        raise SystemExit(proto.EXIT_CODE)
 
     # ------------------------------------------------------------ internals
 
@@ -289,6 +329,9 @@ class Migrator:
             requests, self._pending = self._pending, {}
         log.info("trainguard: checkpoint requested (%s), saving at step %d",
                  ", ".join("generation %d" % g for g, _ in requests.values()), self._step)
+        own = requests.get(os.path.abspath(self.config.signal_dir))
+        if own and self.config.after_checkpoint == "exit":
+            self._sigterm.install()  # this pod stops: SIGTERM must not cut the save or the exit short
         try:
             name, error = self._save(), ""
         except Exception as e:  # disk full, permission: the agent must hear about it
@@ -297,9 +340,10 @@ class Migrator:
         self._ack(requests, name, error)
         if not error:  # after the ack: deleting an old checkpoint is not the stopping pod's wait
             storage.prune(self.config.checkpoint_dir, keep=self.config.keep)
-        own = os.path.abspath(self.config.signal_dir) in requests
-        if own and not error and self.config.after_checkpoint == "hold":
-            self._hold(name)
+        if own and not error:
+            self._note_termination(own[0], own[1], name)
+        elif own:
+            self._sigterm.restore()  # no checkpoint: training goes on, so does SIGTERM's default
 
     def _ack(self, requests, name, error):
         for directory, (generation, nonce) in requests.items():
@@ -312,6 +356,67 @@ class Migrator:
                 log.error("trainguard: cannot acknowledge generation %d in %s: %s", generation, directory, e)
             with self._lock:
                 self._handled[directory] = max(self._handled.get(directory, 0), generation)
+
+    def _terminate(self):
+        """This pod is stopping and its checkpoint is acknowledged: hold the
+        old way (TRAINGUARD_AFTER_CHECKPOINT=hold), or wait until the agent
+        is done (bounded, TRAINGUARD_EXIT_WAIT; SIGTERM ends the wait too)
+        and call the termination hook, exit() unless the user set one."""
+        generation, nonce, name = self._termination
+        self._termination = None
+        if self.config.after_checkpoint == "hold":
+            self._hold(name)
+            return
+        cfg = self.config
+        self._state = "holding"
+        self._sigterm.install()
+        log.info("trainguard: termination checkpoint %s acknowledged at step %d (generation %d); waiting up to %gs "
+                 "for the agent to finish", name, self._step, generation, cfg.exit_wait)
+        done, why = exiting.wait_done(cfg.signal_dir, generation, nonce, cfg.exit_wait,
+                                      min(cfg.poll_interval, 0.05), lambda: self._ack_pending(name), self._sigterm)
+        if why == "timeout":
+            log.warning("trainguard: no %s from the agent within %gs; stopping anyway", proto.DONE_FILE, cfg.exit_wait)
+        info = {"generation": generation, "step": self._step, "checkpoint": name,
+                "outcome": (done or {}).get("outcome", ""), "why": why}
+        (self.termination_hook or self.exit)(info)  # exit() raises SystemExit with the flag still set
+        self._sigterm.restore()
+        self._state = "training"
+        log.warning("trainguard: the termination hook returned; training goes on")
+
+    def _ack_pending(self, name):
+        """Another pod's request while this one stops: this checkpoint answers it."""
+        if self._pending and name:
+            with self._lock:
+                requests, self._pending = self._pending, {}
+            self._ack(requests, name, "")
+
+    def _own_ack(self):
+        """(generation, nonce) of the ack in this pod's signal dir, if it says ok."""
+        ack = proto.read_json(os.path.join(self.config.signal_dir, proto.ACK_FILE)) or {}
+        gen = ack.get("generation")
+        if not isinstance(gen, int) or ack.get("status") != "ok":
+            return 0, ""
+        return gen, ack.get("nonce", "")
+
+    def _watch_own_ack(self):
+        """Every process learns that its pod's termination checkpoint was
+        acknowledged, wherever global rank 0 runs (a worker pod's request is
+        answered by rank 0 in another pod)."""
+        if self._own_ack_base is not None and self._termination is None:
+            gen, nonce = self._own_ack()
+            self._note_termination(gen, nonce, "")
+
+    def _note_termination(self, gen, nonce, name):
+        """Rank 0 (which wrote the ack) and the listener (which reads it) may
+        both see one ack: the first makes it the termination, once."""
+        if self.config.after_checkpoint == "continue":
+            return
+        with self._lock:
+            base = self._own_ack_base or 0
+            if gen > base:
+                self._own_ack_base, self._termination = gen, (gen, nonce, name)
+            elif name and self._termination is not None and self._termination[0] == gen:
+                self._termination = (gen, nonce, name)
 
     def _hold(self, name):
         """The pod is stopping: any step taken now would be lost, so wait here
@@ -345,6 +450,7 @@ class Migrator:
                     next_beat = time.time() + cfg.heartbeat_interval
                 if cfg.rank == 0:
                     self._scan_requests()
+                self._watch_own_ack()
             except Exception as e:  # the listener must outlive a flaky volume
                 log.warning("trainguard: listener: %s: %s", type(e).__name__, e)
 
@@ -396,7 +502,7 @@ class Migrator:
                     self._handled[directory] = ack.get("generation", 0) if isinstance(ack.get("generation"), int) else 0
                 if gen <= self._handled[directory] or self._pending.get(directory, (None,))[0] == gen:
                     continue
-                if float(req.get("deadline", 0)) < now:
+                if req.get("expired") is True or float(req.get("deadline", 0)) < now:
                     # Its agent has given up (e.g. the request predates this process).
                     self._handled[directory] = gen
                     log.info("trainguard: ignoring expired request generation %d in %s", gen, directory)

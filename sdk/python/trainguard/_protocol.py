@@ -1,6 +1,7 @@
 """Files shared with trainguard-agent; docs/checkpoint-protocol.md is the spec."""
 
 import json
+import logging
 import os
 import re
 import socket
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 REQUEST_FILE = "request.json"
 ACK_FILE = "ack.json"
 HEARTBEAT_FILE = "heartbeat.json"
+DONE_FILE = "done.json"  # the agent's preStop is over: the outcome is written
+EXIT_CODE = 143  # 128 + SIGTERM: a Job's podFailurePolicy must not count a stopped pod as a success
 POINTER_FILE = "trainguard-latest.json"
 CKPT_PREFIX = "trainguard-ckpt-"
 CKPT_SUFFIX = ".pt"
@@ -55,7 +58,7 @@ class Config:
     world_size: int
     local_rank: int
     prestop_timeout: float
-    after_checkpoint: str  # "hold" or "continue"
+    after_checkpoint: str  # "exit" (default), "hold" or "continue"
     hold_timeout: float
     keep: int
     heartbeat_interval: float
@@ -66,6 +69,8 @@ class Config:
     pod_uid: str = ""  # recorded with the fence generation, for people reading it
     every_steps: int = 0  # periodic background checkpoint every N steps (0: off)
     every_seconds: float = 0.0  # ... or every so many seconds of training (0: off)
+    exit_wait: float = 60.0  # after a termination ack, how long to wait for the agent's done.json
+    exit_grace: float = 10.0  # after the exit began, os._exit if the interpreter has not ended by then (0: never)
 
     @classmethod
     def from_env(cls, env=None):
@@ -83,7 +88,7 @@ class Config:
             world_size=int(env.get("WORLD_SIZE", "1")),
             local_rank=int(env.get("LOCAL_RANK", "0")),
             prestop_timeout=prestop,
-            after_checkpoint=env.get("TRAINGUARD_AFTER_CHECKPOINT", "hold"),
+            after_checkpoint=_after_checkpoint(env.get("TRAINGUARD_AFTER_CHECKPOINT")),
             hold_timeout=_duration_seconds(env.get("TRAINGUARD_HOLD_TIMEOUT"), max(2 * prestop, 60.0)),
             keep=max(2, int(env.get("TRAINGUARD_KEEP_CHECKPOINTS", "2"))),
             heartbeat_interval=0.5,
@@ -94,7 +99,26 @@ class Config:
             pod_uid=env.get("TRAINGUARD_POD_UID", ""),
             every_steps=max(0, int(env.get("TRAINGUARD_CHECKPOINT_EVERY_STEPS", "0") or 0)),
             every_seconds=max(0.0, _duration_seconds(env.get("TRAINGUARD_CHECKPOINT_EVERY"), 0.0)),
+            # The agent's whole hook, request to done.json, fits in its timeout.
+            exit_wait=max(0.0, _duration_seconds(env.get("TRAINGUARD_EXIT_WAIT"), prestop)),
+            exit_grace=max(0.0, _duration_seconds(env.get("TRAINGUARD_EXIT_GRACE"), 10.0)),
         )
+
+
+AFTER_CHECKPOINT = ("exit", "hold", "continue")
+
+
+def _after_checkpoint(value):
+    """What the trainer does after a termination checkpoint. An unknown value
+    is the default (exit), with a warning: a typo must not keep a stopping
+    pod training until SIGKILL."""
+    if not value:
+        return "exit"
+    if value not in AFTER_CHECKPOINT:
+        logging.getLogger("trainguard").warning(
+            "trainguard: TRAINGUARD_AFTER_CHECKPOINT=%r is not one of %s; using exit", value, "|".join(AFTER_CHECKPOINT))
+        return "exit"
+    return value
 
 
 def job_identity(env):
