@@ -51,7 +51,7 @@ func (e *env) schedulerPreemption(t *testing.T) {
 	// to one rank but not both, so exactly one pod of the job is preempted.
 	rank, urgent := free*3/10, free/2
 	t.Logf("%s: %dm CPU free; ranks request %dm each, the urgent pod %dm", node, free, rank, urgent)
-	if err := e.createJob(ctx, pinnedJob(ns, job, node, fmt.Sprintf("%dm", rank))); err != nil {
+	if err := e.createJob(ctx, pinnedJob(ns, job, node, fmt.Sprintf("%dm", rank), schedSteps)); err != nil {
 		t.Fatalf("create PyTorchJob: %v", err)
 	}
 	if err := e.waitStep(ctx, ns, job+"-master-0", 15, 5*time.Minute); err != nil {
@@ -94,7 +94,11 @@ func (e *env) afterSchedPreemption(ctx context.Context, f *preemptionFigures, vs
 		f.victims = append(f.victims, v)
 	}
 	if len(f.victims) == 0 {
-		return "", fmt.Errorf("the high-priority pod runs but no pod of the job was preempted")
+		var st []string
+		for _, v := range vs {
+			st = append(st, fmt.Sprintf("%s: DisruptionTarget %q", v.name, v.disruption))
+		}
+		return "", fmt.Errorf("the high-priority pod runs but no pod of the job was seen stopped (%s)", strings.Join(st, "; "))
 	}
 	if _, err := e.waitPod(ctx, urgentNS, "urgent", 3*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded }); err != nil {
 		return "", err
@@ -110,7 +114,38 @@ func (e *env) afterSchedPreemption(ctx context.Context, f *preemptionFigures, vs
 		return "", err
 	}
 	figures, err := f.check(ctx, e, "preempted by kube-scheduler")
-	return "preempted " + victimNames(f.victims) + "; " + figures, err
+	return "preempted " + victimNames(f.victims) + "; " + figures + "; " + e.stepsPastAck(ctx, f), err
+}
+
+// stepsPastAck is how many steps the job trained after its acknowledged
+// checkpoint while the preempted pod was still there: work thrown away,
+// since the job resumes at the acknowledged step. Read from rank 0's log
+// (the master pod stays; its earlier container's log included).
+func (e *env) stepsPastAck(ctx context.Context, f *preemptionFigures) string {
+	ack, _, _, err := newestAckBefore(f.jobDir, f.trainingAgain)
+	if err != nil {
+		return "steps trained past the ack: unknown"
+	}
+	pod := f.job + "-master-0"
+	prev, _ := e.cs.CoreV1().Pods(f.ns).GetLogs(pod, &corev1.PodLogOptions{Container: "pytorch", Timestamps: true, Previous: true}).DoRaw(ctx)
+	log := string(prev) + e.logs(ctx, f.ns, pod)
+	var gone time.Time
+	for _, v := range f.victims {
+		if v.gone.After(gone) {
+			gone = v.gone
+		}
+	}
+	last := 0
+	for _, l := range strings.Split(log, "\n") {
+		m := stepLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, m[1]); err == nil && ts.Before(gone) {
+			last, _ = strconv.Atoi(m[2])
+		}
+	}
+	return fmt.Sprintf("steps trained past the ack (step %d) until the preempted pod was gone: %d, thrown away", int(num(ack, "step")), max(0, last-int(num(ack, "step"))))
 }
 
 func victimNames(vs []*victim) string {
@@ -123,8 +158,8 @@ func victimNames(vs []*victim) string {
 
 // pinnedJob is a two-rank PyTorchJob with the low PriorityClass, both ranks
 // on node, the trainer PID 1.
-func pinnedJob(ns, name, node, cpu string) *unstructured.Unstructured {
-	job := queuedPyTorchJob(ns, name, "", lowSteps, drainDelay, cpu)
+func pinnedJob(ns, name, node, cpu string, steps int) *unstructured.Unstructured {
+	job := queuedPyTorchJob(ns, name, "", steps, drainDelay, cpu)
 	job.SetLabels(nil)
 	for _, rt := range []string{"Master", "Worker"} {
 		spec := []string{"spec", "pytorchReplicaSpecs", rt, "template", "spec"}
