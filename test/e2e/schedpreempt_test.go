@@ -294,7 +294,7 @@ func scrapeOne(ctx context.Context, client *http.Client, url, token, name string
 	var out []sample
 	for _, l := range strings.Split(string(body), "\n") {
 		m := seriesLine.FindStringSubmatch(l)
-		if m == nil || m[1] != name {
+		if len(m) < 4 || m[1] != name {
 			continue
 		}
 		v, err := strconv.ParseFloat(m[3], 64)
