@@ -133,6 +133,11 @@ def main():
         for p in model.parameters():  # every rank starts from rank 0's (restored) parameters
             dist.broadcast(p.data, 0)
     loss_fn = nn.MSELoss()
+    # When this pod is stopped, migrator.step() takes the checkpoint at the end
+    # of the block and then raises SystemExit(143) once the agent is done; it
+    # leaves the process group itself (the destroy_process_group below is for
+    # a run that ends normally). Another rank of the pod, whose all_reduce
+    # fails when rank 0 leaves, exits 143 the same way.
     for step in range(start, args.steps):
         with migrator.step():
             x, y = batch_for(step, args)

@@ -207,3 +207,25 @@ func TestRestartedTrainerDoesNotAnswerAnAbandonedRequest(t *testing.T) {
 	assert.Contains(t, next.out.String(), "ignoring expired request generation 1")
 	assert.NoFileExists(t, filepath.Join(p.signalDir, "ack.json"))
 }
+
+// TestTorchrunRanksExitAfterTheTerminationCheckpoint: under torchrun (the
+// container's main process), rank 0 exits 143 after its pod's termination
+// checkpoint; rank 1, whose collective fails when rank 0 leaves, exits 143
+// too (its pod's ack says why), and torchrun, which reports its workers'
+// failure, ends without a SIGTERM. Neither rank took a step past the
+// acknowledged one.
+func TestTorchrunRanksExitAfterTheTerminationCheckpoint(t *testing.T) {
+	p := newPod(t)
+	tr := startTorchrun(t, p, "--steps", "100000", "--step-delay", "0.03")
+	tr.waitFor(`rank 1: completed step 10 `, 90*time.Second)
+	r := runAgent(t, p, "prestop", "--timeout=20s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ack := readJSONFile(t, filepath.Join(p.signalDir, "ack.json"))
+	require.Error(t, tr.wait(60*time.Second), "torchrun reports its workers' non-zero exit")
+	out := tr.out.String()
+	for rank := 0; rank < 2; rank++ {
+		assert.Regexp(t, fmt.Sprintf(`rank\s+: %d \(local_rank: %d\)\s+exitcode\s+: 143 `, rank, rank), out, "rank %d's exit code", rank)
+		m := tr.waitFor(fmt.Sprintf(`(?s).*rank %d: completed step (\d+) `, rank), time.Second)
+		assert.Equal(t, strconv.Itoa(int(ack["step"].(float64))), m[1], "rank %d went past the acknowledged step", rank)
+	}
+}

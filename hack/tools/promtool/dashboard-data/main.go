@@ -116,7 +116,8 @@ func run(in, out string) error {
 // grafanaVars replaces the dashboard's variables the way Grafana would with
 // namespace "trainguard-system" selected.
 func grafanaVars(expr string) string {
-	return strings.NewReplacer("$namespace", "trainguard-system", "${namespace}", "trainguard-system").Replace(expr)
+	return strings.NewReplacer("$namespace", "trainguard-system", "${namespace}", "trainguard-system",
+		"$tenant", ".*", "${tenant}", ".*").Replace(expr)
 }
 
 func evaluate(engine *promql.Engine, db *tsdb.DB, expr, legend string, start, end time.Time, instant bool) ([]series, error) {

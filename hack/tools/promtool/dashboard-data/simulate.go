@@ -116,20 +116,45 @@ func (s *sim) checkpoints(load float64, nodeFailure bool) {
 	if nodeFailure {
 		stops += s.poisson(5)
 	}
-	for _, o := range []string{"saved", "timeout", "no-trainer", "failed"} {
-		s.add("trainguard_checkpoint_total", 0, "outcome", o)
+	// Three training namespaces, as Prometheus stores them: the pod's
+	// namespace label renamed exported_namespace. team-c's trainers are slow
+	// to checkpoint (more timeouts).
+	tenants := []string{"team-a", "team-b", "team-c"}
+	for _, tenant := range tenants {
+		for _, o := range []string{"saved", "timeout", "no-trainer", "failed"} {
+			for _, c := range []string{"preemption", "eviction", "node-lost", "suspension", "deletion", "unknown"} {
+				s.add("trainguard_checkpoint_total", 0, "exported_namespace", tenant, "cause", c, "outcome", o)
+			}
+		}
 	}
 	s.add("trainguard_rescheduler_bad_nodes_recorded_total", 0)
 	for i := 0; i < stops; i++ {
+		tenant := tenants[s.rng.Intn(len(tenants))]
 		outcome, secs := "saved", 8*math.Exp(s.rng.NormFloat64()*0.4)
+		timeouts := 0.04
+		if tenant == "team-c" {
+			timeouts = 0.15
+		}
 		switch r := s.rng.Float64(); {
-		case r < 0.04:
+		case r < timeouts:
 			outcome, secs = "timeout", 60
-		case r < 0.06:
+		case r < timeouts+0.02:
 			outcome, secs = "no-trainer", 0.2
 		}
-		s.add("trainguard_checkpoint_total", 1, "outcome", outcome)
-		s.observe("trainguard_checkpoint_duration_seconds", durationBuckets, secs, "outcome", outcome)
+		cause := "preemption" // Kueue and the scheduler make room most of the day
+		switch r := s.rng.Float64(); {
+		case nodeFailure && r < 0.7:
+			cause = "eviction" // the rescheduler drains the failing node
+		case nodeFailure:
+			cause = "node-lost"
+		case r < 0.3:
+			cause = "eviction"
+		case r < 0.4:
+			cause = "deletion"
+		}
+		lbls := []string{"exported_namespace", tenant, "cause", cause, "outcome", outcome}
+		s.add("trainguard_checkpoint_total", 1, lbls...)
+		s.observe("trainguard_checkpoint_duration_seconds", durationBuckets, secs, lbls...)
 		if outcome == "saved" {
 			s.observe("trainguard_checkpoint_bytes", bytesBuckets, 3.2e9*math.Exp(s.rng.NormFloat64()*0.3))
 		}
