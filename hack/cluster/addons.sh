@@ -4,8 +4,11 @@
 # module cache and rendered with helm) and the kubeflow training-operator
 # v1.9.4 (its own kustomize manifests, from the module cache), and Kubeflow
 # Trainer v2 with JobSet (each with its own webhooks and self-managed
-# certificates, their own kustomize manifests from the module cache). All
-# pinned to the infra node. Waits until each is available.
+# certificates, their own kustomize manifests from the module cache), and
+# Kueue (its own kustomize manifests from the module cache, its own webhook
+# and internally rotated certificate, the PyTorchJob and TrainJob
+# integrations) with the preemption scenarios' ClusterQueue. All pinned to
+# the infra node. Waits until each is available.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 kc() { "$CLUSTER_BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
@@ -137,6 +140,48 @@ YAML
     "$k/upstream/base/runtimes/torch_distributed.yaml" >"$work/torch-distributed.yaml"
 }
 
+# Kueue's own default overlay with: the local image on the infra node, little
+# CPU, our manager configuration (hack/cluster/manifests/kueue-config.yaml:
+# only queue-labelled jobs, PyTorchJob + TrainJob), and without the
+# visibility APIServices (an aggregated API that is not served would break
+# discovery, and with it namespace deletion, for the whole cluster).
+kueue() {
+  local k=$work/kueue
+  upstream "sigs.k8s.io/kueue@$KUEUE_VERSION" config "$k"
+  cp "$root/hack/cluster/manifests/kueue-config.yaml" "$k/controller_manager_config.yaml"
+  {
+    cat <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [upstream/default]
+configMapGenerator:
+- {name: kueue-manager-config, namespace: kueue-system, behavior: replace, files: [controller_manager_config.yaml]}
+patches:
+- target: {kind: APIService}
+  patch: |
+    \$patch: delete
+    apiVersion: apiregistration.k8s.io/v1
+    kind: APIService
+    metadata: {name: any}
+- target: {kind: Deployment, name: kueue-controller-manager}
+  patch: |
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--feature-gates=VisibilityOnDemand=false"}
+YAML
+    infra_patch kueue-controller-manager kueue | sed 's/requests: {cpu: 20m, memory: 64Mi}/requests: {cpu: 20m, memory: 128Mi}, limits: {memory: 512Mi}/'
+  } >"$k/kustomization.yaml"
+  kc kustomize "$k" >"$work/kueue.yaml"
+  kc apply --server-side -f "$work/kueue.yaml" >/dev/null
+}
+
+kueue_queues() { # after Kueue's webhook serves: it validates its objects
+  local i
+  for i in $(seq 1 60); do
+    kc apply --server-side -f "$root/hack/cluster/manifests/kueue-queues.yaml" >/dev/null 2>&1 && return
+    sleep 2
+  done
+  kc apply --server-side -f "$root/hack/cluster/manifests/kueue-queues.yaml"
+}
+
 trainer_runtime() { # after Trainer's webhook serves: it validates runtimes
   local i
   for i in $(seq 1 60); do
@@ -158,6 +203,7 @@ cert_manager
 training_operator
 jobset
 trainer
+kueue
 available kube-system coredns
 log "  CoreDNS available"
 available cert-manager cert-manager cert-manager-cainjector cert-manager-webhook
@@ -168,3 +214,6 @@ available jobset-system jobset-controller-manager
 available kubeflow-system kubeflow-trainer-controller-manager
 trainer_runtime
 log "  JobSet $JOBSET_VERSION, Trainer $TRAINER_VERSION available (ClusterTrainingRuntime torch-distributed)"
+available kueue-system kueue-controller-manager
+kueue_queues
+log "  Kueue $KUEUE_VERSION available (ClusterQueue training, WorkloadPriorityClasses training-low/high)"

@@ -2,7 +2,7 @@
 # Builds every binary `make cluster` runs besides kube-apiserver and etcd
 # (hack/build-k8s.sh builds those into bin/k8s): kubelet, kube-controller-manager,
 # kube-scheduler, kube-proxy and kubectl (hack/build-k8s.sh node), CoreDNS, the
-# kubeflow training-operator, cert-manager's three commands, the pause
+# kubeflow training-operator, Kueue, cert-manager's three commands, the pause
 # process, the image writer and the e2e harness. All from Go modules, each
 # cached in bin/cluster with a version stamp so reruns are instant.
 set -euo pipefail
@@ -12,6 +12,8 @@ mkdir -p "$out"
 coredns_version=v1.15.0
 operator_version=v1.9.4
 certmanager_version=v1.11.5
+# The newest Kueue the Go module proxy serves (no replace lines: go install works).
+kueue_version=v0.19.2 # keep in step with KUEUE_VERSION in lib.sh
 
 have() { [ -x "$out/$1" ] && [ "$(cat "$out/.$1.version" 2>/dev/null)" = "$2" ]; }
 stamp() { echo "$2" >"$out/.$1.version"; }
@@ -31,6 +33,15 @@ build_operator() {
     "github.com/kubeflow/training-operator/cmd/training-operator.v1@$operator_version"
   mv "$tmp/training-operator.v1" "$out/training-operator"; rmdir "$tmp"
   stamp training-operator "$operator_version"
+}
+
+build_kueue() {
+  have kueue "$kueue_version" && { echo "kueue $kueue_version: cached"; return; }
+  echo "building kueue $kueue_version (~3 min)..."
+  local tmp; tmp=$(mktemp -d)
+  GOBIN="$tmp" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$kueue_version"
+  mv "$tmp/kueue" "$out/kueue"; rmdir "$tmp"
+  stamp kueue "$kueue_version"
 }
 
 build_certmanager() {
@@ -56,10 +67,11 @@ build_local() {
 case "${1:-all}" in
   coredns) build_coredns ;;
   operator) build_operator ;;
+  kueue) build_kueue ;;
   cert-manager) build_certmanager ;;
   local) build_local ;;
   node) K8S_BIN_DIR="$out" bash "$root/hack/build-k8s.sh" node ;;
-  all) build_local; build_coredns; build_operator; build_certmanager
+  all) build_local; build_coredns; build_operator; build_kueue; build_certmanager
        K8S_BIN_DIR="$out" bash "$root/hack/build-k8s.sh" node ;;
-  *) echo "usage: $0 [all|node|coredns|operator|cert-manager|local]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|node|coredns|operator|kueue|cert-manager|local]" >&2; exit 2 ;;
 esac

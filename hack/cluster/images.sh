@@ -33,6 +33,7 @@ image trainer-controller-manager "$tb/trainer-controller-manager-$TRAINER_VERSIO
   -file "$tb/trainer-controller-manager-$TRAINER_VERSION:/manager:0755" -entrypoint /manager -user 65532:65532
 image jobset-controller "$tb/jobset-controller-$JOBSET_VERSION" -- \
   -file "$tb/jobset-controller-$JOBSET_VERSION:/manager:0755" -entrypoint /manager -user 65532:65532
+image kueue "$b/kueue" -- -file "$b/kueue:/manager:0755" -entrypoint /manager -user 65532:65532
 for c in controller cainjector webhook; do
   image "cert-manager-$c" "$b/cert-manager-$c" -- -file "$b/cert-manager-$c:/app/cmd/$c/$c:0755" \
     -entrypoint "/app/cmd/$c/$c" -user 1000:1000

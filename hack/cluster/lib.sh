@@ -31,6 +31,8 @@ TRAINER_IMAGE=localhost/pytorch:$IMAGE_TAG
 # serves (hack/build-trainer.sh latest builds them into bin/trainer).
 TRAINER_VERSION=v2.3.0
 JOBSET_VERSION=v0.12.0
+# Kueue: the newest the Go module proxy serves (hack/cluster/build-bins.sh kueue).
+KUEUE_VERSION=v0.19.2
 
 node_name() { echo "$NODE_PREFIX$1"; }
 node_dir() { echo "$CLUSTER_DIR/nodes/$1"; }

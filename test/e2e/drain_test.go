@@ -31,8 +31,11 @@ func (e *env) drain(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(ctx, t, "e2e-drain", true)
 	job, ref := "drain", "drain-ref"
-	train := replica{count: 1, restartPolicy: "OnFailure", script: trainScript(job, drainSteps, drainDelay, 0)}
-	if err := e.createJob(ctx, pytorchJob(ns, job, train, replica{2, "OnFailure", train.script}, false)); err != nil {
+	// The trainer is PID 1, as users write it (pid1Command): the drained pod
+	// goes when the trainer exits after its checkpoint, not at SIGKILL.
+	train := pytorchJob(ns, job, replica{count: 1, restartPolicy: "OnFailure"}, replica{count: 2, restartPolicy: "OnFailure"}, false)
+	withPID1Trainer(train, drainSteps, drainDelay, "")
+	if err := e.createJob(ctx, train); err != nil {
 		t.Fatalf("create PyTorchJob: %v", err)
 	}
 	master, worker := job+"-master-0", job+"-worker-0"
@@ -61,8 +64,9 @@ func (e *env) drain(t *testing.T) {
 	}
 	// The uninterrupted reference runs after, on the same worker nodes (the
 	// infra node does not carry the PyTorch image).
-	refTrain := replica{count: 1, restartPolicy: "OnFailure", script: trainScript(ref, drainSteps, 0, 0)}
-	if err := e.createJob(ctx, pytorchJob(ns, ref, refTrain, replica{2, "OnFailure", refTrain.script}, false)); err != nil {
+	refTrain := pytorchJob(ns, ref, replica{count: 1, restartPolicy: "OnFailure"}, replica{count: 2, restartPolicy: "OnFailure"}, false)
+	withPID1Trainer(refTrain, drainSteps, 0, "")
+	if err := e.createJob(ctx, refTrain); err != nil {
 		t.Fatalf("create the reference PyTorchJob: %v", err)
 	}
 	if err := e.waitJob(ctx, ns, ref, "Succeeded", 5*time.Minute); err != nil {

@@ -41,6 +41,8 @@ func TestE2E(t *testing.T) {
 	}
 	scenario("drain", e.drain)
 	scenario("trainjob-drain", e.trainJobDrain)
+	scenario("kueue-preemption", e.kueuePreemption)
+	scenario("scheduler-preemption", e.schedulerPreemption)
 	scenario("exit-codes", e.exitCodes)
 	scenario("trainguard-down", e.trainguardDown)
 	scenario("upgrade-under-load", e.upgradeUnderLoad)
