@@ -219,6 +219,27 @@ class Protocol(Base):
         self.assertGreater(ack["bytes"], 0)
         self.assertTrue(os.path.isfile(os.path.join(self.dir, ack["checkpoint"], storage.COMMIT_FILE)))
 
+    def test_request_is_answered_once_even_if_seen_again_during_its_save(self):
+        """The listener scans while the save runs: the request it sees again
+        must not be queued and answered a second time a step later (seen on
+        the real cluster: ack of step N, then N+1 after the agent was done)."""
+        m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
+        m.register("s", {"v": 1})
+        m.listening()
+        save = m._save
+
+        def save_while_the_listener_scans():
+            m._scan_requests()
+            return save()
+        m._save = save_while_the_listener_scans
+        self.write_request(3)
+        first = self.step_until_ack(m, 3)
+        for _ in range(3):
+            with m.step():
+                pass
+        self.assertEqual(self.read_ack()["step"], first["step"], "the request was answered again")
+        self.assertEqual(len(storage.list_checkpoints(self.dir)), 1)
+
     def test_expired_request_is_ignored(self):
         m = self.migrator()
         m.register("s", {"v": 1})

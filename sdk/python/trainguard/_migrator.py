@@ -327,6 +327,11 @@ class Migrator:
     def _answer_requests(self):
         with self._lock:
             requests, self._pending = self._pending, {}
+            # Handled from now on, not only after the ack: the listener
+            # scans while the save runs, and would otherwise queue the same
+            # request again and answer it a second time a step later.
+            for directory, (generation, _) in requests.items():
+                self._handled[directory] = max(self._handled.get(directory, 0), generation)
         log.info("trainguard: checkpoint requested (%s), saving at step %d",
                  ", ".join("generation %d" % g for g, _ in requests.values()), self._step)
         own = requests.get(os.path.abspath(self.config.signal_dir))
