@@ -21,33 +21,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
-)
 
-// modulePath identifies the repository root's go.mod.
-const modulePath = "github.com/trainguard/trainguard"
+	"github.com/trainguard/trainguard/internal/testing/repo"
+)
 
 // CertManagerModule is the module whose deploy/crds the integration suite
 // installs before applying the rendered Issuer and Certificate.
 const CertManagerModule = "github.com/cert-manager/cert-manager"
 
 // RepoRoot walks up from the working directory to trainguard's go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("finding repository root: %w", err)
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(data, []byte("module "+modulePath+"\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
-		}
-		dir = parent
-	}
-}
+func RepoRoot() (string, error) { return repo.Root() }
 
 // Dir is charts/trainguard in the repository.
 func Dir() (string, error) {

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/trainguard/trainguard/internal/testing/repo"
 )
 
 const python = "/usr/bin/python3"
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 func setupAndRun(m *testing.M) int {
-	repo, err := findRepoRoot()
+	repo, err := repo.Root()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "checkpoint e2e:", err)
 		return 1
@@ -51,21 +53,4 @@ func setupAndRun(m *testing.M) int {
 	}
 	world = env{repo: repo, agent: agent}
 	return m.Run()
-}
-
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

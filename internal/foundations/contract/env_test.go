@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/trainguard/trainguard/internal/testing/repo"
 )
 
 // envName is how the agent and the SDK spell an env variable: a quoted
@@ -70,17 +72,10 @@ func TestOutcomePrefixIsTheAgents(t *testing.T) {
 	assert.Contains(t, string(src), `"`+CheckpointOutcomePrefix+`"`, "internal/agent/termination.go must write contract.CheckpointOutcomePrefix")
 }
 
-// moduleRoot is the directory of go.mod, wherever this package lives.
+// moduleRoot is the directory of trainguard's go.mod, wherever this package lives.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := repo.Root()
 	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "go.mod not found")
-		dir = parent
-	}
+	return root
 }

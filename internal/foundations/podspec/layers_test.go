@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"os"
+	"github.com/trainguard/trainguard/internal/testing/repo"
 )
 
 // No controller imports the injections or the admission server: what they
@@ -40,17 +40,10 @@ func TestNoControllerImportsMutatorsOrTheWebhook(t *testing.T) {
 	}
 }
 
-// moduleRoot is the directory of go.mod, wherever this package lives.
+// moduleRoot is the directory of trainguard's go.mod, wherever this package lives.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := repo.Root()
 	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "go.mod not found")
-		dir = parent
-	}
+	return root
 }
