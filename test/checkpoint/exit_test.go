@@ -187,16 +187,7 @@ func printStopFigures(t *testing.T, figures map[string]stopped) {
 // request's deadline, the agent's budget, had not passed, so it did.
 func TestRestartedTrainerDoesNotAnswerAnAbandonedRequest(t *testing.T) {
 	p := newPod(t)
-	victim := startTrainer(t, p, []string{"TRAINGUARD_TEST_SAVE_DELAY=60"}, "--steps", "100000", "--step-delay", "0.02")
-	victim.waitFor(`completed step 5 `, 60*time.Second)
-	agentDone := make(chan agentResult, 1)
-	go func() { agentDone <- runAgent(t, p, "prestop", "--timeout=60s") }()
-	tmpGlob := filepath.Join(p.ckptDir, ".trainguard-ckpt-*.tmp-*")
-	require.Eventually(t, func() bool { m, _ := filepath.Glob(tmpGlob); return len(m) > 0 },
-		20*time.Second, 20*time.Millisecond, "the save never started")
-	victim.signal(syscall.SIGKILL)
-	victim.wait(10 * time.Second)
-	r := <-agentDone
+	r := killTrainerMidSave(t, p, 5, "60s")
 	require.Equal(t, exitTrainerGone, r.code, r.stderr)
 	req := readJSONFile(t, filepath.Join(p.signalDir, "request.json"))
 	assert.Equal(t, true, req["expired"], "the abandoned request is not marked expired")

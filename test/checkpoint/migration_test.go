@@ -62,18 +62,7 @@ func TestCrashMidSave(t *testing.T) {
 	pointer := readJSONFile(t, filepath.Join(p.ckptDir, "trainguard-latest.json"))
 	require.EqualValues(t, 20, pointer["step"])
 
-	// The test hook stalls every save after it is written, before its rename.
-	victim := startTrainer(t, p, []string{"TRAINGUARD_TEST_SAVE_DELAY=60"}, "--steps", "100000", "--step-delay", "0.02")
-	victim.waitFor(`completed step 25 `, 60*time.Second)
-	agentDone := make(chan agentResult, 1)
-	go func() { agentDone <- runAgent(t, p, "prestop", "--timeout=30s") }()
-	tmpGlob := filepath.Join(p.ckptDir, ".trainguard-ckpt-*.tmp-*")
-	require.Eventually(t, func() bool { m, _ := filepath.Glob(tmpGlob); return len(m) > 0 },
-		20*time.Second, 20*time.Millisecond, "the save never started")
-	victim.signal(syscall.SIGKILL)
-	victim.wait(10 * time.Second)
-
-	r := <-agentDone
+	r := killTrainerMidSave(t, p, 25, "30s")
 	assert.Equal(t, exitTrainerGone, r.code, r.stderr)
 	assert.Less(t, r.elapsed, 15*time.Second, "the agent should notice the dead trainer, not sit out its timeout")
 	assert.Contains(t, r.stderr, "trainer exited")
@@ -87,7 +76,7 @@ func TestCrashMidSave(t *testing.T) {
 	assert.Equal(t, "20", m[2])
 	require.NoError(t, next.wait(60*time.Second), next.out.String())
 	compareStates(t, firstFinal+".rank0", dump+".rank0")
-	leftovers, _ := filepath.Glob(tmpGlob)
+	leftovers, _ := filepath.Glob(filepath.Join(p.ckptDir, tmpCheckpointGlob))
 	assert.Empty(t, leftovers, "the next save should clean up the crashed save's temp file")
 }
 
@@ -121,4 +110,25 @@ func lastCompletedStep(t *testing.T, p *proc) int {
 	n, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
 	return n
+}
+
+// tmpCheckpointGlob matches a save in progress (written, not yet renamed).
+const tmpCheckpointGlob = ".trainguard-ckpt-*.tmp-*"
+
+// killTrainerMidSave starts a trainer whose saves stall after being written
+// and before their rename (the test hook TRAINGUARD_TEST_SAVE_DELAY), lets it
+// reach step, runs the agent's preStop with timeout, SIGKILLs the trainer as
+// soon as the save has started, and returns what the agent did.
+func killTrainerMidSave(t *testing.T, p pod, step int, timeout string) agentResult {
+	t.Helper()
+	victim := startTrainer(t, p, []string{"TRAINGUARD_TEST_SAVE_DELAY=60"}, "--steps", "100000", "--step-delay", "0.02")
+	victim.waitFor(fmt.Sprintf("completed step %d ", step), 60*time.Second)
+	agentDone := make(chan agentResult, 1)
+	go func() { agentDone <- runAgent(t, p, "prestop", "--timeout="+timeout) }()
+	tmpGlob := filepath.Join(p.ckptDir, tmpCheckpointGlob)
+	require.Eventually(t, func() bool { m, _ := filepath.Glob(tmpGlob); return len(m) > 0 },
+		20*time.Second, 20*time.Millisecond, "the save never started")
+	victim.signal(syscall.SIGKILL)
+	victim.wait(10 * time.Second)
+	return <-agentDone
 }
