@@ -30,6 +30,29 @@ func metaOf(gvk schema.GroupVersionKind, ns, name string, uid types.UID, owner *
 	return o
 }
 
+// chainKinds are the kinds of a TrainJob's chain (Job, JobSet, TrainJob)
+// and the kubeflow PyTorchJob, with a REST mapper that knows them.
+func chainKinds() (jobGVK, jobSetGVK, trainJobGVK, pytorch schema.GroupVersionKind, mapper *meta.DefaultRESTMapper) {
+	chain := ownerchain.TrainJobChain()
+	pytorch = ownerchain.JobKinds()[0]
+	mapper = meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range append(chain, pytorch) {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	return chain[0], chain[1], chain[2], pytorch, mapper
+}
+
+// unstructuredOf is o's metadata as the object the fake client stores.
+func unstructuredOf(o *metav1.PartialObjectMetadata) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(o.GroupVersionKind())
+	u.SetNamespace(o.Namespace)
+	u.SetName(o.Name)
+	u.SetUID(o.UID)
+	u.SetOwnerReferences(o.OwnerReferences)
+	return u
+}
+
 func ref(o *metav1.PartialObjectMetadata) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, Controller: ptr.To(true)}
 }
@@ -37,13 +60,7 @@ func ref(o *metav1.PartialObjectMetadata) metav1.OwnerReference {
 // TestTrainJobChain follows Job → JobSet → TrainJob and stops at the first
 // hop a tenant could have forged.
 func TestTrainJobChain(t *testing.T) {
-	chain := ownerchain.TrainJobChain()
-	jobGVK, jobSetGVK, trainJobGVK := chain[0], chain[1], chain[2]
-	pytorch := ownerchain.JobKinds()[0]
-	mapper := meta.NewDefaultRESTMapper(nil)
-	for _, gvk := range append(chain, pytorch) {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
+	jobGVK, jobSetGVK, trainJobGVK, pytorch, mapper := chainKinds()
 
 	tj := metaOf(trainJobGVK, "team", "tj", "tj-uid", nil)
 	js := metaOf(jobSetGVK, "team", "tj", "js-uid", tj)
@@ -65,13 +82,7 @@ func TestTrainJobChain(t *testing.T) {
 	var objs []client.Object
 	for _, o := range []*metav1.PartialObjectMetadata{tj, js, job, otherTJ, jsFar, jobFar, pj, jsPJ, jobPJ, jsLoose, jobLoose, jsWrongUID, jobWrongUID, plain} {
 		// The fake client stores kinds its scheme lacks only as unstructured.
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(o.GroupVersionKind())
-		u.SetNamespace(o.Namespace)
-		u.SetName(o.Name)
-		u.SetUID(o.UID)
-		u.SetOwnerReferences(o.OwnerReferences)
-		objs = append(objs, u)
+		objs = append(objs, unstructuredOf(o))
 	}
 	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(objs...).Build()
 	r := &Reconciler{apiReader: c}
@@ -112,20 +123,9 @@ func TestTrainJobChain(t *testing.T) {
 // TestSuspendedOnChain reads the suspend field of each hop and the Kueue
 // queue label, and follows only what ownerchain follows.
 func TestSuspendedOnChain(t *testing.T) {
-	chain := ownerchain.TrainJobChain()
-	jobGVK, jobSetGVK, trainJobGVK := chain[0], chain[1], chain[2]
-	pytorch := ownerchain.JobKinds()[0]
-	mapper := meta.NewDefaultRESTMapper(nil)
-	for _, gvk := range append(chain, pytorch) {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
+	jobGVK, jobSetGVK, trainJobGVK, pytorch, mapper := chainKinds()
 	obj := func(m *metav1.PartialObjectMetadata, suspend bool, queue string, path ...string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{}}
-		u.SetGroupVersionKind(m.GroupVersionKind())
-		u.SetNamespace(m.Namespace)
-		u.SetName(m.Name)
-		u.SetUID(m.UID)
-		u.SetOwnerReferences(m.OwnerReferences)
+		u := unstructuredOf(m)
 		if queue != "" {
 			u.SetLabels(map[string]string{KueueQueueLabel: queue})
 		}
