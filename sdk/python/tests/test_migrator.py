@@ -64,6 +64,13 @@ class Base(unittest.TestCase):
     def read_ack(self):
         return proto.read_json(os.path.join(self.signal, proto.ACK_FILE))
 
+    def idle_steps(self, m, n=5):
+        """n steps, spaced so the listener looks at the signal dir between them."""
+        for _ in range(n):
+            time.sleep(0.12)
+            with m.step():
+                pass
+
     def step_until_ack(self, m, generation, limit=5.0):
         end = time.time() + limit
         while time.time() < end:
@@ -245,10 +252,7 @@ class Protocol(Base):
         m.register("s", {"v": 1})
         self.write_request(4, deadline_in=-1)
         m.listening()
-        for _ in range(5):
-            time.sleep(0.12)
-            with m.step():
-                pass
+        self.idle_steps(m)
         self.assertIsNone(self.read_ack())
         self.assertEqual(storage.list_checkpoints(self.dir), [])
 
@@ -260,10 +264,7 @@ class Protocol(Base):
         m = self.migrator()
         m.register("s", {"v": 1})
         m.listening()
-        for _ in range(5):
-            time.sleep(0.12)
-            with m.step():
-                pass
+        self.idle_steps(m)
         self.assertEqual(self.read_ack()["step"], 5)
         self.assertEqual(storage.list_checkpoints(self.dir), [])
 
@@ -379,10 +380,7 @@ class Protocol(Base):
         proto.write_json_atomic(os.path.join(self.signal, proto.REQUEST_FILE), {
             "generation": 5, "nonce": "0" * 32, "deadline": time.time() + 60, "expired": True})
         m.listening()
-        for _ in range(5):
-            time.sleep(0.12)
-            with m.step():
-                pass
+        self.idle_steps(m)
         self.assertIsNone(self.read_ack())
 
     def test_migration_env_names_are_honoured(self):
