@@ -2,7 +2,9 @@ package contract
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // AnnotationRequireDurableCheckpoints is the switch that, set to "true" on a
@@ -16,7 +18,10 @@ const AnnotationRequireDurableCheckpoints = Prefix + "require-durable-checkpoint
 // reads or writes on jobs, pod templates, pods and namespaces. A key with
 // the prefix that is not here is a typo and is refused (with the nearest
 // key): every key a new feature writes must be added here.
-func KnownAnnotations() []string {
+func KnownAnnotations() []string { return slices.Clone(knownAnnotations()) }
+
+// knownAnnotations is built once: admission checks every template against it.
+var knownAnnotations = sync.OnceValue(func() []string { //nolint:gochecknoglobals // immutable after its one build, like annotationTable.
 	keys := []string{AnnotationInjected, AnnotationDecision, AnnotationReschedulesExhausted}
 	for _, r := range annotationTable() {
 		if strings.HasPrefix(r.key, Prefix) {
@@ -24,7 +29,7 @@ func KnownAnnotations() []string {
 		}
 	}
 	return keys
-}
+})
 
 // KnownLabels lists every trainguard.io/ label key, as KnownAnnotations.
 func KnownLabels() []string {

@@ -19,7 +19,7 @@ func ValidateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorL
 	if meta == nil {
 		return nil
 	}
-	errs := unknownKeys(meta.Annotations, KnownAnnotations(), "annotation", fldPath.Child("annotations"))
+	errs := unknownKeys(meta.Annotations, knownAnnotations(), "annotation", fldPath.Child("annotations"))
 	errs = append(errs, ValidateAnnotations(meta.Annotations, fldPath.Child("annotations"))...)
 	errs = append(errs, unknownKeys(meta.Labels, KnownLabels(), "label", fldPath.Child("labels"))...)
 	return append(errs, ValidateFaultSchedulingLabel(meta.Labels, fldPath.Child("labels"))...)
@@ -30,11 +30,17 @@ func ValidateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorL
 // the default silently apply. The message names the nearest known key.
 // what is "annotation" or "label"; fldPath is the map's path.
 func unknownKeys(m map[string]string, known []string, what string, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, key := range sortedStringKeys(m) {
-		if !strings.HasPrefix(key, Prefix) || slices.Contains(known, key) {
-			continue
+	// Only the unknown keys are collected and sorted: the usual object has
+	// none, and this runs for every template of every admission.
+	var unknown []string
+	for key := range m {
+		if strings.HasPrefix(key, Prefix) && !slices.Contains(known, key) {
+			unknown = append(unknown, key)
 		}
+	}
+	slices.Sort(unknown)
+	var errs field.ErrorList
+	for _, key := range unknown {
 		msg := fmt.Sprintf("unknown %s %s", Prefix, what)
 		if near := Nearest(key, known); near != "" {
 			msg += fmt.Sprintf("; did you mean %s?", near)
@@ -85,13 +91,4 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-func sortedStringKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
