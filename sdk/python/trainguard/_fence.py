@@ -165,15 +165,6 @@ def check(directory, generation):
             raise Fenced(d, generation, latest, owner)
 
 
-def read_owner(directory, generation):
-    try:
-        with proto.opened(directory) as d, d.sub(marker(generation)) as m:
-            owner = m.read_json(OWNER_FILE)
-    except OSError:
-        owner = None
-    return owner if owner is not None else {}
-
-
 def _drop_old_markers(d, current):
     """Markers far below the generation just activated: their holders are
     fenced by it. Only directories are removed (through the directory's

@@ -352,31 +352,6 @@ def opened(directory):
         d.close()
 
 
-def fsync_dir(path):
-    """Make a rename durable: the new directory entry survives a crash."""
-    with opened(path) as d:
-        d.fsync()
-
-
-def write_durable(path, write):
-    """Create path (which must not exist), write it and fsync it."""
-    with opened(os.path.dirname(path) or ".") as d:
-        return d.write_durable(os.path.basename(path), write)
-
-
-def open_nofollow(path):
-    """Open a regular file for reading without following a symlink or
-    blocking on a planted FIFO."""
-    with opened(os.path.dirname(path) or ".") as d:
-        return d.open_read(os.path.basename(path))
-
-
-def write_atomic(path, write):
-    """Write via a temp file in the same dir: write, fsync, rename, fsync dir."""
-    with opened(os.path.dirname(path) or ".") as d:
-        d.write_atomic(os.path.basename(path), write)
-
-
 def write_json_atomic(path, obj):
     with opened(os.path.dirname(path) or ".") as d:
         d.write_json_atomic(os.path.basename(path), obj)
