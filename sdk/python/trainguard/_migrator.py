@@ -29,6 +29,7 @@ class Migrator:
         self._sig = None  # this pod's signal dir and its parent (proto.Dir), opened once
         self._sig_parent = None
         self._siblings = {}  # name -> proto.Dir of the other pods' signal dirs (rank 0)
+        self._open_lock = threading.Lock()
         self._cfg = None
         self._objects = {}
         self._lock = threading.Lock()
@@ -269,9 +270,16 @@ class Migrator:
         directory's descriptor, one component at a time, none a symlink
         (a planted .trainguard symlink once led heartbeats and acks out of
         the job's directory). Local rank 0 creates it; other processes wait
-        for it (None until then)."""
+        for it (None until then). The listener and the training thread
+        both ask: one opens it."""
         if self._sig is not None:
             return self._sig
+        with self._open_lock:
+            if self._sig is None:
+                self._open_signal()
+            return self._sig
+
+    def _open_signal(self):
         cfg = self.config
         create = cfg.local_rank == 0
         base, sig = os.path.abspath(cfg.checkpoint_dir), os.path.abspath(cfg.signal_dir)
@@ -300,9 +308,8 @@ class Migrator:
         except FileNotFoundError:
             if create:
                 raise
-            return None
+            return
         self._sig_parent = parent if parent is not root else None
-        return self._sig
 
     @property
     def _own_key(self):
