@@ -212,27 +212,26 @@ class ForgedAcks(Base):
                 m.close()
                 os.unlink(os.path.join(self.signal, proto.ACK_FILE))
 
-    def test_an_ack_of_an_expired_request_is_not_a_termination(self):
+    def worker_after_an_ack(self, deadline_in):
+        """Rank 1 of a pod whose signal dir holds an ok ack of a request of
+        generation 4 (the same nonce) that expires in deadline_in seconds."""
         m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="exit", TRAINGUARD_EXIT_WAIT="200ms", RANK="1",
                           WORLD_SIZE="2", LOCAL_RANK="1")
         m.register("c", Counter())
         os.makedirs(self.signal, exist_ok=True)
         m.listening()
-        self.write_request(4, deadline_in=-1, nonce="a" * 32)
+        self.write_request(4, deadline_in=deadline_in, nonce="a" * 32)
         proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
                                 {"generation": 4, "status": "ok", "nonce": "a" * 32})
+        return m
+
+    def test_an_ack_of_an_expired_request_is_not_a_termination(self):
+        m = self.worker_after_an_ack(deadline_in=-1)
         self.idle_steps(m)
         self.assertIsNone(m._termination)
 
     def test_an_ack_of_this_pods_live_request_still_stops_it(self):
-        m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="exit", TRAINGUARD_EXIT_WAIT="200ms", RANK="1",
-                          WORLD_SIZE="2", LOCAL_RANK="1")
-        m.register("c", Counter())
-        os.makedirs(self.signal, exist_ok=True)
-        m.listening()
-        self.write_request(4, nonce="a" * 32)
-        proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
-                                {"generation": 4, "status": "ok", "nonce": "a" * 32})
+        m = self.worker_after_an_ack(deadline_in=30)
         with self.assertRaises(SystemExit) as cm:
             self.idle_steps(m)
         self.assertEqual(143, cm.exception.code)
