@@ -27,35 +27,31 @@ class Generations(Base):
         self.assertEqual(list(range(1, 9)), got, "eight racing incarnations, eight distinct generations")
         self.assertEqual(9, fence.claim(self.dir), "the next one is newer than all")
 
-    def test_a_file_or_symlink_named_like_a_marker_is_taken_but_fences_nobody(self):
+    def test_a_file_or_symlink_named_like_a_marker_is_taken(self):
         open(os.path.join(self.dir, fence.marker(50)), "w").close()
         os.symlink(self.dir, os.path.join(self.dir, fence.marker(60)))
         self.assertEqual(61, fence.claim(self.dir), "a claim never retries a name that is there, whatever it is")
-        fence.check(self.dir, 1)  # neither is an active generation: nobody is fenced
 
     def test_old_markers_are_dropped_but_the_newest_stays(self):
         for _ in range(fence.KEEP_MARKERS + 5):
             last = fence.claim(self.dir)
-            fence.activate(self.dir, last)
         gens = fence.generations(self.dir)
         self.assertEqual(last, gens[-1])
         self.assertEqual(fence.KEEP_MARKERS + 1, len(gens))
-
-    def test_a_generation_fences_older_ones_only_once_active(self):
-        old, new = fence.claim(self.dir), fence.claim(self.dir)
-        fence.check(self.dir, old)  # the newer one has not saved yet (a reader, or a trainer still loading)
-        fence.activate(self.dir, new)
-        with self.assertRaises(Fenced):
-            fence.check(self.dir, old)
-        fence.activate(self.dir, old)  # a stale holder's first save: active, and still refused
-        with self.assertRaises(Fenced):
-            fence.check(self.dir, old)
 
     def test_every_migrator_start_is_a_new_generation(self):
         first = self.migrator().listening()
         second = self.migrator().listening()
         self.assertEqual((1, 2), (first.generation, second.generation))
         self.assertEqual(0, self.migrator(RANK="1").listening().generation, "only global rank 0 commits")
+
+    def test_a_load_claims_nothing(self):
+        self.migrator().save_ckpt()
+        reader = self.migrator()
+        reader.register("c", Counter())
+        self.assertTrue(reader.resume)
+        reader.load_ckpt()
+        self.assertEqual((0, [1]), (reader.generation, fence.generations(self.dir)))
 
 
 class StaleIncarnation(Base):
@@ -67,17 +63,17 @@ class StaleIncarnation(Base):
         replacement, mine = self.migrator().listening(), {"line": None}
         replacement.register("s", mine)
         self.assertEqual(first, replacement.load_ckpt()["checkpoint"], "the replacement resumes the last commit")
-        # Until the replacement's first save the zombie's commits are the
-        # newest state there is; its own first commit outranks them all.
-        late = zombie.save_ckpt()
 
-        mine["line"] = "replacement"
-        own = replacement.save_ckpt()
         with self.assertRaises(Fenced) as refused:
             zombie.save_ckpt()
         self.assertIn("generation 2 (pod pod-0) started", str(refused.exception))
         self.assertEqual(1, zombie.refused_commits)
-        self.assertEqual([own, late], storage.ranked(self.dir), "nothing committed after the refusal")
+        self.assertEqual([first], storage.list_checkpoints(self.dir), "nothing committed, nothing pruned")
+
+        mine["line"] = "replacement"
+        own = replacement.save_ckpt()
+        with self.assertRaises(Fenced):
+            zombie.save_ckpt()
         self.assertEqual(own, storage.read_pointer(self.dir)["file"])
         third, got = self.migrator(), {}
         third.register("s", got)
@@ -87,7 +83,7 @@ class StaleIncarnation(Base):
     def test_a_request_to_a_stale_incarnation_is_acknowledged_as_an_error(self):
         zombie = self.migrator().listening()
         zombie.register("s", {"n": 1})
-        self.migrator().listening().save_ckpt()  # the replacement takes generation 2 and saves
+        self.migrator().listening()  # the replacement claims generation 2
         self.write_request(1)
         ack = self.step_until_ack(zombie, 1)
         self.assertEqual("error", ack["status"])
@@ -130,7 +126,7 @@ class StaleIncarnation(Base):
             calls.append(generation)
             if len(calls) == 1:
                 real_check(directory, generation)  # passes: no newer generation yet
-                fence.activate(directory, fence.claim(directory, pod="replacement"))  # the replacement saves now
+                fence.claim(directory, pod="replacement")  # the replacement starts now
                 return
             real_check(directory, generation)
 

@@ -1,17 +1,16 @@
 """Fencing: a stale incarnation of a job's trainer can never commit over a
 newer one's checkpoints (docs/checkpoint-protocol.md, "Fencing").
 
-Every incarnation of a job's global rank 0 takes its generation when it
-starts listening (or at its first save if it never listens): the next
-number, taken by creating the directory trainguard-gen-N in the job's
-checkpoint directory. mkdir is exclusive on every filesystem a claim may be
-on (local, NFS, EFS, Lustre), so two incarnations can never hold the same
-number, and nothing has to be locked. The generation fences older ones only
-from its first save on, when its holder creates trainguard-gen-N/active: a
-process that only reads (an evaluation job, a debug pod) never fences the
-live trainer. A process whose node was partitioned (a "zombie": its pod was
+Every incarnation of a job's global rank 0 claims a generation when it
+starts listening (or at its first save if it never listens; never when it
+only loads, so an evaluation job or a debug pod that reads the directory
+does not fence the live trainer): the next number, taken by creating the
+directory trainguard-gen-N in the job's checkpoint directory. mkdir is
+exclusive on every filesystem a claim may be on (local, NFS, EFS, Lustre),
+so two incarnations can never hold the same number, and nothing has to be
+locked. A process whose node was partitioned (a "zombie": its pod was
 force-deleted and replaced while its containers kept running) holds the
-older number; before each commit it looks for a newer active one and refuses.
+older number; before each commit it looks for a newer one and refuses.
 
 Everything here is on a volume other processes may write: any entry named
 like a marker (a file, a symlink, any number of digits) is taken, numbers
@@ -28,12 +27,11 @@ from . import _protocol as proto
 
 GEN_PREFIX = "trainguard-gen-"
 OWNER_FILE = "owner.json"
-ACTIVE = "active"  # created in a marker at its holder's first save: from then on it fences older generations
 MAX_GENERATION = proto.MAX_GENERATION
 _GEN = re.compile(r"^" + re.escape(GEN_PREFIX) + r"([0-9]+)$")  # any width: 9 digits once hid a marker
 _MAX_CLAIM_TRIES = 1000
-# Markers this many generations below an activated one are removed when it
-# is activated: only the newest active one matters to the fence; the rest is history.
+# Markers this many generations below the newest are removed when a new one
+# is claimed: only the newest matters to the fence; the rest is history.
 KEEP_MARKERS = 16
 
 
@@ -85,8 +83,7 @@ def newest(directory):
 def claim(directory, pod="", uid=""):
     """Take the next generation: mkdir of its marker is the atomic step.
     A number that is taken (another incarnation won it, or anything by that
-    name is there) moves on to the next one. The generation fences nobody
-    until activate()."""
+    name is there) moves on to the next one."""
     with proto.opened(directory) as d:
         gen = newest(d) + 1
         for _ in range(_MAX_CLAIM_TRIES):
@@ -106,55 +103,18 @@ def claim(directory, pod="", uid=""):
                 m.write_json_atomic(OWNER_FILE, {"generation": gen, "pod": pod, "pod_uid": uid, "pid": os.getpid(),
                                                  "claimed_at": time.time()})
             d.fsync()
+            _drop_old_markers(d, gen)
             return gen
     raise RuntimeError("trainguard: could not claim a generation in %s after %d tries" % (d.path, _MAX_CLAIM_TRIES))
 
 
-def activate(directory, generation):
-    """From now on this generation fences every older one: called before
-    its holder's first commit (whose own checks refuse it if a newer one is
-    active already)."""
-    with proto.opened(directory) as d:
-        try:
-            with d.sub(marker(generation)) as m:
-                try:
-                    os.mkdir(ACTIVE, 0o755, dir_fd=m.fd)
-                except FileExistsError:
-                    pass
-                m.fsync()
-        except OSError as e:
-            if e.errno != errno.ENOENT:
-                raise
-            check(d, generation)  # removed as history: a newer generation is active
-            raise RuntimeError("trainguard: the generation marker %s of this process was removed from the volume; "
-                               "restart the trainer to claim a new one" % d.join(marker(generation))) from e
-        _drop_old_markers(d, generation)
-
-
-def _active(d, name, entry):
-    if not entry.is_dir(follow_symlinks=False):
-        return False
-    try:
-        with d.sub(name) as m:
-            m.lstat(ACTIVE)
-        return True
-    except OSError:
-        return False
-
-
-def newest_active(directory):
-    """(generation, marker name) of the newest active generation, or (0, None)."""
-    with proto.opened(directory) as d:
-        for gen, name, entry in reversed(_markers(d)):
-            if _active(d, name, entry):
-                return gen, name
-    return 0, None
-
-
 def check(directory, generation):
-    """Raise Fenced when a generation newer than ours is active."""
+    """Raise Fenced when a generation newer than ours has been claimed
+    (anything by a newer marker's name counts: a writer of the volume could
+    as well mkdir one)."""
     with proto.opened(directory) as d:
-        latest, name = newest_active(d)
+        markers = _markers(d)
+        latest, name, _ = markers[-1] if markers else (0, None, None)
         if latest > generation:
             owner = None
             try:
@@ -166,7 +126,7 @@ def check(directory, generation):
 
 
 def _drop_old_markers(d, current):
-    """Markers far below the generation just activated: their holders are
+    """Markers far below the generation just claimed: their holders are
     fenced by it. Only directories are removed (through the directory's
     descriptor); anything else named like a marker is not ours."""
     for gen, name, entry in _markers(d):

@@ -44,8 +44,7 @@ class Migrator:
         self._last_bytes = 0
         self._waker = None
         self._warned = set()  # signal dirs whose bad request was already logged
-        self._generation = 0  # this incarnation's fence generation (rank 0), taken when it starts listening
-        self._active = False  # ... and made active (fencing older ones) at its first save
+        self._generation = 0  # this incarnation's fence generation (rank 0), claimed when it starts listening
         self.refused_commits = 0  # saves refused because a newer incarnation started
         self._schedule = None  # periodic checkpoints: from the environment unless periodic() set one
         self._writer = periodic.Writer()
@@ -93,8 +92,9 @@ class Migrator:
 
     def listening(self):
         """Start the background thread that heartbeats and watches for
-        requests. Global rank 0 takes this incarnation's fence generation
-        here (it fences older incarnations from its first save on). Raises
+        requests: this process is the job's trainer. Global rank 0 claims
+        this incarnation's fence generation here, which fences older
+        incarnations (a reader must not call it, or be read_only()). Raises
         OSError when the signal directory or its parent is a symlink."""
         if self._listener is not None:
             return self
@@ -116,7 +116,7 @@ class Migrator:
         if cfg.local_rank == 0:
             self._own_signal()  # creates it; refuses a symlink on the way
         self._own_ack_base = self._own_ack()[0]
-        self._take_generation()
+        self._claim()
         self._write_heartbeat()
         self._waker = wake.Waker()
         self._listener = threading.Thread(target=self._listen, name="trainguard-listener", daemon=True)
@@ -316,25 +316,17 @@ class Migrator:
         """This pod's signal dir's name: the key of its requests among its siblings'."""
         return os.path.basename(os.path.abspath(self.config.signal_dir))
 
-    def _take_generation(self):
-        """Global rank 0 takes this incarnation's generation once, when it
-        starts listening or at its first save: its place in line, ahead of
-        every incarnation that started before it. It fences nobody until
-        _activate() (docs/checkpoint-protocol.md, "Fencing")."""
+    def _claim(self):
+        """Global rank 0 claims this incarnation's generation once, when it
+        starts listening or at its first save, never for a load: an
+        evaluation job or a debug pod that loads must not fence the live
+        trainer (docs/checkpoint-protocol.md, "Fencing")."""
+        self._refuse_if_read_only()
         cfg = self.config
-        if self._generation or cfg.rank != 0 or self._read_only or self._root_dir() is None:
+        if self._generation or cfg.rank != 0 or self._root_dir() is None:
             return
         self._generation = fence.claim(self._root, pod=cfg.pod, uid=cfg.pod_uid)
         log.info("trainguard: incarnation generation %d in %s", self._generation, cfg.checkpoint_dir)
-
-    def _activate(self):
-        """Before the first save: from now on this generation fences older
-        incarnations. A reader, which never saves, never fences the trainer."""
-        self._refuse_if_read_only()
-        self._take_generation()
-        if self._generation and not self._active:
-            fence.activate(self._root, self._generation)
-            self._active = True
 
     def _payload(self, copy_state):
         states = {k: _capture(o) for k, o in self._objects.items()}
@@ -348,7 +340,7 @@ class Migrator:
         self._writer.raise_if_fenced()
         self._state = "saving"
         try:
-            self._activate()
+            self._claim()
             name = self._write(self._payload(copy_state=False))
         finally:
             self._state = "training"
@@ -381,7 +373,7 @@ class Migrator:
             self._writer.waited += 1
             self._writer.wait()
         self._writer.raise_if_fenced()
-        self._activate()
+        self._claim()
         payload = self._payload(copy_state=True)
         self._writer.stall_seconds += time.monotonic() - started
         self._schedule.saved(self._step)
