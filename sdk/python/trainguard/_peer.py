@@ -20,14 +20,11 @@ imported it.
 """
 
 import gc
-import logging
 import os
 import re
 import sys
 import threading
 import types
-
-log = logging.getLogger("trainguard")
 
 # 128 + SIGUSR1. kubeflow's ExitCode restart policy retries every code >= 128,
 # the rescheduler's table lists 138 as user-retryable, and no signal a
