@@ -325,6 +325,17 @@ class DyingGasp(Base):
         self.assertIn("no dying-gasp checkpoint: Fenced", "\n".join(logs.output))
         self.assertIsNone(self.committed_step())
 
+    def test_a_step_already_committed_is_not_written_again(self):
+        m, _, train_step = self.trainer()
+        m.periodic(steps=1)
+        train_step()
+        train_step()  # its periodic save may still be writing when the peer is lost: the gasp waits for it
+        with self.assertLogs("trainguard", "INFO") as logs, self.assertRaises(SystemExit):
+            train_step(fail="before")
+        self.assertEqual(2, self.committed_step())
+        self.assertIn("dying gasp: step 2 is already committed", "\n".join(logs.output))
+        self.assertNotIn("dying gasp: committed", "\n".join(logs.output))
+
     def test_off_with_a_zero_timeout(self):
         m, _, train_step = self.trainer(TRAINGUARD_DUMP_TIMEOUT="0")
         train_step()
