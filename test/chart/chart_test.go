@@ -544,9 +544,16 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "", "events", false))
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "events.k8s.io", "events", false))
 	assert.Equal(t, none, verbsFor(cr.Rules, "", "secrets", false), "no cluster-wide access to Secrets")
+	// Issue 31, item 1: the right to write the webhook configurations is
+	// the right to reroute admission; it exists only where trainguard
+	// injects the CA bundle itself, and never unnamed.
 	for _, res := range []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} {
-		assert.Equal(t, sorted("list", "watch"), verbsFor(cr.Rules, "admissionregistration.k8s.io", res, false))
-		assert.Equal(t, sorted("get", "patch", "update"), verbsFor(cr.Rules, "admissionregistration.k8s.io", res, true))
+		assert.Equal(t, none, verbsFor(cr.Rules, "admissionregistration.k8s.io", res, false), "no informer reads them")
+		if tc.certManager {
+			assert.Equal(t, none, verbsFor(cr.Rules, "admissionregistration.k8s.io", res, true), "cert-manager's cainjector writes the bundle")
+		} else {
+			assert.Equal(t, sorted("get", "update"), verbsFor(cr.Rules, "admissionregistration.k8s.io", res, true))
+		}
 	}
 	for _, r := range cr.Rules {
 		if len(r.ResourceNames) > 0 {
