@@ -25,12 +25,7 @@ import (
 func webhookConfigurations(t *testing.T, release, namespace string, set ...string) []*unstructured.Unstructured {
 	t.Helper()
 	ctx := context.Background()
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
-	objs, err := chart.Render(helm, dir, release, namespace, set...)
-	require.NoError(t, err)
+	objs := renderChart(t, release, namespace, set...)
 	never := map[string]any{"matchLabels": map[string]any{"chartapply.trainguard.io/never": "true"}}
 	var out []*unstructured.Unstructured
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
@@ -44,6 +39,7 @@ func webhookConfigurations(t *testing.T, release, namespace string, set ...strin
 			return ws
 		})
 		require.NoError(t, apiServer.c.Create(ctx, u), "creating %s", describe(u))
+		t.Cleanup(func() { _ = apiServer.c.Delete(context.Background(), u.DeepCopy()) })
 		out = append(out, u)
 	}
 	return out
