@@ -88,11 +88,7 @@ func TestOnePeerCannotHoldTheConnectionCap(t *testing.T) {
 	defer stop()
 	addr := strings.TrimPrefix(url, "https://")
 	var held []*tls.Conn
-	defer func() {
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}()
+	defer closeAll(&held) // before the server stops, which waits for them
 	kept := 0
 	for range capN {
 		c := dialFrom(addr, "127.0.0.2")
@@ -149,11 +145,7 @@ func TestIdleKeepAlivesYieldNearTheCap(t *testing.T) {
 	review := trainingPodReview(t)
 	var mu sync.Mutex
 	var held []*tls.Conn
-	defer func() {
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}()
+	defer closeAll(&held) // before the server stops, which waits for them
 	var kept atomic.Int64
 	var wg sync.WaitGroup
 	for p := range peers {
@@ -197,11 +189,7 @@ func TestReadinessDoesNotCompeteForTheCap(t *testing.T) {
 	defer stop()
 	addr := strings.TrimPrefix(url, "https://")
 	var held []*tls.Conn
-	defer func() {
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}()
+	defer closeAll(&held) // before the server stops, which waits for them
 	for range capN {
 		c := dialFrom(addr, "127.0.0.2")
 		require.NotNil(t, c)
@@ -293,4 +281,11 @@ func stillOpen(conns []*tls.Conn) int {
 	}
 	wg.Wait()
 	return int(n.Load())
+}
+
+// closeAll closes the connections a test held open.
+func closeAll(conns *[]*tls.Conn) {
+	for _, c := range *conns {
+		_ = c.Close()
+	}
 }

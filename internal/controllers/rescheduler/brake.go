@@ -165,12 +165,7 @@ func (b *brakes) judgeCluster(ctx context.Context, c zoneState) *hold {
 	carriers := c.unhealthy >= minSilentClusterNodes && share(c.unhealthy, c.carrier) > b.clusterThreshold
 	leases := c.silentLeases >= minSilentClusterNodes && share(c.silentLeases, c.leases) > b.clusterThreshold
 	on := b.clusterThreshold < 1 && (carriers || leases)
-	b.mu.Lock()
-	changed := b.engaged[clusterZone] != on
-	b.engaged[clusterZone] = on
-	b.mu.Unlock()
-	b.metrics.brakeEngaged.WithLabelValues(clusterZone).Set(boolGauge(on))
-	b.metrics.unhealthyNodes.WithLabelValues(clusterZone).Set(float64(c.unhealthy))
+	changed := b.setEngaged(clusterZone, on, c.unhealthy)
 	msg := fmt.Sprintf("%d of %d nodes carrying managed pods are unhealthy and %d of %d node Leases silent for --lease-lost-after, cluster-wide "+
 		"(threshold %.0f%%, at least %d)", c.unhealthy, c.carrier, c.silentLeases, c.leases, 100*b.clusterThreshold, minSilentClusterNodes)
 	if changed {
@@ -264,15 +259,21 @@ func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 			node, seen.silent.Round(time.Second), renew.UTC().Format(time.RFC3339))}
 }
 
-// judgeZone engages or releases the zone brake and reports the change once.
-func (b *brakes) judgeZone(ctx context.Context, zone string, z zoneState) *hold {
-	on := z.unhealthy >= minUnhealthyNodes && z.fraction() > b.threshold
+// setEngaged records a brake's state and exports it; changed says it flipped.
+func (b *brakes) setEngaged(zone string, on bool, unhealthy int) (changed bool) {
 	b.mu.Lock()
-	changed := b.engaged[zone] != on
+	changed = b.engaged[zone] != on
 	b.engaged[zone] = on
 	b.mu.Unlock()
 	b.metrics.brakeEngaged.WithLabelValues(zone).Set(boolGauge(on))
-	b.metrics.unhealthyNodes.WithLabelValues(zone).Set(float64(z.unhealthy))
+	b.metrics.unhealthyNodes.WithLabelValues(zone).Set(float64(unhealthy))
+	return changed
+}
+
+// judgeZone engages or releases the zone brake and reports the change once.
+func (b *brakes) judgeZone(ctx context.Context, zone string, z zoneState) *hold {
+	on := z.unhealthy >= minUnhealthyNodes && z.fraction() > b.threshold
+	changed := b.setEngaged(zone, on, z.unhealthy)
 	msg := fmt.Sprintf("%d of %d nodes carrying managed pods in zone %q are NotReady/Unknown (%.0f%%, threshold %.0f%%, at least %d)",
 		z.unhealthy, z.carrier, zone, 100*z.fraction(), 100*b.threshold, minUnhealthyNodes)
 	if changed {
@@ -324,31 +325,15 @@ func (b *brakes) take(node string) *hold {
 // them are silent. Cached for zoneStateTTL.
 func (r *Reconciler) clusterState(ctx context.Context) (zoneState, error) {
 	b := r.brakes
-	now := b.clock.Now()
 	b.mu.Lock()
 	c := b.cluster
 	b.mu.Unlock()
-	if !c.at.IsZero() && now.Sub(c.at) < zoneStateTTL {
+	if !c.at.IsZero() && b.clock.Now().Sub(c.at) < zoneStateTTL {
 		return c, nil
 	}
-	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return zoneState{}, fmt.Errorf("listing nodes: %w", err)
-	}
-	c = zoneState{at: now}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		carries, err := r.carriesManagedPods(ctx, n.Name)
-		if err != nil {
-			return zoneState{}, err
-		}
-		if !carries {
-			continue
-		}
-		c.carrier++
-		if r.unhealthy(n) {
-			c.unhealthy++
-		}
+	c, err := r.countCarriers(ctx, func(*corev1.Node) bool { return true })
+	if err != nil {
+		return zoneState{}, err
 	}
 	c.silentLeases, c.leases = r.leases.silentCount(r.opts.LeaseLostAfter)
 	b.mu.Lock()
@@ -357,31 +342,38 @@ func (r *Reconciler) clusterState(ctx context.Context) (zoneState, error) {
 	return c, nil
 }
 
-// unhealthy: Ready not True, or the kubelet silent for --lease-lost-after.
-func (r *Reconciler) unhealthy(n *corev1.Node) bool {
-	silent, known := r.leases.silentFor(n.Name)
-	return readyStatus(n) != corev1.ConditionTrue || (known && silent >= r.opts.LeaseLostAfter)
-}
-
 // zoneState counts the zone's nodes that carry managed pods, and how many
-// of them are unhealthy (Ready not True). Cached for zoneStateTTL.
+// of them are unhealthy. Cached for zoneStateTTL.
 func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, error) {
 	b := r.brakes
-	now := b.clock.Now()
 	b.mu.Lock()
 	z, ok := b.zones[zone]
 	b.mu.Unlock()
-	if ok && now.Sub(z.at) < zoneStateTTL {
+	if ok && b.clock.Now().Sub(z.at) < zoneStateTTL {
 		return z, nil
 	}
+	z, err := r.countCarriers(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone })
+	if err != nil {
+		return zoneState{}, err
+	}
+	b.mu.Lock()
+	b.zones[zone] = z
+	b.mu.Unlock()
+	return z, nil
+}
+
+// countCarriers counts the nodes in scope that carry managed pods, and how
+// many of them are unhealthy: Ready not True, or the kubelet silent for
+// --lease-lost-after.
+func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Node) bool) (zoneState, error) {
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return zoneState{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	z = zoneState{at: now}
+	z := zoneState{at: r.brakes.clock.Now()}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if zoneOf(n) != zone {
+		if !inScope(n) {
 			continue
 		}
 		carries, err := r.carriesManagedPods(ctx, n.Name)
@@ -392,13 +384,11 @@ func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, err
 			continue
 		}
 		z.carrier++
-		if r.unhealthy(n) {
+		silent, known := r.leases.silentFor(n.Name)
+		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= r.opts.LeaseLostAfter) {
 			z.unhealthy++
 		}
 	}
-	b.mu.Lock()
-	b.zones[zone] = z
-	b.mu.Unlock()
 	return z, nil
 }
 
