@@ -31,6 +31,7 @@ type serveOptions struct {
 	readTimeout        time.Duration
 	readHeaderTimeout  time.Duration
 	maxConnections     int
+	maxPerSource       int
 	writeTimeout       time.Duration
 	idleTimeout        time.Duration
 	limits             server.LimiterOptions
@@ -75,8 +76,12 @@ and --max-inflight-request-bytes of review bodies are handled at once, and a
 review that finds no room within --review-queue-wait is answered 429 Too
 Many Requests with Retry-After (the API server retries, then applies the
 webhook's failurePolicy); at most --webhook-max-connections connections are
-open at once, and every connection has header, read, write and idle
-timeouts.`,
+open at once, at most --webhook-max-connections-per-source of them from one
+address, idle keep-alives are closed past three quarters of the cap, a
+request to any other path than a webhook's closes its connection, and every
+connection has header, read, write and idle timeouts. Readiness never dials
+the webhook port, so a full cap does not take the replica out of its
+Service.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o, cmd.Flags())
@@ -94,7 +99,8 @@ timeouts.`,
 	fs.DurationVar(&o.readTimeout, "webhook-read-timeout", server.DefaultReadTimeout, "time allowed to read one admission request, headers and body")
 	fs.DurationVar(&o.readHeaderTimeout, "webhook-read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed for the TLS handshake and a request's headers")
 	fs.DurationVar(&o.limits.BodyReadTimeout, "webhook-body-read-timeout", server.DefaultBodyReadTimeout, "time allowed for a request's body once its headers are in; the body is read before it takes a place under the limits")
-	fs.IntVar(&o.maxConnections, "webhook-max-connections", server.DefaultMaxConnections, "connections open to the webhook server at once (about 25 KiB each); further ones wait to be accepted")
+	fs.IntVar(&o.maxConnections, "webhook-max-connections", server.DefaultMaxConnections, "connections open to the webhook server at once (about 25 KiB each); further ones wait to be accepted, and past three quarters of it idle keep-alive connections are closed")
+	fs.IntVar(&o.maxPerSource, "webhook-max-connections-per-source", server.DefaultMaxConnectionsPerSource, "connections one source address may hold open to the webhook server (at most --webhook-max-connections); one more is closed before its TLS handshake, so no single peer can hold the cap")
 	fs.DurationVar(&o.writeTimeout, "webhook-write-timeout", server.DefaultWriteTimeout, "time allowed from the end of the request headers to the end of the response")
 	fs.DurationVar(&o.idleTimeout, "webhook-idle-timeout", server.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&o.limits.MaxConcurrent, "max-concurrent-reviews", server.DefaultMaxConcurrent, "admission reviews handled at once; more wait up to --review-queue-wait, then get 429")
@@ -149,7 +155,7 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	mgr, err := server.New(ctx, restCfg, server.Options{
 		Config: cfg, CertDir: o.certDir, CertMode: o.certMode, WebhookPort: o.webhookPort,
 		MetricsAddr: o.metricsAddr, MetricsSecure: o.metricsSecure, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout,
-		ReadHeaderTimeout: o.readHeaderTimeout, MaxConnections: o.maxConnections, IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
+		ReadHeaderTimeout: o.readHeaderTimeout, MaxConnections: o.maxConnections, MaxConnectionsPerSource: o.maxPerSource, IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
 		CertSecret: o.certSecret, WebhookService: o.webhookService, WebhookConfigName: o.webhookConfigName,
 		NamespaceMirror: o.namespaceMirroring, Rescheduler: o.resched, Log: ctrl.Log,
 	})

@@ -22,7 +22,7 @@ func TestServeHelpPinsTheAgentImage(t *testing.T) {
 	assert.Equal(t, version.Image, config.DefaultConfig().Agent.Image)
 	for _, flag := range []string{"--metrics-secure", "--max-concurrent-reviews", "--max-inflight-request-bytes",
 		"--review-queue-wait", "--webhook-read-timeout", "--webhook-write-timeout", "--webhook-idle-timeout",
-		"--webhook-read-header-timeout", "--webhook-body-read-timeout", "--webhook-max-connections"} {
+		"--webhook-read-header-timeout", "--webhook-body-read-timeout", "--webhook-max-connections", "--webhook-max-connections-per-source"} {
 		assert.Contains(t, res.stdout, flag)
 	}
 }

@@ -80,6 +80,16 @@ type ReschedulerConfig struct {
 	// UnhealthyZoneThreshold: the partition brake, as kube-controller-manager's
 	// --unhealthy-zone-threshold (--unhealthy-zone-threshold). 1 disables it.
 	UnhealthyZoneThreshold *float64 `json:"unhealthyZoneThreshold,omitempty"`
+	// UnhealthyClusterThreshold: the cluster-wide brake on a large share of
+	// all carrier nodes unhealthy or node Leases silent
+	// (--unhealthy-cluster-threshold). 1 disables it.
+	UnhealthyClusterThreshold *float64 `json:"unhealthyClusterThreshold,omitempty"`
+	// RetryEvictionRate and RetryEvictionBurst: the per-namespace token
+	// bucket on pods evicted for a retryable exit, apart from the node
+	// bucket (--retry-eviction-rate, --retry-eviction-burst). A rate of 0
+	// stops exit retries.
+	RetryEvictionRate  *float64 `json:"retryEvictionRate,omitempty"`
+	RetryEvictionBurst int      `json:"retryEvictionBurst,omitempty"`
 }
 
 // CheckpointConfig describes the checkpoint volume and the preStop hook.

@@ -54,6 +54,16 @@ const (
 	DefaultNodeEvictionBurst = 3
 	// DefaultUnhealthyZoneThreshold is the node lifecycle controller's.
 	DefaultUnhealthyZoneThreshold = 0.55
+	// DefaultUnhealthyClusterThreshold: more than half of all carrier nodes
+	// (or node Leases) dead at once is the control plane's or trainguard's
+	// problem far more often than the hardware's; the node lifecycle
+	// controller likewise stops evicting when every zone is disrupted.
+	DefaultUnhealthyClusterThreshold = 0.5
+	// DefaultRetryEvictionRate and DefaultRetryEvictionBurst: one pod a
+	// second per namespace, a whole job's workers (32) at once; the job's
+	// own reschedule backoff and cap bound the rest.
+	DefaultRetryEvictionRate  = 1.0
+	DefaultRetryEvictionBurst = 32
 )
 
 // DefaultConfig returns the configuration used when no file is given.
@@ -144,10 +154,14 @@ func (r *ReschedulerConfig) applyDefaults() {
 	if r.NodeEvictionBurst == 0 {
 		r.NodeEvictionBurst = DefaultNodeEvictionBurst
 	}
+	if r.RetryEvictionBurst == 0 {
+		r.RetryEvictionBurst = DefaultRetryEvictionBurst
+	}
 	for _, f := range []struct {
 		field **float64
 		def   float64
-	}{{&r.NodeEvictionRate, DefaultNodeEvictionRate}, {&r.UnhealthyZoneThreshold, DefaultUnhealthyZoneThreshold}} {
+	}{{&r.NodeEvictionRate, DefaultNodeEvictionRate}, {&r.UnhealthyZoneThreshold, DefaultUnhealthyZoneThreshold},
+		{&r.UnhealthyClusterThreshold, DefaultUnhealthyClusterThreshold}, {&r.RetryEvictionRate, DefaultRetryEvictionRate}} {
 		if *f.field == nil {
 			v := f.def
 			*f.field = &v

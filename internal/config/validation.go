@@ -24,6 +24,21 @@ func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
 	if r.MaxBadNodes < 1 {
 		errs = append(errs, field.Invalid(p.Child("maxBadNodes"), r.MaxBadNodes, "must be at least 1"))
 	}
+	for name, v := range map[string]float64{"unhealthyZoneThreshold": *r.UnhealthyZoneThreshold, "unhealthyClusterThreshold": *r.UnhealthyClusterThreshold} {
+		if v <= 0 || v > 1 {
+			errs = append(errs, field.Invalid(p.Child(name), v, "must be in (0, 1]; 1 disables the brake"))
+		}
+	}
+	for name, v := range map[string]float64{"nodeEvictionRate": *r.NodeEvictionRate, "retryEvictionRate": *r.RetryEvictionRate} {
+		if v < 0 {
+			errs = append(errs, field.Invalid(p.Child(name), v, "must not be negative; 0 stops the action"))
+		}
+	}
+	for name, v := range map[string]int{"nodeEvictionBurst": r.NodeEvictionBurst, "retryEvictionBurst": r.RetryEvictionBurst} {
+		if v < 1 {
+			errs = append(errs, field.Invalid(p.Child(name), v, "must be at least 1"))
+		}
+	}
 	if r.BackoffMax.Duration < r.BackoffBase.Duration {
 		errs = append(errs, field.Invalid(p.Child("backoffMax"), r.BackoffMax.Duration.String(), "must not be below backoffBase"))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -24,8 +25,11 @@ const (
 type received struct {
 	chunks [][]byte
 	n      int64
-	// charged is what the chunks hold against the receiving budget.
-	charged int64
+	// charged is what the chunks hold against the receiving budget, and
+	// overdraft what they hold past it (the lane); guarded by the budget.
+	charged, overdraft int64
+	// source is the peer's address, for the lane's turns.
+	source string
 	// read is false when the body was left for the handler (over the cap).
 	read bool
 }
@@ -35,7 +39,7 @@ type received struct {
 // the cap is not read: the handler refuses it from its Content-Length
 // (413) without reading a byte. On error the charge is already released.
 func (l *Limiter) receiveBody(ctx context.Context, w http.ResponseWriter, r *http.Request) (*received, int, error) {
-	b := &received{}
+	b := &received{source: hostOf(r.RemoteAddr)}
 	if r.ContentLength > webhook.MaxRequestBytes {
 		return b, 0, nil
 	}
@@ -48,7 +52,7 @@ func (l *Limiter) receiveBody(ctx context.Context, w http.ResponseWriter, r *htt
 	if err != nil {
 		// The deadline stays: the server, finding the body unread, then
 		// closes the connection instead of waiting to drain it.
-		l.receiving.Release(b.charged)
+		l.receiving.release(b)
 		return nil, status, err
 	}
 	if deadline {
@@ -63,15 +67,14 @@ func (l *Limiter) receiveBody(ctx context.Context, w http.ResponseWriter, r *htt
 
 // readChunks reads the body into b chunk by chunk until its end, its
 // Content-Length, the cap or the deadline. Each chunk is charged before it
-// is allocated, without waiting: a body that finds the receiving budget
-// full releases its charge and waits, holding none, for room for all of
-// itself (what arrived plus what its Content-Length still promises, or the
-// cap), first come first served. Waiting while holding part of the budget
-// would deadlock a burst of large bodies, each holding a part and waiting
-// for the rest.
+// is allocated (receiveBudget), waiting for room when there is none. A
+// body that had to wait is paced from then on: each chunk must arrive
+// within afterWait of its read, and the rest of the body within afterWait
+// of the first wait, so a body that took the lane or freed room and then
+// sends nothing gives it back within a fraction of the body timeout.
 func (l *Limiter) readChunks(ctx context.Context, rc *http.ResponseController, b *received, r *http.Request) (int, error) {
 	src := http.MaxBytesReader(nil, r.Body, webhook.MaxRequestBytes)
-	reserved := false // the whole body's room is held; no more charging
+	var paceUntil time.Time // zero until the body first waits
 	for size := int64(firstChunk); ; size = min(2*size, maxChunk) {
 		if r.ContentLength >= 0 {
 			size = min(size, r.ContentLength-b.n)
@@ -79,13 +82,20 @@ func (l *Limiter) readChunks(ctx context.Context, rc *http.ResponseController, b
 		if size == 0 {
 			return 0, nil
 		}
-		if !reserved && !l.receiving.TryAcquire(size) {
-			if err := l.reserve(ctx, rc, b, r.ContentLength); err != nil {
-				return http.StatusTooManyRequests, err
+		waited, err := l.receiving.charge(ctx, b, size)
+		if err != nil {
+			return http.StatusTooManyRequests, err
+		}
+		now := time.Now()
+		if waited {
+			paceUntil = now.Add(l.bodyTimeout)
+		}
+		if !paceUntil.IsZero() {
+			d := now.Add(afterWait(l.bodyTimeout, size))
+			if d.After(paceUntil) {
+				d = paceUntil
 			}
-			reserved = true
-		} else if !reserved {
-			b.charged += size
+			_ = rc.SetReadDeadline(d)
 		}
 		buf := make([]byte, size)
 		k, err := io.ReadFull(src, buf)
@@ -99,22 +109,13 @@ func (l *Limiter) readChunks(ctx context.Context, rc *http.ResponseController, b
 	}
 }
 
-// reserve gives back b's charge and waits for room for the whole body;
-// the body then gets the full read timeout again, since it waited for the
-// server, not the other way round.
-func (l *Limiter) reserve(ctx context.Context, rc *http.ResponseController, b *received, declared int64) error {
-	whole := int64(webhook.MaxRequestBytes)
-	if declared >= 0 {
-		whole = declared
+// hostOf is the address part of a request's RemoteAddr.
+func hostOf(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
 	}
-	l.receiving.Release(b.charged)
-	b.charged = 0
-	if err := l.receiving.Acquire(ctx, whole); err != nil {
-		return errBusy
-	}
-	b.charged = whole
-	_ = rc.SetReadDeadline(time.Now().Add(l.bodyTimeout))
-	return nil
+	return host
 }
 
 // bodyError explains a body that did not arrive whole.

@@ -27,6 +27,7 @@ import (
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/webhook"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // chartMemoryLimit is the chart's default memory limit (values.yaml
@@ -93,16 +94,29 @@ func startServerWith(tb testing.TB, limits LimiterOptions, handlers map[string]h
 // startServerOpts serves trainguard's endpoints with opts.
 func startServerOpts(tb testing.TB, opts WebhookServerOptions) (string, func()) {
 	tb.Helper()
-	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
-	}
-	s := webhook.NewServer(webhook.Options{Config: config.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
-	return startServerHandlers(tb, opts, s.Handlers())
+	_, url, stop := startServerObj(tb, opts, tb.TempDir())
+	return url, stop
 }
 
 func startServerHandlers(tb testing.TB, opts WebhookServerOptions, handlers map[string]http.Handler) (string, func()) {
 	tb.Helper()
-	dir := tb.TempDir()
+	_, url, stop := startServerWithHandlers(tb, opts, tb.TempDir(), handlers)
+	return url, stop
+}
+
+// startServerObj serves trainguard's endpoints with opts and certificates
+// in dir, and returns the server too (its readiness check).
+func startServerObj(tb testing.TB, opts WebhookServerOptions, dir string) (ctrlwebhook.Server, string, func()) {
+	tb.Helper()
+	optedIn := func(context.Context, string) (map[string]string, bool, error) {
+		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
+	}
+	s := webhook.NewServer(webhook.Options{Config: config.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
+	return startServerWithHandlers(tb, opts, dir, s.Handlers())
+}
+
+func startServerWithHandlers(tb testing.TB, opts WebhookServerOptions, dir string, handlers map[string]http.Handler) (ctrlwebhook.Server, string, func()) {
+	tb.Helper()
 	if _, err := certs.EnsureDevCerts(dir, certs.Options{DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}}); err != nil {
 		tb.Fatal(err)
 	}
@@ -127,7 +141,7 @@ func startServerHandlers(tb testing.TB, opts WebhookServerOptions, handlers map[
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Sprintf("https://127.0.0.1:%d", port), func() { cancel(); <-done }
+	return srv, fmt.Sprintf("https://127.0.0.1:%d", port), func() { cancel(); <-done }
 }
 
 // peakHeap samples the live heap until stop is closed.

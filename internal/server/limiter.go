@@ -53,7 +53,7 @@ type Limiter struct {
 	slots, bytes  *semaphore.Weighted
 	// receiving bounds the buffers of bodies still arriving (1x their size;
 	// decoding is what bytes bounds).
-	receiving *semaphore.Weighted
+	receiving *receiveBudget
 	inFlight  prometheus.Gauge
 	arriving  prometheus.Gauge
 	rejected  prometheus.Counter
@@ -67,7 +67,7 @@ func NewLimiter(o LimiterOptions, log logr.Logger) *Limiter {
 	return &Limiter{
 		maxConcurrent: o.MaxConcurrent, maxBytes: o.MaxInFlightBytes, wait: o.QueueWait, bodyTimeout: o.BodyReadTimeout,
 		slots: semaphore.NewWeighted(int64(o.MaxConcurrent)), bytes: semaphore.NewWeighted(o.MaxInFlightBytes),
-		receiving: semaphore.NewWeighted(receivingBudget(o.MaxInFlightBytes)),
+		receiving: newReceiveBudget(receivingBudget(o.MaxInFlightBytes)),
 		inFlight: registerOnce(prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trainguard_webhook_inflight_requests",
 			Help: "Admission reviews being handled now (past the concurrency limiter).",
@@ -140,7 +140,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		release, ok := l.acquire(ctx, b.n)
-		l.receiving.Release(b.charged) // the body's bytes now count against the in-flight budget
+		l.receiving.release(b) // the body's bytes now count against the in-flight budget
 		if !ok {
 			l.refuse(w, r, http.StatusTooManyRequests, errBusy)
 			return

@@ -54,8 +54,9 @@ type Options struct {
 	ProbeAddr     string
 	// Timeouts of webhook connections; zero means the defaults.
 	ReadTimeout, ReadHeaderTimeout, WriteTimeout, IdleTimeout time.Duration
-	// MaxConnections open to the webhook server; zero means the default.
-	MaxConnections int
+	// MaxConnections open to the webhook server, and from one source
+	// address; zero means the defaults.
+	MaxConnections, MaxConnectionsPerSource int
 	// Limits bound the admission reviews in flight.
 	Limits LimiterOptions
 	// Namespace is trainguard's own namespace.
@@ -109,7 +110,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	hooks := NewWebhookServer(WebhookServerOptions{
 		Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir,
 		ReadTimeout: o.ReadTimeout, ReadHeaderTimeout: o.ReadHeaderTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
-		MaxConnections: o.MaxConnections, Limits: o.Limits, TLSOpts: []func(*tls.Config){tlsHardening}, Log: o.Log.WithName("webhook-server"),
+		MaxConnections: o.MaxConnections, MaxConnectionsPerSource: o.MaxConnectionsPerSource, Limits: o.Limits, TLSOpts: []func(*tls.Config){tlsHardening}, Log: o.Log.WithName("webhook-server"),
 	})
 	id := o.LeaderElectionID
 	if id == "" {

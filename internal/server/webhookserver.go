@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -42,6 +43,15 @@ const (
 	// about 25 MiB of connection state at most, and far more connections
 	// than the API server opens (one per review in flight, HTTP/1.1).
 	DefaultMaxConnections = 1024
+	// DefaultMaxConnectionsPerSource is one source address's share of the
+	// cap: an eighth, so no single pod can hold it (issue 31, item 2). The
+	// API server opens one connection per review in flight and keeps a few
+	// idle ones (client-go: at most 25 per host); the limiter handles 64
+	// reviews at once and refuses more within 3 s, so 128 from one address
+	// is more than the API server ever needs. Raise it only where many API
+	// servers reach trainguard through one address (an SNAT, a
+	// konnectivity agent) under very heavy admission load.
+	DefaultMaxConnectionsPerSource = 128
 	// DefaultMaxConcurrent is how many reviews are handled at once. 64 is far
 	// above what one replica sees at hundreds of pods per second (a review
 	// takes well under a millisecond of CPU), and low enough that a flood of
@@ -69,9 +79,12 @@ type WebhookServerOptions struct {
 	ReadTimeout, ReadHeaderTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxConnections open at once; zero means DefaultMaxConnections.
 	MaxConnections int
-	Limits         LimiterOptions
-	TLSOpts        []func(*tls.Config)
-	Log            logr.Logger
+	// MaxConnectionsPerSource open at once from one address; zero means
+	// DefaultMaxConnectionsPerSource (at most MaxConnections).
+	MaxConnectionsPerSource int
+	Limits                  LimiterOptions
+	TLSOpts                 []func(*tls.Config)
+	Log                     logr.Logger
 }
 
 // webhookServer is controller-runtime's webhook.Server with the limits its
@@ -86,8 +99,17 @@ type webhookServer struct {
 	limiter   *Limiter
 	conns     prometheus.Counter
 	openConns prometheus.Gauge
-	mu        sync.Mutex
-	started   bool
+	refused   *prometheus.CounterVec
+	// paths are the webhook paths registered; any other request is
+	// answered with Connection: close.
+	paths   map[string]bool
+	mu      sync.Mutex
+	started bool
+	// serving is true while the accept loop runs; tlsConfig and ln are
+	// set before it starts.
+	serving   bool
+	tlsConfig *tls.Config
+	ln        *limitListener
 }
 
 var _ ctrlwebhook.Server = (*webhookServer)(nil)
@@ -103,6 +125,10 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = DefaultMaxConnections
 	}
+	if o.MaxConnectionsPerSource <= 0 {
+		o.MaxConnectionsPerSource = DefaultMaxConnectionsPerSource
+	}
+	o.MaxConnectionsPerSource = min(o.MaxConnectionsPerSource, o.MaxConnections)
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
@@ -117,7 +143,12 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	if o.Port == 0 {
 		o.Port = ctrlwebhook.DefaultPort
 	}
-	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log),
+	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log), paths: map[string]bool{},
+		refused: registerOnce(prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trainguard_webhook_connections_closed_early_total",
+			Help: "Webhook connections closed by trainguard before their peer was done, by reason: per-source (the address already held " +
+				"--webhook-max-connections-per-source) or idle-near-cap (an idle keep-alive closed for a new connection past 3/4 of the cap).",
+		}, []string{"reason"})),
 		conns: registerOnce(prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trainguard_webhook_connections_total",
 			Help: "TLS connections accepted by the webhook server. Growing with requests means callers are not reusing connections (each costs a handshake).",
@@ -134,6 +165,9 @@ func (s *webhookServer) NeedLeaderElection() bool { return false }
 // Register serves hook at path behind the limiter.
 func (s *webhookServer) Register(path string, hook http.Handler) {
 	s.mux.Handle(path, s.limiter.Wrap(hook))
+	s.mu.Lock()
+	s.paths[path] = true
+	s.mu.Unlock()
 	s.opts.Log.Info("registering webhook", "path", path)
 }
 
@@ -162,7 +196,11 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening for webhooks: %w", err)
 	}
-	ln := tls.NewListener(newLimitListener(tcp, s.opts.MaxConnections, s.openConns), cfg)
+	limited := newLimitListener(tcp, s.opts.MaxConnections, s.opts.MaxConnectionsPerSource, s.openConns, s.refused, s.opts.Log)
+	ln := tls.NewListener(limited, cfg)
+	s.mu.Lock()
+	s.ln, s.tlsConfig = limited, cfg
+	s.mu.Unlock()
 	srv := s.httpServer(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -174,33 +212,59 @@ func (s *webhookServer) Start(ctx context.Context) error {
 			s.opts.Log.Error(err, "shutting down the webhook server")
 		}
 	}()
-	s.mu.Lock()
-	s.started = true
-	s.mu.Unlock()
+	s.setServing(true)
 	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "readTimeout", s.opts.ReadTimeout,
 		"readHeaderTimeout", s.opts.ReadHeaderTimeout, "bodyReadTimeout", s.limiter.bodyTimeout, "writeTimeout", s.opts.WriteTimeout,
-		"idleTimeout", s.opts.IdleTimeout, "maxConnections", s.opts.MaxConnections,
+		"idleTimeout", s.opts.IdleTimeout, "maxConnections", s.opts.MaxConnections, "maxConnectionsPerSource", s.opts.MaxConnectionsPerSource,
 		"maxConcurrent", s.limiter.maxConcurrent, "maxInFlightBytes", s.limiter.maxBytes)
-	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+	err = srv.Serve(ln)
+	s.setServing(false)
+	if err != nil && err != http.ErrServerClosed {
 		return err
 	}
 	<-done
 	return nil
 }
 
+func (s *webhookServer) setServing(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = s.started || on
+	s.serving = on
+}
+
+// handler serves the mux, closing the connection after any request that
+// is not a review (a POST to a registered webhook path): keep-alive is for
+// the API server, and a peer probing other paths must not keep its place
+// under the cap with one cheap request now and then. Near the cap every
+// answer closes its connection.
+func (s *webhookServer) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		review := r.Method == http.MethodPost && s.paths[r.URL.Path]
+		ln := s.ln
+		s.mu.Unlock()
+		if !review || (ln != nil && ln.nearCap()) {
+			w.Header().Set("Connection", "close")
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
 func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
 	return &http.Server{
-		Handler:           s.mux,
+		Handler:           s.handler(),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ConnState: func(_ net.Conn, state http.ConnState) {
+		ConnState: func(c net.Conn, state http.ConnState) {
 			if state == http.StateNew {
 				s.conns.Inc()
 			}
+			s.ln.connState(c, state)
 		},
 		// TLS handshake failures from scanners are noise; keep them out of the log.
 		ErrorLog: nil,
@@ -209,20 +273,41 @@ func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
 	}
 }
 
-// StartedChecker reports ready once the server accepts TLS connections.
+// StartedChecker reports ready while the server accepts connections and
+// its TLS configuration completes a handshake. The handshake runs in
+// memory, not over the port: a check that dialled the port competed for a
+// place under the connection cap, so a peer holding the cap also took the
+// replica out of its Service (issue 31, item 2).
 func (s *webhookServer) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		s.mu.Lock()
-		started := s.started
+		started, serving, cfg := s.started, s.serving, s.tlsConfig
 		s.mu.Unlock()
 		if !started {
 			return fmt.Errorf("webhook server has not started yet")
 		}
-		d := &net.Dialer{Timeout: 5 * time.Second}
-		conn, err := tls.DialWithDialer(d, "tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only checks that TLS is served
-		if err != nil {
-			return fmt.Errorf("webhook server is not reachable: %w", err)
+		if !serving {
+			return fmt.Errorf("webhook server stopped accepting connections")
 		}
-		return conn.Close()
+		return handshakeInMemory(cfg)
 	}
+}
+
+// handshakeInMemory completes a TLS handshake with cfg over a pipe: the
+// serving certificate loads and the configuration is usable.
+func handshakeInMemory(cfg *tls.Config) error {
+	client, server := net.Pipe()
+	defer func() { _ = client.Close(); _ = server.Close() }()
+	deadline := time.Now().Add(5 * time.Second)
+	_ = client.SetDeadline(deadline)
+	_ = server.SetDeadline(deadline)
+	done := make(chan error, 1)
+	go func() { done <- tls.Server(server, cfg).Handshake() }()
+	cerr := tls.Client(client, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}).Handshake() //nolint:gosec // only checks that TLS is served
+	_ = client.Close()
+	serr := <-done
+	if cerr != nil || serr != nil {
+		return fmt.Errorf("webhook server cannot complete a TLS handshake: %w", errors.Join(serr, cerr))
+	}
+	return nil
 }

@@ -67,6 +67,10 @@ func defaultOptions() resched.Options {
 	// Many tests act on many nodes in quick succession; the rate limit has
 	// its own test (TestPartitionBrakeAndNodeRate).
 	o.NodeEvictionRate, o.NodeEvictionBurst = 1000, 1000
+	o.RetryEvictionRate, o.RetryEvictionBurst = 1000, 1000
+	// Nodes and Leases other tests left dead stay in the one cluster the
+	// package shares; the cluster brake has its own test (TestStaleLeaseView).
+	o.UnhealthyClusterThreshold = 1
 	return o
 }
 
@@ -161,6 +165,9 @@ type managerOptions struct {
 	// instead of the cluster admin.
 	ImpersonateUser   string
 	ImpersonateGroups []string
+	// APIHost, when set, is a plain-HTTP proxy in front of the API server
+	// (with the control plane's credentials) the manager talks to instead.
+	APIHost string
 }
 
 // managerConfig is what a manager process needs to reach the control plane.
@@ -203,6 +210,9 @@ func (s *suite) startManager(o managerOptions) (*manager, error) {
 	}
 	if o.Port != 0 {
 		cfg.WebhookPort = o.Port
+	}
+	if o.APIHost != "" {
+		cfg.Host, cfg.CAData, cfg.CertData, cfg.KeyData, cfg.BearerToken = o.APIHost, nil, nil, nil, ""
 	}
 	if cfg.MetricsAddr == "" {
 		addr, err := controlplane.FreeAddr()

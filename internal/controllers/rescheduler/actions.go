@@ -36,7 +36,7 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 	case d.Action == ActionNone:
 		return reconcile.Result{}, r.reportOnce(ctx, pod, key, rec, d)
 	}
-	if h := r.checkBrakes(ctx, pod.Spec.NodeName, node); h != nil {
+	if h := r.checkBrakes(ctx, pod, node, d); h != nil {
 		return r.holdBack(ctx, pod, key, d, h), nil
 	}
 	if stale, err := r.staleCache(ctx, pod); stale || err != nil {

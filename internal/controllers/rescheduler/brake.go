@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,15 +19,30 @@ import (
 )
 
 // Storm brakes, after the node lifecycle controller (NLC): a token bucket on
-// the nodes acted on (--node-eviction-rate), and a per-zone brake that stops
-// all action in a zone where too many nodes carrying managed pods are
+// the nodes lost (--node-eviction-rate), a bucket per namespace on the pods
+// retried for their exit (--retry-eviction-rate), a per-zone brake that
+// stops all action in a zone where too many nodes carrying managed pods are
 // unhealthy at once (--unhealthy-zone-threshold): a suspected partition of
-// the control plane from the nodes, not a hardware failure.
+// the control plane from the nodes, not a hardware failure; and a
+// cluster-wide brake (--unhealthy-cluster-threshold) for when a large share
+// of all carrier nodes, or of all node Leases, look dead at once: that is
+// the control plane's problem, or trainguard's own view gone stale, and
+// small zones never reach the zone brake's minimum of 3 (issue 31, item 3:
+// 3 zones of 2 nodes, no Lease update seen for 41 s, all 6 healthy pods
+// evicted and 4 force-deleted).
 
 // minUnhealthyNodes is NLC's rule: a zone is partially disrupted only with
 // more than 2 unhealthy nodes, so one or two failed nodes in a small zone
 // are always handled.
 const minUnhealthyNodes = 3
+
+// minSilentClusterNodes: the cluster brake needs at least two nodes (or
+// Leases) silent, so the loss of the one node of a tiny cluster is handled.
+const minSilentClusterNodes = 2
+
+// clusterZone labels the cluster brake in trainguard_rescheduler_brake_engaged;
+// parentheses cannot occur in a zone label's value.
+const clusterZone = "(cluster)"
 
 // admittedFor is how long a node, once it took a token, stays admitted: its
 // other pods are acted on without a new token.
@@ -47,12 +65,25 @@ type brakes struct {
 	zones     map[string]zoneState
 	threshold float64
 	engaged   map[string]bool
-	metrics   *metrics
+	// cluster is the cluster brake's last count; clusterThreshold its share.
+	cluster          zoneState
+	clusterThreshold float64
+	// retries are the per-namespace buckets on pods retried for their
+	// exit, apart from the node bucket: one tenant's cheap jobs exiting 137
+	// must not use up the budget another tenant's pod on a really lost
+	// node needs (issue 31, item 10).
+	retries      map[string]*rate.Limiter
+	retryRate    rate.Limit
+	retryBurst   int
+	retryStopped bool // --retry-eviction-rate=0
+	metrics      *metrics
 }
 
 type zoneState struct {
 	at                 time.Time
 	unhealthy, carrier int
+	// silentLeases of leases (the cluster brake only).
+	silentLeases, leases int
 }
 
 func (z zoneState) fraction() float64 {
@@ -71,7 +102,13 @@ func newBrakes(opts Options, clk clock.PassiveClock, m *metrics) *brakes {
 		zones:     map[string]zoneState{},
 		threshold: opts.UnhealthyZoneThreshold,
 		engaged:   map[string]bool{},
-		metrics:   m,
+
+		clusterThreshold: opts.UnhealthyClusterThreshold,
+		retries:          map[string]*rate.Limiter{},
+		retryRate:        rate.Limit(opts.RetryEvictionRate),
+		retryBurst:       opts.RetryEvictionBurst,
+		retryStopped:     opts.RetryEvictionRate == 0,
+		metrics:          m,
 	}
 }
 
@@ -81,11 +118,20 @@ type hold struct {
 	after           time.Duration
 }
 
-// checkBrakes says whether pods on the node may be evicted or deleted now;
+// checkBrakes says whether pod, decided d, may be evicted or deleted now;
 // a nil hold means yes. node is nil when the Node object is gone (it has no
-// zone to judge; only the token bucket applies).
-func (r *Reconciler) checkBrakes(ctx context.Context, nodeName string, node *corev1.Node) *hold {
+// zone to judge). A lost node takes a token of the node bucket, after a
+// live read of its Lease confirmed the silence the cache showed; any other
+// cause (a retryable exit) takes one of its namespace's bucket.
+func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *corev1.Node, d Decision) *hold {
 	b := r.brakes
+	c, err := r.clusterState(ctx)
+	if err != nil {
+		return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the cluster's health: " + err.Error(), after: brakeRecheck}
+	}
+	if h := b.judgeCluster(ctx, c); h != nil {
+		return h
+	}
 	if node != nil {
 		zone := zoneOf(node)
 		z, err := r.zoneState(ctx, zone)
@@ -96,18 +142,138 @@ func (r *Reconciler) checkBrakes(ctx context.Context, nodeName string, node *cor
 			return h
 		}
 	}
-	return b.take(nodeName)
+	if d.Cause != ReasonNodeLost {
+		return b.takeRetry(pod.Namespace)
+	}
+	if h := r.confirmSilence(ctx, pod.Spec.NodeName); h != nil {
+		return h
+	}
+	return b.take(pod.Spec.NodeName)
+}
+
+// judgeCluster engages or releases the cluster brake and reports the
+// change once: more than --unhealthy-cluster-threshold of the nodes that
+// carry managed pods unhealthy, or of all node Leases silent, and at
+// least minSilentClusterNodes of them.
+func (b *brakes) judgeCluster(ctx context.Context, c zoneState) *hold {
+	share := func(n, of int) float64 {
+		if of == 0 {
+			return 0
+		}
+		return float64(n) / float64(of)
+	}
+	carriers := c.unhealthy >= minSilentClusterNodes && share(c.unhealthy, c.carrier) > b.clusterThreshold
+	leases := c.silentLeases >= minSilentClusterNodes && share(c.silentLeases, c.leases) > b.clusterThreshold
+	on := b.clusterThreshold < 1 && (carriers || leases)
+	changed := b.setEngaged(clusterZone, on, c.unhealthy)
+	msg := fmt.Sprintf("%d of %d nodes carrying managed pods are unhealthy and %d of %d node Leases silent for --lease-lost-after, cluster-wide "+
+		"(threshold %.0f%%, at least %d)", c.unhealthy, c.carrier, c.silentLeases, c.leases, 100*b.clusterThreshold, minSilentClusterNodes)
+	if changed {
+		if on {
+			log.FromContext(ctx).Info("rescheduler cluster brake engaged: so many nodes at once look dead that the control plane or trainguard's own view "+
+				"is the likelier fault; nothing is evicted or deleted", "why", msg)
+		} else {
+			log.FromContext(ctx).Info("rescheduler cluster brake released", "why", msg)
+		}
+	}
+	if !on {
+		return nil
+	}
+	return &hold{reason: ReasonPartitionSuspected, after: brakeRecheck,
+		message: msg + ": the control plane, or trainguard's watch, is suspected, not the nodes (--unhealthy-cluster-threshold); " +
+			"no pod is evicted or deleted until it recovers"}
+}
+
+// takeRetry admits one pod of namespace against its namespace's bucket.
+func (b *brakes) takeRetry(namespace string) *hold {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.retryStopped {
+		return &hold{reason: ReasonNamespaceRateLimited, after: brakeRecheck, message: "--retry-eviction-rate=0: no pod is retried for its exit"}
+	}
+	l, ok := b.retries[namespace]
+	if !ok {
+		l = rate.NewLimiter(b.retryRate, b.retryBurst)
+		b.retries[namespace] = l
+	}
+	now := b.clock.Now()
+	res := l.ReserveN(now, 1)
+	if d := res.DelayFrom(now); res.OK() && d == 0 {
+		b.pruneRetries(now)
+		return nil
+	}
+	d := res.DelayFrom(now)
+	res.CancelAt(now)
+	return &hold{reason: ReasonNamespaceRateLimited, after: d,
+		message: fmt.Sprintf("--retry-eviction-rate=%g pods/s (burst %d) used up in namespace %s; retried in %s (a lost node's pods do not wait for it)",
+			float64(b.retryRate), b.retryBurst, namespace, d.Round(time.Millisecond))}
+}
+
+// pruneRetries drops the buckets that are full again: they hold nothing a
+// new bucket would not. Bounded memory however many namespaces retried.
+// Called with mu held.
+func (b *brakes) pruneRetries(now time.Time) {
+	if len(b.retries) < 64 {
+		return
+	}
+	for ns, l := range b.retries {
+		if l.TokensAt(now) >= float64(b.retryBurst) {
+			delete(b.retries, ns)
+		}
+	}
+}
+
+// confirmSilence reads the node's Lease from the API server before a lost
+// node is acted on. The decision read the cache, and a cache whose watch
+// stalled shows every kubelet silent while all of them renew: a renewal
+// the cache missed holds the action (and refreshes the cache's view).
+// Nodes judged by their Ready condition alone, or whose Lease is gone,
+// need no read.
+func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
+	seen, known := r.leases.lastRenew(node)
+	if !known || seen.silent < r.opts.LeaseLostAfter {
+		return nil
+	}
+	live := &coordinationv1.Lease{}
+	err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: NodeLeaseNamespace, Name: node}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return &hold{reason: ReasonLeaseViewStale, after: brakeRecheck,
+			message: fmt.Sprintf("cannot read node %s's Lease from the API server to confirm its kubelet is silent: %v", node, err)}
+	}
+	var renew metav1.MicroTime
+	if live.Spec.RenewTime != nil {
+		renew = *live.Spec.RenewTime
+	}
+	if renew.Equal(&seen.renew) {
+		return nil
+	}
+	r.leases.renewed(node, renew)
+	log.FromContext(ctx).Info("cached node Lease view is stale: the kubelet renewed, nothing is acted on", "node", node,
+		"cachedRenewTime", seen.renew.Time, "liveRenewTime", renew.Time, "cachedSilence", seen.silent)
+	return &hold{reason: ReasonLeaseViewStale, after: brakeRecheck,
+		message: fmt.Sprintf("node %s looked silent for %s in trainguard's cache, but the API server has its Lease renewed at %s: "+
+			"the cached view is stale (a stalled watch), not the kubelet; nothing is evicted or deleted",
+			node, seen.silent.Round(time.Second), renew.UTC().Format(time.RFC3339))}
+}
+
+// setEngaged records a brake's state and exports it; changed says it flipped.
+func (b *brakes) setEngaged(zone string, on bool, unhealthy int) (changed bool) {
+	b.mu.Lock()
+	changed = b.engaged[zone] != on
+	b.engaged[zone] = on
+	b.mu.Unlock()
+	b.metrics.brakeEngaged.WithLabelValues(zone).Set(boolGauge(on))
+	b.metrics.unhealthyNodes.WithLabelValues(zone).Set(float64(unhealthy))
+	return changed
 }
 
 // judgeZone engages or releases the zone brake and reports the change once.
 func (b *brakes) judgeZone(ctx context.Context, zone string, z zoneState) *hold {
 	on := z.unhealthy >= minUnhealthyNodes && z.fraction() > b.threshold
-	b.mu.Lock()
-	changed := b.engaged[zone] != on
-	b.engaged[zone] = on
-	b.mu.Unlock()
-	b.metrics.brakeEngaged.WithLabelValues(zone).Set(boolGauge(on))
-	b.metrics.unhealthyNodes.WithLabelValues(zone).Set(float64(z.unhealthy))
+	changed := b.setEngaged(zone, on, z.unhealthy)
 	msg := fmt.Sprintf("%d of %d nodes carrying managed pods in zone %q are NotReady/Unknown (%.0f%%, threshold %.0f%%, at least %d)",
 		z.unhealthy, z.carrier, zone, 100*z.fraction(), 100*b.threshold, minUnhealthyNodes)
 	if changed {
@@ -154,25 +320,60 @@ func (b *brakes) take(node string) *hold {
 			float64(b.limiter.Limit()), b.limiter.Burst(), node, d.Round(time.Millisecond))}
 }
 
+// clusterState counts, cluster-wide, the nodes that carry managed pods and
+// how many of them are unhealthy, and the node Leases seen and how many of
+// them are silent. Cached for zoneStateTTL.
+func (r *Reconciler) clusterState(ctx context.Context) (zoneState, error) {
+	b := r.brakes
+	b.mu.Lock()
+	c := b.cluster
+	b.mu.Unlock()
+	if !c.at.IsZero() && b.clock.Now().Sub(c.at) < zoneStateTTL {
+		return c, nil
+	}
+	c, err := r.countCarriers(ctx, func(*corev1.Node) bool { return true })
+	if err != nil {
+		return zoneState{}, err
+	}
+	c.silentLeases, c.leases = r.leases.silentCount(r.opts.LeaseLostAfter)
+	b.mu.Lock()
+	b.cluster = c
+	b.mu.Unlock()
+	return c, nil
+}
+
 // zoneState counts the zone's nodes that carry managed pods, and how many
-// of them are unhealthy (Ready not True). Cached for zoneStateTTL.
+// of them are unhealthy. Cached for zoneStateTTL.
 func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, error) {
 	b := r.brakes
-	now := b.clock.Now()
 	b.mu.Lock()
 	z, ok := b.zones[zone]
 	b.mu.Unlock()
-	if ok && now.Sub(z.at) < zoneStateTTL {
+	if ok && b.clock.Now().Sub(z.at) < zoneStateTTL {
 		return z, nil
 	}
+	z, err := r.countCarriers(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone })
+	if err != nil {
+		return zoneState{}, err
+	}
+	b.mu.Lock()
+	b.zones[zone] = z
+	b.mu.Unlock()
+	return z, nil
+}
+
+// countCarriers counts the nodes in scope that carry managed pods, and how
+// many of them are unhealthy: Ready not True, or the kubelet silent for
+// --lease-lost-after.
+func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Node) bool) (zoneState, error) {
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return zoneState{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	z = zoneState{at: now}
+	z := zoneState{at: r.brakes.clock.Now()}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if zoneOf(n) != zone {
+		if !inScope(n) {
 			continue
 		}
 		carries, err := r.carriesManagedPods(ctx, n.Name)
@@ -188,9 +389,6 @@ func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, err
 			z.unhealthy++
 		}
 	}
-	b.mu.Lock()
-	b.zones[zone] = z
-	b.mu.Unlock()
 	return z, nil
 }
 

@@ -6,14 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 func TestTokenBucketAdmitsNodesNotPods(t *testing.T) {
@@ -78,7 +84,8 @@ func TestZoneBrake(t *testing.T) {
 			add(tc.outsiders, corev1.ConditionTrue, "outsider")
 			objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "outsider"}})
 			h := newHarness(t, false, clientObjects(objs)...)
-			hold := h.r.checkBrakes(context.Background(), "n0", zoned("n0", corev1.ConditionUnknown))
+			h.r.brakes.clusterThreshold = 1 // the zone brake alone (TestClusterBrake has the other)
+			hold := h.r.checkBrakes(context.Background(), onNode("n0"), zoned("n0", corev1.ConditionUnknown), Decision{Cause: ReasonNodeLost})
 			if tc.engaged {
 				require.NotNil(t, hold)
 				assert.Equal(t, ReasonPartitionSuspected, hold.reason)
@@ -97,4 +104,138 @@ func clientObjects(objs []any) []client.Object {
 		out = append(out, o.(client.Object))
 	}
 	return out
+}
+
+// onNode is a managed pod on node.
+func onNode(node string) *corev1.Pod {
+	return newPod(func(p *corev1.Pod) { p.Spec.NodeName = node })
+}
+
+// renewedLease is node's Lease as the kubelet renewed it at renewed.
+func renewedLease(node string, renewed time.Time) *coordinationv1.Lease {
+	rt := metav1.NewMicroTime(renewed)
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: node},
+		Spec: coordinationv1.LeaseSpec{RenewTime: &rt}}
+}
+
+// TestClusterBrake (issue 31, item 3): 3 zones of 2 nodes whose Leases the
+// cache has not seen renewed for 41 s while every Node still says Ready.
+// The zone brake needs 3 unhealthy carriers per zone and never engaged;
+// the cluster brake holds when more than half of all carriers (or of all
+// Leases) look dead, and lets one really lost node of six through.
+func TestClusterBrake(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		silent  int
+		engaged bool
+	}{
+		{"all six silent: a stale view, not six dead kubelets", 6, true},
+		{"four of six", 4, true},
+		{"three of six: half is not more than half", 3, false},
+		{"one of six: a lost node", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			for i := range 6 {
+				n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionTrue, time.Hour)
+				n.Labels = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", i/2)}
+				objs = append(objs, n, newPod(func(p *corev1.Pod) {
+					p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+				}))
+			}
+			h := newHarness(t, false, objs...)
+			for i := range 6 {
+				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter)
+			}
+			h.clock.Step(41 * time.Second)
+			for i := tc.silent; i < 6; i++ { // the others renewed just now
+				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(40*time.Second)), h.r.opts.LeaseLostAfter)
+			}
+			node := &corev1.Node{}
+			require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
+			hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+			engaged := testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone))
+			if tc.engaged {
+				require.NotNil(t, hold)
+				assert.Equal(t, ReasonPartitionSuspected, hold.reason)
+				assert.Contains(t, hold.message, "--unhealthy-cluster-threshold")
+				assert.Equal(t, 1.0, engaged)
+				return
+			}
+			assert.Zero(t, engaged)
+			if hold != nil {
+				assert.NotEqual(t, ReasonPartitionSuspected, hold.reason, "%s", hold.message)
+			}
+		})
+	}
+}
+
+// TestLiveLeaseReadHoldsAStaleView: the cache shows the node's kubelet
+// silent past --lease-lost-after, the API server has its Lease renewed:
+// nothing is acted on, and the cache's view is refreshed. A Lease the API
+// server confirms silent lets the action through.
+func TestLiveLeaseReadHoldsAStaleView(t *testing.T) {
+	h := newHarness(t, false, readyNode(), renewedLease("n1", t0.Add(40*time.Second)))
+	h.r.leases.observe(renewedLease("n1", t0), h.r.opts.LeaseLostAfter)
+	h.clock.Step(41 * time.Second)
+	hold := h.r.checkBrakes(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost})
+	require.NotNil(t, hold, "the cache missed a renewal: hold")
+	assert.Equal(t, ReasonLeaseViewStale, hold.reason)
+	assert.Contains(t, hold.message, "stale")
+	silent, _ := h.r.leases.silentFor("n1")
+	assert.Zero(t, silent, "the live renewal counts as seen now")
+
+	confirmed := newHarness(t, false, readyNode(), renewedLease("n1", t0))
+	confirmed.r.leases.observe(renewedLease("n1", t0), confirmed.r.opts.LeaseLostAfter)
+	confirmed.clock.Step(41 * time.Second)
+	assert.Nil(t, confirmed.r.checkBrakes(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost}),
+		"the API server confirms the silence: the action proceeds")
+}
+
+// TestRetriesDoNotDrainTheNodeBucket (issue 31, item 10): one tenant's 30
+// jobs exit 137 on 30 nodes; another tenant's pod sits on a really lost
+// node. Before the fix every retry took a token of the cluster-wide node
+// bucket (burst 3, one node every 10 s) and the lost node's pod waited
+// with NodeRateLimited; now retries take their namespace's bucket.
+func TestRetriesDoNotDrainTheNodeBucket(t *testing.T) {
+	greedy := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "greedy", Annotations: map[string]string{contract.AnnotationInject: contract.InjectEnabled}}}
+	objs := []client.Object{greedy, newPod(func(p *corev1.Pod) { p.Name = "victim-worker-0" }), lostNode()}
+	for i := range 30 {
+		node := fmt.Sprintf("g%d", i)
+		objs = append(objs, newNode(node, corev1.ConditionTrue, time.Hour), newPod(exited(137, ""), func(p *corev1.Pod) {
+			p.Namespace, p.Name, p.UID, p.Spec.NodeName = "greedy", fmt.Sprintf("cheap%d-worker-0", i), types.UID(fmt.Sprintf("cheap-%d", i)), node
+			p.Labels[kubeflowv1.LabelJobName] = fmt.Sprintf("cheap%d", i)
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = fmt.Sprintf("cheap%d", i), types.UID(fmt.Sprintf("job-cheap-%d", i))
+		}))
+	}
+	h := newHarness(t, false, objs...)
+	for i := range 30 {
+		h.reconcile(t, "greedy", fmt.Sprintf("cheap%d-worker-0", i))
+	}
+	assert.Equal(t, 30, h.removals(), "every retry within its namespace's burst is carried out")
+	h.drainEvents()
+	h.reconcile(t, "team", "victim-worker-0")
+	events := strings.Join(h.drainEvents(), "\n")
+	assert.NotContains(t, events, ReasonNodeRateLimited, "the lost node does not wait for another tenant's retries")
+	assert.Equal(t, 31, h.removals(), "the lost node's pod is acted on")
+}
+
+func TestRetryBucketIsPerNamespace(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	opts := testOptions()
+	opts.RetryEvictionRate, opts.RetryEvictionBurst = 1, 2
+	b := newBrakes(opts, clk, newMetrics())
+	assert.Nil(t, b.takeRetry("a"))
+	assert.Nil(t, b.takeRetry("a"))
+	h := b.takeRetry("a")
+	require.NotNil(t, h, "a's burst is used up")
+	assert.Equal(t, ReasonNamespaceRateLimited, h.reason)
+	assert.Equal(t, time.Second, h.after)
+	assert.Nil(t, b.takeRetry("b"), "b has its own bucket")
+	assert.Nil(t, b.take("n1"), "and the node bucket is untouched")
+	clk.Step(time.Second)
+	assert.Nil(t, b.takeRetry("a"))
+
+	opts.RetryEvictionRate = 0
+	assert.NotNil(t, newBrakes(opts, clk, newMetrics()).takeRetry("a"), "rate 0 stops exit retries")
 }

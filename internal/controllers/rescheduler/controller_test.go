@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,6 +68,7 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	require.NoError(t, corev1.AddToScheme(scheme))
+	require.NoError(t, coordinationv1.AddToScheme(scheme))
 	if withJobCRD {
 		scheme.AddKnownTypeWithName(pytorchJobGVK, &unstructured.Unstructured{})
 		scheme.AddKnownTypeWithName(pytorchJobGVK.GroupVersion().WithKind("PyTorchJobList"), &unstructured.UnstructuredList{})

@@ -31,8 +31,14 @@ const (
 
 	// Held: the decision stands, its action waits.
 	ReasonPartitionSuspected = "PartitionSuspected" // zone brake (--unhealthy-zone-threshold)
-	ReasonNodeRateLimited    = "NodeRateLimited"    // token bucket (--node-eviction-rate)
-	ReasonEvictionBlocked    = "EvictionBlocked"    // a PodDisruptionBudget refused the eviction (429)
+	ReasonNodeRateLimited    = "NodeRateLimited"    // token bucket on lost nodes (--node-eviction-rate)
+	// ReasonNamespaceRateLimited: the namespace's bucket on pods retried
+	// for their exit (--retry-eviction-rate).
+	ReasonNamespaceRateLimited = "NamespaceRateLimited"
+	// ReasonLeaseViewStale: the cache showed the node's kubelet silent, the
+	// API server has its Lease renewed (or cannot be read to confirm).
+	ReasonLeaseViewStale  = "LeaseViewStale"
+	ReasonEvictionBlocked = "EvictionBlocked" // a PodDisruptionBudget refused the eviction (429)
 
 	// ReasonRecordIgnored: a record or stash failed to parse or did not
 	// match its job; it is never acted on.

@@ -81,6 +81,52 @@ func (l *leases) silentFor(node string) (time.Duration, bool) {
 	return l.clock.Now().Sub(o.at), true
 }
 
+// seenRenew is what this process last saw of a node's Lease.
+type seenRenew struct {
+	renew  metav1.MicroTime
+	silent time.Duration
+}
+
+// lastRenew is the renewTime last seen of node's Lease and how long ago
+// that was; ok is false when no Lease of the node has been seen.
+func (l *leases) lastRenew(node string) (seenRenew, bool) {
+	if l == nil {
+		return seenRenew{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o, ok := l.seen[node]
+	if !ok {
+		return seenRenew{}, false
+	}
+	return seenRenew{renew: o.renew, silent: l.clock.Now().Sub(o.at)}, true
+}
+
+// renewed records a renewal read from the API server that the cache had
+// not delivered: the node counts as renewed now.
+func (l *leases) renewed(node string, renew metav1.MicroTime) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen[node] = observation{renew: renew, at: l.clock.Now()}
+}
+
+// silentCount is how many of the Leases seen have been silent for at
+// least lostAfter, and how many were seen.
+func (l *leases) silentCount(lostAfter time.Duration) (silent, total int) {
+	if l == nil {
+		return 0, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	for _, o := range l.seen {
+		if now.Sub(o.at) >= lostAfter {
+			silent++
+		}
+	}
+	return silent, len(l.seen)
+}
+
 // forget drops Leases that are gone (their node was deleted).
 func (l *leases) forget(present map[string]bool) {
 	l.mu.Lock()

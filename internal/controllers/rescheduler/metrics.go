@@ -77,7 +77,7 @@ func newMetrics() *metrics {
 		}),
 		held: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricHeld,
-			Help: "Actions the rescheduler held back, by reason (PartitionSuspected, NodeRateLimited, EvictionBlocked).",
+			Help: "Actions the rescheduler held back, by reason (PartitionSuspected, NodeRateLimited, NamespaceRateLimited, LeaseViewStale, EvictionBlocked).",
 		}, []string{"reason"}),
 		recordsIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricRecordsIgnored,

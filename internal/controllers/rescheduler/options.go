@@ -51,6 +51,17 @@ type Options struct {
 	// unhealthy (and at least minUnhealthyNodes of them), as the node
 	// lifecycle controller's --unhealthy-zone-threshold.
 	UnhealthyZoneThreshold float64
+	// UnhealthyClusterThreshold stops every action when more than this
+	// fraction of all nodes that carry managed pods are unhealthy, or of all
+	// node Leases silent (and at least 2): the control plane or trainguard's
+	// own view is then the likelier fault. 1 disables it.
+	UnhealthyClusterThreshold float64
+	// RetryEvictionRate and RetryEvictionBurst are the token bucket, per
+	// namespace, on pods evicted for a retryable exit; lost nodes take the
+	// node bucket instead, so one tenant's retries never delay another's
+	// node loss.
+	RetryEvictionRate  float64
+	RetryEvictionBurst int
 	// Namespace is trainguard's own namespace, where the bad-node records
 	// live. Not a flag of its own: `serve --namespace` sets it.
 	Namespace string
@@ -82,6 +93,10 @@ func OptionsFrom(c config.ReschedulerConfig, namespace string) Options {
 		NodeEvictionRate:       *c.NodeEvictionRate,
 		NodeEvictionBurst:      c.NodeEvictionBurst,
 		UnhealthyZoneThreshold: *c.UnhealthyZoneThreshold,
+
+		UnhealthyClusterThreshold: *c.UnhealthyClusterThreshold,
+		RetryEvictionRate:         *c.RetryEvictionRate,
+		RetryEvictionBurst:        c.RetryEvictionBurst,
 	}
 }
 
@@ -113,14 +128,25 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 			"training pods count as lost, ahead of the node lifecycle controller's NotReady. Default: the kubelet's lease duration "+
 			"(it renews every 10 s), so a slow but alive kubelet is never acted on.")
 	fs.Float64Var(&o.NodeEvictionRate, "node-eviction-rate", o.NodeEvictionRate,
-		"Nodes per second the rescheduler may start acting on (evicting their training pods), cluster-wide; a token bucket like "+
-			"kube-controller-manager's --node-eviction-rate (same default, 0.1 = one node every 10 s). 0 stops all action.")
+		"Lost nodes per second the rescheduler may start acting on (evicting their training pods), cluster-wide; a token bucket like "+
+			"kube-controller-manager's --node-eviction-rate (same default, 0.1 = one node every 10 s). 0 stops all action on lost nodes. "+
+			"Pods retried for their exit take --retry-eviction-rate instead.")
 	fs.IntVar(&o.NodeEvictionBurst, "node-eviction-burst", o.NodeEvictionBurst,
 		"Nodes the rescheduler may act on at once before --node-eviction-rate applies (an incident of a rack or a switch).")
 	fs.Float64Var(&o.UnhealthyZoneThreshold, "unhealthy-zone-threshold", o.UnhealthyZoneThreshold,
 		"Brake: when more than this fraction of a zone's nodes that carry managed pods are NotReady/Unknown (and at least 3 of them), "+
 			"a partition is suspected and nothing in the zone is evicted or deleted until it recovers (Event, log, metric "+
 			"trainguard_rescheduler_brake_engaged). Same default as kube-controller-manager's --unhealthy-zone-threshold. 1 disables the brake.")
+	fs.Float64Var(&o.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.UnhealthyClusterThreshold,
+		"Brake: when more than this fraction of all nodes that carry managed pods are unhealthy, or of all node Leases silent for "+
+			"--lease-lost-after (and at least 2), the control plane or trainguard's own view is suspected and nothing is evicted or deleted "+
+			"(Event PartitionSuspected, log, trainguard_rescheduler_brake_engaged{zone=\"(cluster)\"}). Catches what the zone brake cannot in "+
+			"small zones (it needs 3 unhealthy nodes per zone). 1 disables it.")
+	fs.Float64Var(&o.RetryEvictionRate, "retry-eviction-rate", o.RetryEvictionRate,
+		"Pods per second, per namespace, the rescheduler may evict for a retryable exit (137, 143, ...): a token bucket apart from "+
+			"--node-eviction-rate, so one tenant's failing jobs never delay another's recovery from a lost node. 0 stops exit retries.")
+	fs.IntVar(&o.RetryEvictionBurst, "retry-eviction-burst", o.RetryEvictionBurst,
+		"Pods of one namespace evicted at once for a retryable exit before --retry-eviction-rate applies (a whole job's workers).")
 }
 
 // Validate rejects options the controller cannot work with.
@@ -146,6 +172,15 @@ func (o *Options) Validate() error {
 	}
 	if o.UnhealthyZoneThreshold <= 0 || o.UnhealthyZoneThreshold > 1 {
 		errs = append(errs, fmt.Errorf("--unhealthy-zone-threshold must be in (0, 1], got %g", o.UnhealthyZoneThreshold))
+	}
+	if o.UnhealthyClusterThreshold <= 0 || o.UnhealthyClusterThreshold > 1 {
+		errs = append(errs, fmt.Errorf("--unhealthy-cluster-threshold must be in (0, 1], got %g", o.UnhealthyClusterThreshold))
+	}
+	if o.RetryEvictionRate < 0 {
+		errs = append(errs, fmt.Errorf("--retry-eviction-rate must not be negative, got %g", o.RetryEvictionRate))
+	}
+	if o.RetryEvictionBurst < 1 {
+		errs = append(errs, fmt.Errorf("--retry-eviction-burst must be at least 1, got %d", o.RetryEvictionBurst))
 	}
 	if o.Namespace == "" {
 		errs = append(errs, errors.New("trainguard's namespace is empty: set --namespace (or $POD_NAMESPACE); the rescheduler keeps its records there"))

@@ -24,14 +24,17 @@ func TestBindFlags(t *testing.T) {
 	assert.Equal(t, DefaultOptions(), o, "no flag keeps the defaults")
 	assert.Equal(t, Options{Enabled: true, NodeLostGrace: time.Minute, GraceOverTime: 900 * time.Second, BadNodeTTL: time.Hour,
 		MaxBadNodes: 16, BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute,
-		ForceDeleteAfter: 40 * time.Second, LeaseLostAfter: 40 * time.Second, NodeEvictionRate: 0.1, NodeEvictionBurst: 3, UnhealthyZoneThreshold: 0.55}, o)
+		ForceDeleteAfter: 40 * time.Second, LeaseLostAfter: 40 * time.Second, NodeEvictionRate: 0.1, NodeEvictionBurst: 3, UnhealthyZoneThreshold: 0.55,
+		UnhealthyClusterThreshold: 0.5, RetryEvictionRate: 1, RetryEvictionBurst: 32}, o)
 
 	require.NoError(t, fs.Parse([]string{"--rescheduler=false", "--node-lost-grace=30s", "--grace-over-time=5m",
 		"--bad-node-ttl=2h", "--max-bad-nodes=4", "--unknown-exit-code-retryable", "--reschedule-backoff-base=1s", "--reschedule-backoff-max=1m",
-		"--force-delete-after=10m", "--lease-lost-after=1m", "--node-eviction-rate=0.5", "--node-eviction-burst=1", "--unhealthy-zone-threshold=0.3"}))
+		"--force-delete-after=10m", "--lease-lost-after=1m", "--node-eviction-rate=0.5", "--node-eviction-burst=1", "--unhealthy-zone-threshold=0.3",
+		"--unhealthy-cluster-threshold=0.7", "--retry-eviction-rate=2", "--retry-eviction-burst=5"}))
 	assert.Equal(t, Options{NodeLostGrace: 30 * time.Second, GraceOverTime: 5 * time.Minute, BadNodeTTL: 2 * time.Hour,
 		MaxBadNodes: 4, DefaultRetryable: true, BackoffBase: time.Second, BackoffMax: time.Minute,
-		ForceDeleteAfter: 10 * time.Minute, LeaseLostAfter: time.Minute, NodeEvictionRate: 0.5, NodeEvictionBurst: 1, UnhealthyZoneThreshold: 0.3}, o)
+		ForceDeleteAfter: 10 * time.Minute, LeaseLostAfter: time.Minute, NodeEvictionRate: 0.5, NodeEvictionBurst: 1, UnhealthyZoneThreshold: 0.3,
+		UnhealthyClusterThreshold: 0.7, RetryEvictionRate: 2, RetryEvictionBurst: 5}, o)
 	o.Namespace = "trainguard-system" // set by serve --namespace
 	assert.NoError(t, o.Validate())
 }
@@ -43,6 +46,9 @@ func TestValidate(t *testing.T) {
 	o.BackoffMax = time.Second
 	o.UnhealthyZoneThreshold = 1.5
 	o.NodeEvictionBurst = 0
+	o.UnhealthyClusterThreshold = 0
+	o.RetryEvictionRate = -1
+	o.RetryEvictionBurst = 0
 	err := o.Validate()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--node-lost-grace")
@@ -50,6 +56,9 @@ func TestValidate(t *testing.T) {
 	assert.Contains(t, err.Error(), "--reschedule-backoff-max")
 	assert.Contains(t, err.Error(), "--unhealthy-zone-threshold must be in (0, 1], got 1.5")
 	assert.Contains(t, err.Error(), "--node-eviction-burst")
+	assert.Contains(t, err.Error(), "--unhealthy-cluster-threshold must be in (0, 1], got 0")
+	assert.Contains(t, err.Error(), "--retry-eviction-rate must not be negative")
+	assert.Contains(t, err.Error(), "--retry-eviction-burst must be at least 1")
 	assert.Contains(t, err.Error(), "set --namespace")
 }
 
@@ -113,7 +122,8 @@ func TestOptionsFromReadsEveryConfigurationField(t *testing.T) {
 kind: Configuration
 rescheduler: {enabled: false, nodeLostGrace: 61s, graceOverTime: 901s, badNodeTTL: 2h, maxBadNodes: 17,
   unknownExitCodeRetryable: true, backoffBase: 11s, backoffMax: 6m, forceDeleteAfter: 41s, leaseLostAfter: 42s,
-  nodeEvictionRate: 0.2, nodeEvictionBurst: 4, unhealthyZoneThreshold: 0.6}
+  nodeEvictionRate: 0.2, nodeEvictionBurst: 4, unhealthyZoneThreshold: 0.6, unhealthyClusterThreshold: 0.7,
+  retryEvictionRate: 3, retryEvictionBurst: 33}
 `))
 	require.NoError(t, err)
 	got, def := reflect.ValueOf(OptionsFrom(cfg.Rescheduler, "ns")), reflect.ValueOf(DefaultOptions())
