@@ -48,6 +48,8 @@ func TestBrokenInputsOfANewUser(t *testing.T) {
 		{"not-an-object.yaml", 1, []string{`document 1: not a Kubernetes object: the document is array`}},
 		{"empty.yaml", 2, []string{`empty.yaml holds no Kubernetes objects (it is empty or only comments)`}},
 		{"comments-only.yaml", 2, []string{`comments-only.yaml holds no Kubernetes objects`}},
+		{"bare-pod-required-durable.yaml", 1, []string{`Pod/ml/trainer: spec.containers[0].volumeMounts: Forbidden: checkpoints are not durable`}},
+		{"bare-pod-taskd-port.yaml", 1, []string{`Pod/ml/trainer: spec.containers[0].ports[0].containerPort: Invalid value: 9601: port 9601 is reserved for MindCluster TaskD`}},
 		{"binary.yaml", 2, []string{`not YAML: the input is binary (a NUL byte at offset 7)`}},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "broken", "*"))

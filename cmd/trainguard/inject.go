@@ -61,12 +61,11 @@ input (empty, binary, missing) or bad usage.`,
 func runInject(cmd *cobra.Command, cfg *config.Config, in *input) error {
 	invalid := 0
 	for _, report := range newChecker(cfg, in).all() {
-		// The validating webhook's warnings reach the user online too.
-		for _, w := range report.warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", report.name, w)
-		}
-		for _, line := range report.errors {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", report.name, line)
+		// Both webhooks' warnings reach the user online too; the checker
+		// has them all, in validate's format, and its errors go to stderr
+		// since stdout is the mutated output.
+		if err := printReport(cmd.ErrOrStderr(), cmd.ErrOrStderr(), report); err != nil {
+			return err
 		}
 		if len(report.errors) > 0 {
 			invalid++
@@ -91,12 +90,9 @@ func injectDocuments(cmd *cobra.Command, off *webhook.Offline, docs [][]byte) er
 				continue
 			}
 		} else {
-			var warnings []string
 			var err error
-			mutated, warnings, err = off.InjectDocument(cmd.Context(), doc)
-			for _, w := range warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-			}
+			// The checker printed the warnings already.
+			mutated, _, err = off.InjectDocument(cmd.Context(), doc)
 			if err != nil {
 				return exitWith(2, fmt.Sprintf("inject: document %d: %v", n+1, err))
 			}

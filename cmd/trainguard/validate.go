@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/validators"
+	"github.com/trainguard/trainguard/webhook"
 )
 
 const validateLong = `Validate reads one or more YAML documents and checks them offline, first as
@@ -131,16 +133,26 @@ type documentReport struct {
 
 // checker validates the documents of one input, as `validate` and, before
 // mutating anything, `inject` do: both see the same Namespaces and runtimes.
+//
+// Online the validating webhook sees each object as the mutating webhook
+// left it, so the checker judges what inject would write: a bare training
+// Pod gets its cross-field checks (TaskD port, durable checkpoints) as the
+// injected Pod it becomes, not as the Pod the user wrote.
 type checker struct {
 	v          *validators.Validator
 	in         *input
 	namespaces map[string]map[string]string
+	off        *webhook.Offline
 }
 
 func newChecker(cfg *config.Config, in *input) *checker {
+	namespaces := namespacesIn(in.docs)
+	off := webhook.NewOffline(cfg)
+	off.SetNamespaces(namespaces)
 	v := validators.New(cfg)
 	v.Runtimes = runtimesIn(in.docs).Lookup
-	return &checker{v: v, in: in, namespaces: namespacesIn(in.docs)}
+	v.TrainJobs = off.TrainJobAnnotations
+	return &checker{v: v, in: in, namespaces: namespaces, off: off}
 }
 
 // all checks every document and returns one report per object.
@@ -201,7 +213,17 @@ func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) docume
 		report.warnings = append(report.warnings, fmt.Sprintf("trainguard's rules not applied: namespace %s is annotated %s=%s", ns, contract.AnnotationInject, contract.InjectDisabled))
 		return report
 	}
-	res, err := c.v.Validate(validators.Object{GVK: h.GVK(), Raw: raw, NamespaceAnnotations: c.namespaces[h.Metadata.Namespace]})
+	injected, injectWarnings, err := c.off.InjectObject(context.Background(), raw)
+	if err != nil {
+		report.errors = append(report.errors, err.Error())
+		return report
+	}
+	report.warnings = append(report.warnings, injectWarnings...)
+	judged := raw
+	if injected != nil {
+		judged = injected
+	}
+	res, err := c.v.Validate(validators.Object{GVK: h.GVK(), Raw: judged, NamespaceAnnotations: c.namespaces[h.Metadata.Namespace]})
 	if err != nil {
 		report.errors = append(report.errors, err.Error())
 		return report
