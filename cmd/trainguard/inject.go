@@ -11,9 +11,10 @@ import (
 )
 
 func newInjectCmd() *cobra.Command {
-	var file, configPath string
+	var files inputFlags
+	var configPath string
 	cmd := &cobra.Command{
-		Use:   "inject -f FILE",
+		Use:   "inject -f FILE [-f FILE|DIR ...] [-R]",
 		Short: "Mutate YAML documents offline as the webhook would in an opted-in namespace",
 		Long: `inject reads one or more YAML documents and writes them to stdout, mutated
 exactly as the mutating webhook would for a namespace that has opted in
@@ -36,21 +37,18 @@ input (empty, binary, missing) or bad usage.`,
   kubectl get pytorchjob my-job -o yaml | trainguard inject -f - --config policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return exitWith(2, "inject: -f FILE is required (use -f - for stdin)")
-			}
 			cfg, err := loadConfig(configPath, cmd.ErrOrStderr())
 			if err != nil {
 				return exitWith(2, "inject: "+err.Error())
 			}
-			in, err := readInput(file, cmd.InOrStdin())
+			in, err := files.read(cmd.InOrStdin())
 			if err != nil {
 				return exitWith(2, "inject: "+err.Error())
 			}
 			return runInject(cmd, cfg, in)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "YAML file to mutate, or - for stdin")
+	files.bind(cmd.Flags(), "YAML file to mutate")
 	// No backquotes in a usage string: pflag takes a backquoted word as the
 	// flag's placeholder.
 	cmd.Flags().StringVar(&configPath, "config", "", "policy file (the format 'trainguard serve --config' reads); defaults apply when empty")

@@ -66,31 +66,32 @@ const validateExample = `  trainguard validate -f job.yaml
 
 // newValidateCmd is `trainguard validate`, the offline validating webhook.
 func newValidateCmd() *cobra.Command {
-	var file, configPath string
+	var files inputFlags
+	var configPath string
 	cmd := &cobra.Command{
-		Use:     "validate -f FILE",
+		Use:     "validate -f FILE [-f FILE|DIR ...] [-R]",
 		Short:   "Validate YAML documents offline as the validating webhook would",
 		Long:    validateLong,
 		Example: validateExample,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runValidate(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), file, configPath)
+			return runValidate(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), files, configPath)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "file of YAML documents to validate; - reads stdin")
+	files.bind(cmd.Flags(), "file of YAML documents to validate")
 	cmd.Flags().StringVar(&configPath, "config", "", "policy file (the format 'trainguard serve --config' reads); defaults apply without it")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
 
-// runValidate validates every document of file. A plain error means
+// runValidate validates every document of every file. A plain error means
 // unreadable input or bad usage (exit 2); invalid documents exit 1.
-func runValidate(stdin io.Reader, stdout, stderr io.Writer, file, configPath string) error {
+func runValidate(stdin io.Reader, stdout, stderr io.Writer, files inputFlags, configPath string) error {
 	cfg, err := loadConfig(configPath, stderr)
 	if err != nil {
 		return fmt.Errorf("loading --config: %w", err)
 	}
-	in, err := readInput(file, stdin)
+	in, err := files.read(stdin)
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func (c *checker) all() []documentReport {
 		if isEmptyDocument(doc) {
 			continue
 		}
-		reports = append(reports, c.document(i+1, doc)...)
+		reports = append(reports, c.document(c.in.docName(i), doc)...)
 	}
 	return reports
 }
@@ -170,8 +171,7 @@ func (c *checker) all() []documentReport {
 // document checks one YAML document. A document that is not a
 // Kubernetes object, or not a well-typed one of its kind, is invalid. A v1
 // List (what kubectl get -o yaml prints) gives one report per item.
-func (c *checker) document(index int, doc []byte) []documentReport {
-	name := fmt.Sprintf("document %d", index)
+func (c *checker) document(name string, doc []byte) []documentReport {
 	raw, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return []documentReport{{name: name, errors: []string{fmt.Sprintf("not valid YAML: %v", err)}}}
