@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -176,7 +177,30 @@ func (c *checker) document(name string, doc []byte) []documentReport {
 	if err != nil {
 		return []documentReport{{name: name, errors: []string{fmt.Sprintf("not valid YAML: %v", err)}}}
 	}
-	return c.object(name, raw)
+	reports := c.object(name, raw)
+	if dups := duplicateKeys(doc); len(dups) > 0 && len(reports) > 0 {
+		reports[0].errors = append(dups, reports[0].errors...)
+	}
+	return reports
+}
+
+// duplicateKeys refuses a mapping that sets a key twice (replicas: 2 and
+// replicas: 4 in one Worker): the API server's strict decoding refuses it,
+// while a lenient decoder keeps the last value and the user never learns
+// which one counted.
+func duplicateKeys(doc []byte) []string {
+	_, err := yaml.YAMLToJSONStrict(doc)
+	if err == nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.Contains(line, "already set in map") {
+			out = append(out, "duplicate key: "+line+"; the API server refuses an object that sets a field twice: keep one")
+		}
+	}
+	return out
 }
 
 // object checks one JSON object; fallback names it when it has no name.
