@@ -49,7 +49,7 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	cfg, warnings, err := Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nrescheduler: {maxBadNodes: 2}\n"))
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
-	assert.Equal(t, 2, cfg.Rescheduler.MaxBadNodes)
+	assert.Equal(t, 2, *cfg.Rescheduler.MaxBadNodes)
 	assert.True(t, *cfg.Rescheduler.Enabled)
 	assert.Equal(t, DefaultNodeLostGrace, cfg.Rescheduler.NodeLostGrace.Duration)
 
@@ -64,4 +64,29 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	_, _, err = Parse([]byte("rescheduler: {backoffBase: 1m, backoffMax: 10s, nodeLostGrace: 0s}\n"))
 	require.ErrorContains(t, err, "rescheduler.backoffMax")
 	require.ErrorContains(t, err, "rescheduler.nodeLostGrace")
+}
+
+// TestZeroMeansZero: a count set to 0 in the file is 0 (or refused with
+// the field's path), never silently the default; unset takes the default.
+func TestZeroMeansZero(t *testing.T) {
+	cfg, err := ParseConfig([]byte("maxReschedules: 0\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 0, *cfg.MaxReschedules, "0 means never reschedule, as trainguard.io/max-reschedules: \"0\" does")
+	cfg, err = ParseConfig([]byte("{}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, DefaultMaxReschedules, *cfg.MaxReschedules)
+	assert.Equal(t, int32(DefaultTaskDPort), *cfg.TaskD.Port)
+	assert.Equal(t, DefaultMaxBadNodes, *cfg.Rescheduler.MaxBadNodes)
+	assert.Equal(t, DefaultNodeEvictionBurst, *cfg.Rescheduler.NodeEvictionBurst)
+
+	for in, want := range map[string]string{
+		"rescheduler: {maxBadNodes: 0}\n":       "rescheduler.maxBadNodes: Invalid value: 0: must be at least 1",
+		"rescheduler: {nodeEvictionBurst: 0}\n": "rescheduler.nodeEvictionBurst: Invalid value: 0: must be at least 1",
+		"taskd: {port: 0}\n":                    `taskd.port: Invalid value: "0": must be between 1 and 65535`,
+		"maxReschedules: 1001\n":                `maxReschedules: Invalid value: "1001": must be an integer between 0 and 1000`,
+	} {
+		_, err := ParseConfig([]byte(in))
+		require.Error(t, err, in)
+		assert.Contains(t, err.Error(), want, in)
+	}
 }

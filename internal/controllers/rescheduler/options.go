@@ -72,7 +72,7 @@ func OptionsFrom(c config.ReschedulerConfig, namespace string) Options {
 		NodeLostGrace:    c.NodeLostGrace.Duration,
 		GraceOverTime:    c.GraceOverTime.Duration,
 		BadNodeTTL:       c.BadNodeTTL.Duration,
-		MaxBadNodes:      c.MaxBadNodes,
+		MaxBadNodes:      *c.MaxBadNodes,
 		DefaultRetryable: c.UnknownExitCodeRetryable,
 		BackoffBase:      c.BackoffBase.Duration,
 		BackoffMax:       c.BackoffMax.Duration,
@@ -80,7 +80,7 @@ func OptionsFrom(c config.ReschedulerConfig, namespace string) Options {
 		ForceDeleteAfter:       c.ForceDeleteAfter.Duration,
 		LeaseLostAfter:         c.LeaseLostAfter.Duration,
 		NodeEvictionRate:       *c.NodeEvictionRate,
-		NodeEvictionBurst:      c.NodeEvictionBurst,
+		NodeEvictionBurst:      *c.NodeEvictionBurst,
 		UnhealthyZoneThreshold: *c.UnhealthyZoneThreshold,
 	}
 }
