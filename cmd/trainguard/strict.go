@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
@@ -13,6 +11,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/typecheck"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -20,17 +19,6 @@ import (
 // make before any trainguard rule runs: an object whose apiVersion, kind or
 // field types are wrong never reaches a webhook, so offline it must be
 // refused here, with every problem listed.
-
-// decodeGeneric decodes a JSON document keeping numbers exact.
-func decodeGeneric(raw []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
 
 // typeMeta reads apiVersion and kind from a generic object; a problem is
 // returned as the report line.
@@ -145,7 +133,7 @@ func structuralProblems(obj map[string]any) (gvk schema.GroupVersionKind, errs, 
 	if t == nil {
 		return gvk, nil, nil
 	}
-	errs, unknown := typeErrors(obj, t)
+	errs, unknown := typecheck.Check(obj, t)
 	if gvk.Group != trainerGroup {
 		return gvk, append(errs, unknown...), nil
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/typecheck"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/validators"
 	"github.com/trainguard/trainguard/webhook"
@@ -206,10 +207,10 @@ func duplicateKeys(doc []byte) []string {
 // object checks one JSON object; fallback names it when it has no name.
 func (c *checker) object(fallback string, raw []byte) []documentReport {
 	report := documentReport{name: fallback}
-	generic, err := decodeGeneric(raw)
+	generic, err := typecheck.DecodeJSON(raw)
 	obj, isObject := generic.(map[string]any)
 	if err != nil || !isObject {
-		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: the document is %s, not a mapping with apiVersion, kind and metadata", valueString(generic)))
+		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: the document is %s, not a mapping with apiVersion, kind and metadata", typecheck.ValueString(generic)))
 		return []documentReport{report}
 	}
 	gvk, problems, warnings := structuralProblems(obj)

@@ -90,3 +90,43 @@ func TestZeroMeansZero(t *testing.T) {
 		assert.Contains(t, err.Error(), want, in)
 	}
 }
+
+// TestConfigErrorsAreAllListedWithPaths: a configuration file's mistakes
+// are reported as an object's are: every one at once, each with its field
+// path, an unknown field with the nearest known one.
+func TestConfigErrorsAreAllListedWithPaths(t *testing.T) {
+	_, err := ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+kind: Configuration
+checkpoint:
+  clam: team-ckpt
+  path: /etc/ckpt
+rescheduler:
+  maxBadNode: 3
+taskd: {port: 0}
+gpu: {defaultCount: 100}
+`))
+	require.Error(t, err)
+	for _, want := range []string{
+		"(5 problems)",
+		`checkpoint.clam: unknown field "clam"; did you mean "claim"?`,
+		`rescheduler.maxBadNode: unknown field "maxBadNode"; did you mean "maxBadNodes"?`,
+		`checkpoint.path: Invalid value: "/etc/ckpt": must not be under the system directory /etc`,
+		`taskd.port: Invalid value: "0": must be between 1 and 65535`,
+		`gpu.defaultCount: Invalid value: "100": must be an integer between 0 and 64`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	_, err = ParseConfig([]byte("gpu: {defaultCount: two}\nagent: {installCommand: /trainguard-agent}\nclusterwide: true\n"))
+	require.Error(t, err)
+	for _, want := range []string{
+		`gpu.defaultCount: Invalid value: "two": must be of type integer`,
+		`agent.installCommand: Invalid value: "/trainguard-agent": must be of type array`,
+		`clusterwide: unknown field "clusterwide"; did you mean "clusterWide"?`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	_, err = ParseConfig([]byte("maxReschedules: 2\nmaxReschedules: 3\n"))
+	require.ErrorContains(t, err, `key "maxReschedules" already set in map`)
+	_, err = ParseConfig([]byte("- a\n"))
+	require.ErrorContains(t, err, "must be a mapping")
+}
