@@ -28,6 +28,12 @@ func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
 	if *r.NodeEvictionBurst < 1 {
 		errs = append(errs, field.Invalid(p.Child("nodeEvictionBurst"), *r.NodeEvictionBurst, "must be at least 1 (to stop all action, set nodeEvictionRate: 0)"))
 	}
+	if *r.NodeEvictionRate < 0 {
+		errs = append(errs, field.Invalid(p.Child("nodeEvictionRate"), *r.NodeEvictionRate, "must not be negative (0 stops all action)"))
+	}
+	if t := *r.UnhealthyZoneThreshold; t <= 0 || t > 1 {
+		errs = append(errs, field.Invalid(p.Child("unhealthyZoneThreshold"), t, "must be above 0 and at most 1 (1 disables the brake)"))
+	}
 	if r.BackoffMax.Duration < r.BackoffBase.Duration {
 		errs = append(errs, field.Invalid(p.Child("backoffMax"), r.BackoffMax.Duration.String(), "must not be below backoffBase"))
 	}
