@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -45,7 +46,7 @@ func Parse(data []byte) (*Config, []string, error) {
 			typecheck.ValueString(generic), ConfigAPIVersion, ConfigKind)
 	}
 	typeErrs, unknown := typecheck.CheckComplete(generic, reflect.TypeOf(Config{}))
-	problems := append(typeErrs, unknown...)
+	problems := slices.Concat(typeErrs, unknown)
 	c := &Config{}
 	if len(typeErrs) == 0 {
 		// Unknown fields are reported above; the rest is still checked.
