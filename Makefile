@@ -75,7 +75,7 @@ test-trainer: ## TrainJob suite, twice: real kube-apiserver and trainguard with 
 	done
 
 .PHONY: test-python
-test-python:
+test-python: ## The Python SDK's unittest suite (with the python3 in PYTHON, torch if installed).
 	cd sdk/python && $(PYTHON) -m unittest discover -s tests -v
 
 .PHONY: golden

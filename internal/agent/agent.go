@@ -9,6 +9,8 @@ package agent
 import (
 	"fmt"
 	"io"
+
+	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
 // Exit codes of trainguard-agent. Kubernetes ignores a preStop hook's exit
@@ -36,6 +38,8 @@ commands:
   prestop        ask the trainer to checkpoint, wait for the acknowledgement,
                  then run the chained user hook (see prestop -h)
   poststart      append a start line to <checkpoint dir>/postStart.log
+  version        print the version (the agent comes from trainguard's image
+                 and must match the webhook that injected it)
 `
 
 // Run executes one trainguard-agent command and returns the process exit code.
@@ -51,6 +55,11 @@ func Run(args []string, env Env, stderr io.Writer) int {
 		return runPrestop(args[1:], env, stderr)
 	case "poststart":
 		return runPoststart(args[1:], env, stderr)
+	case "version", "--version":
+		// On stderr like everything the agent prints: stdout is the
+		// container's, and kubectl exec shows both.
+		fmt.Fprintf(stderr, "trainguard-agent %s\n", version.String())
+		return ExitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(stderr, usage)
 		return ExitOK
