@@ -56,6 +56,10 @@ func TestBrokenInputsOfANewUser(t *testing.T) {
 			`Pod/ml/inference: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an integer`,
 			`Pod/ml/inference: spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: "500m": must be an integer`,
 		}},
+		{"type-error-and-annotation-typo.yaml", 1, []string{
+			`PyTorchJob/ml/train: spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: "two": must be of type integer`,
+			`PyTorchJob/ml/train: metadata.annotations[trainguard.io/prestop-timout]: Invalid value: "trainguard.io/prestop-timout": unknown trainguard.io/ annotation; did you mean trainguard.io/prestop-timeout?`,
+		}},
 		{"binary.yaml", 2, []string{`not YAML: the input is binary (a NUL byte at offset 7)`}},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "broken", "*"))

@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
@@ -217,7 +219,10 @@ func (c *checker) object(fallback string, raw []byte) []documentReport {
 	report.name = documentName(gvk.Kind, obj, fallback)
 	report.warnings = warnings
 	if len(problems) > 0 {
-		report.errors = problems
+		// The rules need a well-typed object, but the object's own
+		// trainguard.io/ annotations and labels can be judged already, so
+		// one run names every mistake, not the typo after the type error.
+		report.errors = append(problems, metadataRuleErrors(obj)...)
 		return []documentReport{report}
 	}
 	var h jobs.Header
@@ -229,6 +234,21 @@ func (c *checker) object(fallback string, raw []byte) []documentReport {
 		return c.list(report.name, raw)
 	}
 	return []documentReport{c.rules(report, h, raw)}
+}
+
+// metadataRuleErrors are the annotation and label rules on a malformed
+// object's metadata, when the metadata itself is well formed.
+func metadataRuleErrors(obj map[string]any) []string {
+	raw, err := json.Marshal(obj["metadata"])
+	var meta metav1.ObjectMeta
+	if err != nil || json.Unmarshal(raw, &meta) != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range contract.ValidateMetadata(&meta, field.NewPath("metadata")) {
+		out = append(out, fmt.Sprintf("%s: %s", e.Field, e.ErrorBody()))
+	}
+	return out
 }
 
 // rules runs trainguard's validating rules on a well-formed object.
