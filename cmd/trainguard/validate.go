@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -222,7 +223,7 @@ func (c *checker) object(fallback string, raw []byte) []documentReport {
 		// The rules need a well-typed object, but the object's own
 		// trainguard.io/ annotations and labels can be judged already, so
 		// one run names every mistake, not the typo after the type error.
-		report.errors = append(problems, metadataRuleErrors(obj)...)
+		report.errors = slices.Concat(problems, metadataRuleErrors(obj))
 		return []documentReport{report}
 	}
 	var h jobs.Header
