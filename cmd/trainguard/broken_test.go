@@ -60,6 +60,10 @@ func TestBrokenInputsOfANewUser(t *testing.T) {
 			`PyTorchJob/ml/train: spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: "two": must be of type integer`,
 			`PyTorchJob/ml/train: metadata.annotations[trainguard.io/prestop-timout]: Invalid value: "trainguard.io/prestop-timout": unknown trainguard.io/ annotation; did you mean trainguard.io/prestop-timeout?`,
 		}},
+		{"runpolicy-typos.yaml", 1, []string{
+			`PyTorchJob/ml/train: spec.runPolicy.backoffLimt: unknown field "backoffLimt"; did you mean "backoffLimit"?`,
+			`PyTorchJob/ml/train: spec.runPolicy.ttlSecondsAfterFinish: unknown field "ttlSecondsAfterFinish"; did you mean "ttlSecondsAfterFinished"?`,
+		}},
 		{"binary.yaml", 2, []string{`not YAML: the input is binary (a NUL byte at offset 7)`}},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "broken", "*"))

@@ -25,9 +25,10 @@ import (
 
 const validateLong = `Validate reads one or more YAML documents and checks them offline, first as
 the API server and 'kubectl apply --validate=strict' would (apiVersion and
-kind, every value of the wrong type, every integer overflow, unknown fields,
-with their field paths), then with the same rules the validating webhook
-applies:
+kind, every value of the wrong type, every integer overflow, unknown fields
+(in a kubeflow.org PyTorchJob, every field its CRD schema does not declare),
+duplicate keys, with their field paths), then with the same rules the
+validating webhook applies:
 
   - kubeflow.org/v1 PyTorchJob: everything the training operator's webhook
     checks (a Master must set replicas: 1, as kubeflow requires), plus the

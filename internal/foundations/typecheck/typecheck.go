@@ -94,7 +94,7 @@ func walkType(v any, t reflect.Type, p *field.Path, out *problems) {
 		walkStruct(v.(map[string]any), t, p, out)
 	case reflect.Map:
 		m := v.(map[string]any)
-		for _, k := range sortedKeys(m) {
+		for _, k := range SortedKeys(m) {
 			walkType(m[k], t.Elem(), p.Key(k), out)
 		}
 	case reflect.Slice:
@@ -111,7 +111,7 @@ func walkType(v any, t reflect.Type, p *field.Path, out *problems) {
 // fields, by their json names (inline members included).
 func walkStruct(m map[string]any, t reflect.Type, p *field.Path, out *problems) {
 	fields := jsonFields(t)
-	for _, k := range sortedKeys(m) {
+	for _, k := range SortedKeys(m) {
 		ft, ok := fields[k]
 		if !ok {
 			if line, typo := unknownField(t, p, k, fields); typo || out.complete {
@@ -311,7 +311,8 @@ func ValueString(v any) string {
 	return fmt.Sprint(v)
 }
 
-func sortedKeys(m map[string]any) []string {
+// SortedKeys are m's keys in order, so every report lists problems alike.
+func SortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
