@@ -12,9 +12,10 @@ type Injection struct {
 }
 
 // Injections is the one registry of injections, in the order they run and
-// are listed in the marker. The configuration's `mutators` names and the
-// chart schema's enum are checked against it (TestRegistry*); adding an
-// injection is its file plus one line here.
+// are listed in the marker. Its names are contract.InjectionNames, which
+// the configuration's `mutators` switch is checked against, and the chart
+// schema's enum (TestRegistry*); adding an injection is its file, its name
+// in contract and one line here.
 func Injections() []Injection {
 	return []Injection{
 		{Name: contract.InjectionPreStop, Template: PreStop},

@@ -7,7 +7,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
+
+// The registry runs exactly the injections contract names, in its order: the
+// configuration accepts contract's names in its `mutators` switch, so an
+// injection missing from either would be impossible to switch off or a
+// switch that turns nothing off.
+func TestRegistryIsContractsInjectionNames(t *testing.T) {
+	assert.Equal(t, contract.InjectionNames(), Names(),
+		"mutators.Injections() and contract.InjectionNames() must list the same injections in the same order")
+}
 
 // The registry's order is the marker's, which users and tests read.
 func TestRegistryOrderIsTheMarkersOrder(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // checkJob validates any handled kind through its adapter: the kind's own
@@ -20,7 +21,7 @@ func (v *Validator) checkJob(a jobs.Adapter, job jobs.Job, nsAnnotations map[str
 		res.Errors = append(res.Errors, extendedResourceErrors(tpl.Spec, tpl.SpecPath())...)
 	}
 	ann := job.Meta().Annotations
-	if _, isPod := job.(jobs.PodJob); contract.OptedOut(ann) || (isPod && !contract.Injected(ann)) {
+	if _, isPod := job.(jobs.PodJob); policy.OptOut(ann) != "" || (isPod && !contract.Injected(ann)) {
 		return res
 	}
 	errs, warnings := v.crossCheck(job, nsAnnotations)

@@ -15,10 +15,11 @@ import (
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // namespaces is a static NamespaceAnnotations for tests.
-func namespaces(m map[string]map[string]string) NamespaceAnnotations {
+func namespaces(m map[string]map[string]string) policy.NamespaceAnnotations {
 	return func(_ context.Context, name string) (map[string]string, bool, error) {
 		ann, ok := m[name]
 		return ann, ok, nil

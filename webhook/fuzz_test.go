@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // FuzzAdmissionReview throws arbitrary bodies at every endpoint: the
@@ -56,7 +57,7 @@ func FuzzInjectObject(f *testing.F) {
 			}
 		}
 	}
-	inj := &Injector{Scope: Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, a := range jobs.Builtin().All() {
 			res, err := inj.Inject(context.Background(), Request{GVK: a.GVK(), Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})

@@ -15,12 +15,13 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
 )
 
 // Injector decides whether an object is mutated and computes the patch.
 type Injector struct {
-	Scope
+	policy.Scope
 	// Avoider gives the nodes a new pod must avoid; nil means none.
 	Avoider podspec.NodeAvoider
 	// Kinds are the kinds handled; the zero value means jobs.Builtin().
@@ -78,8 +79,8 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	if nm, ok := job.(jobs.NotMutated); ok {
 		return Result{Skipped: nm.NotMutatedReason()}, nil
 	}
-	if contract.OptedOut(job.Meta().Annotations) {
-		return Result{Skipped: adapter.GVK().Kind + " opted out with " + contract.AnnotationInject + "=" + contract.InjectDisabled}, nil
+	if skip := policy.OptOut(job.Meta().Annotations); skip != "" {
+		return Result{Skipped: adapter.GVK().Kind + ": " + skip}, nil
 	}
 	base, err := baseline(adapter, job, req.Raw)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
@@ -24,7 +23,7 @@ func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.Admissio
 		return errored(http.StatusBadRequest, fmt.Errorf("decoding Namespace: %w", err))
 	}
 	base := ns.DeepCopy()
-	if !optin.MirrorLabel(&ns.ObjectMeta) {
+	if !contract.MirrorInjectLabel(&ns.ObjectMeta) {
 		return allowed(nil)
 	}
 	ops, err := typedDiff(&s.injector.types, req.Object.Raw, base, &ns)

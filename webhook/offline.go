@@ -12,6 +12,7 @@ import (
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // Offline mutates YAML documents as the webhook would for opted-in
@@ -27,7 +28,7 @@ type Offline struct {
 // NewOffline returns an offline injector using cfg.
 func NewOffline(cfg *config.Config) *Offline {
 	kinds := jobs.Builtin()
-	o := &Offline{Injector: &Injector{Scope: Scope{Config: cfg}, Kinds: &kinds}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
+	o := &Offline{Injector: &Injector{Scope: policy.Scope{Config: cfg}, Kinds: &kinds}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
 	o.Injector.TrainJobs = o.trainJob
 	return o
 }

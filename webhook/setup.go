@@ -22,6 +22,7 @@ import (
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/validators"
 )
 
@@ -56,7 +57,7 @@ type Options struct {
 
 // Server holds what every trainguard admission endpoint shares.
 type Server struct {
-	scope     *Scope
+	scope     *policy.Scope
 	injector  *Injector
 	validator *validators.Validator
 	metrics   *admissionMetrics
@@ -66,8 +67,8 @@ type Server struct {
 }
 
 // NewServer builds the endpoints' shared state; lookup reads namespaces.
-func NewServer(opts Options, lookup NamespaceAnnotations, m *admissionMetrics, log logr.Logger) *Server {
-	scope := Scope{Config: opts.Config, OwnNamespace: opts.OwnNamespace, Namespaces: lookup}
+func NewServer(opts Options, lookup policy.NamespaceAnnotations, m *admissionMetrics, log logr.Logger) *Server {
+	scope := policy.Scope{Config: opts.Config, OwnNamespace: opts.OwnNamespace, Namespaces: lookup}
 	kinds := opts.Kinds
 	if kinds == nil { // built once, not per request
 		builtin := jobs.Builtin()
@@ -154,7 +155,7 @@ func (s *Server) handler(name string, admit admitFunc) http.Handler {
 // cache miss does it ask the API server (live): a job applied together with
 // its namespace (kubectl apply -f dir/) can arrive before the informer has
 // seen the namespace, and must not be skipped for that.
-func CachedNamespaces(cached, live client.Reader) NamespaceAnnotations {
+func CachedNamespaces(cached, live client.Reader) policy.NamespaceAnnotations {
 	return func(ctx context.Context, name string) (map[string]string, bool, error) {
 		ns := namespaceMeta()
 		err := cached.Get(ctx, types.NamespacedName{Name: name}, ns)

@@ -51,7 +51,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 func injectPod(t *testing.T, tjs *trainJobs, p *builders.PodWrapper) (*corev1.Pod, Result) {
 	t.Helper()
-	inj := &Injector{Scope: Scope{Config: config.DefaultConfig(), Namespaces: namespaces(optedIn())}, TrainJobs: tjs.lookup}
+	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig(), Namespaces: namespaces(optedIn())}, TrainJobs: tjs.lookup}
 	raw, err := json.Marshal(&p.Pod)
 	require.NoError(t, err)
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.Pod().GVK(), Namespace: p.Namespace, Raw: raw})
@@ -141,7 +141,7 @@ func TestTrainerKindsAreValidatedNotMutated(t *testing.T) {
 	require.False(t, out.Response.Allowed)
 	assert.Contains(t, out.Response.Result.Message, "spec.mlPolicy.torch.elasticPolicy.maxNodes")
 
-	inj := &Injector{Scope: Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
 	tj := []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"j","namespace":"team-a"},"spec":{"runtimeRef":{"name":"r"}}}`)
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.TrainJob().GVK(), Raw: tj, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // TestUnknownFieldsSurvive mutates a PyTorchJob full of fields the local
@@ -22,7 +23,7 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 "pytorchReplicaSpecs":{"Worker":{"replicas":1,"futureReplicaField":"keep-me",
 "template":{"spec":{"futurePodField":true,"containers":[{"name":"pytorch","image":"i","futureContainerField":{"a":"b"}}]}}}}},
 "status":{"conditions":[{"type":"Created","status":"True"}],"replicaStatuses":{"Worker":{"active":1}}}}`)
-	inj := &Injector{Scope: Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK(), Namespace: "team-a", Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Patch)
@@ -73,7 +74,7 @@ spec:
         spec:
           containers: [{name: pytorch, image: i}]`))
 	require.NoError(t, err)
-	inj := &Injector{Scope: Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK(), Raw: in, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	for _, op := range res.Patch {

@@ -9,9 +9,13 @@ package agent
 import (
 	"fmt"
 	"io"
-
-	"github.com/trainguard/trainguard/internal/foundations/version"
 )
+
+// Version is the release the agent belongs to. The agent reaches nothing
+// else of trainguard (it ships alone into every pod), so it keeps its own
+// copy of version.AppVersion, stamped by the same -ldflags (the Makefile's
+// VERSION); a test in test/install holds the two equal.
+var Version = "0.1.0" //nolint:gochecknoglobals // set by -ldflags -X
 
 // Exit codes of trainguard-agent. Kubernetes ignores a preStop hook's exit
 // code for termination but records it in the pod's events, so the codes are
@@ -58,7 +62,7 @@ func Run(args []string, env Env, stderr io.Writer) int {
 	case "version", "--version":
 		// On stderr like everything the agent prints: stdout is the
 		// container's, and kubectl exec shows both.
-		fmt.Fprintf(stderr, "trainguard-agent %s\n", version.String())
+		fmt.Fprintf(stderr, "trainguard-agent %s\n", Version)
 		return ExitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(stderr, usage)

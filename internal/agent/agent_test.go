@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
 func mapEnv(m map[string]string) Env { return func(k string) string { return m[k] } }
@@ -80,6 +79,25 @@ func TestNextGenerationExceedsEverythingOnDisk(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, heartbeatFile), []byte("{corrupt"), 0o644))
 	if g := nextGeneration(d); g != 8 {
 		t.Fatalf("generation %d, want 8", g)
+	}
+}
+
+// A file planted in the signal dir cannot push the next generation past
+// the largest one (2^63-1 made it negative) or below the real ones: forged
+// values outside [0, maxGeneration] are ignored, and the result saturates.
+func TestNextGenerationIsBoundedAgainstPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	d := openDir(t, dir)
+	must(t, writeJSONAtomic(d, requestFile, Request{Generation: 3}))
+	for _, planted := range []int64{math.MaxInt64, maxGeneration + 1, -5} {
+		must(t, writeJSONAtomic(d, ackFile, Ack{Generation: planted}))
+		if g := nextGeneration(d); g != 4 {
+			t.Errorf("ack of generation %d planted: next generation %d, want 4", planted, g)
+		}
+	}
+	must(t, writeJSONAtomic(d, ackFile, Ack{Generation: maxGeneration}))
+	if g := nextGeneration(d); g != maxGeneration {
+		t.Errorf("ack at the largest generation: next %d, want %d (saturated)", g, int64(maxGeneration))
 	}
 }
 
@@ -198,7 +216,7 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("prestop -h shows the host name %q as the pod's default:\n%s", host, out.String())
 	}
 	out.Reset()
-	if code := Run([]string{"version"}, env, &out); code != ExitOK || !strings.Contains(out.String(), "trainguard-agent "+version.AppVersion) {
+	if code := Run([]string{"version"}, env, &out); code != ExitOK || out.String() != "trainguard-agent "+Version+"\n" {
 		t.Errorf("version: exit %d, %q", code, out.String())
 	}
 }

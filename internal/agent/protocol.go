@@ -75,6 +75,12 @@ type Heartbeat struct {
 	Generation int64   `json:"generation"` // last generation the trainer handled
 }
 
+// maxGeneration bounds every generation in the protocol files: the largest
+// integer every JSON reader (a float64) holds exactly, and more requests
+// than any pod will ever see. A larger or negative value on the volume is
+// forged (a writer of the volume planted it) and is ignored.
+const maxGeneration = 1<<53 - 1
+
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func fromUnixSeconds(s float64) time.Time {
@@ -144,21 +150,30 @@ func writeJSONAtomic(dir *dirFD, name string, v any) error {
 // so a request is never confused with an earlier one, and an old ack (whose
 // generation is at most the old request's) can never match the new request.
 // Corrupt files count as generation 0: the others still bound it from below.
+// A value outside [0, maxGeneration] is forged and ignored, and the result
+// saturates at maxGeneration: a planted ack of 2^63-1 once made it negative.
+// The nonce, not the generation, is what ties an ack to its request, so
+// two requests of the saturated generation are still told apart.
 func nextGeneration(signalDir *dirFD) int64 {
 	var maxGen int64
+	seen := func(g int64) {
+		if g >= 0 && g <= maxGeneration {
+			maxGen = max(maxGen, g)
+		}
+	}
 	var req Request
 	if readJSON(signalDir, requestFile, &req) == nil {
-		maxGen = max(maxGen, req.Generation)
+		seen(req.Generation)
 	}
 	var ack Ack
 	if readJSON(signalDir, ackFile, &ack) == nil {
-		maxGen = max(maxGen, ack.Generation)
+		seen(ack.Generation)
 	}
 	var hb Heartbeat
 	if readJSON(signalDir, heartbeatFile, &hb) == nil {
-		maxGen = max(maxGen, hb.Generation)
+		seen(hb.Generation)
 	}
-	return maxGen + 1
+	return min(maxGen+1, maxGeneration)
 }
 
 // pidAlive reports whether a process with this pid exists in our PID

@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +27,8 @@ type Config struct {
 	// waiting for the namespace's opt-in annotation.
 	ClusterWide bool `json:"clusterWide,omitempty"`
 	// ExcludedNamespaces are never mutated. kube-system and trainguard's own
-	// namespace are always added, whatever this says.
+	// namespace are always added, whatever this says, and every kube-*
+	// namespace is excluded too (Excluded).
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 
 	Checkpoint        CheckpointConfig        `json:"checkpoint"`
@@ -140,9 +142,13 @@ type TrainingContainerConfig struct {
 	Names []string `json:"names,omitempty"`
 }
 
-// Excluded reports whether a namespace is never mutated.
+// Excluded reports whether a namespace is never mutated: one of
+// ExcludedNamespaces, or a kube-* namespace. Those belong to Kubernetes and
+// its add-ons (kube-public, kube-node-lease, kube-flannel, ...), never to a
+// training team, and cluster-wide mode must not let trainguard's account
+// create pods there (the chart's admission policy refuses it too).
 func (c *Config) Excluded(namespace string) bool {
-	return contains(c.ExcludedNamespaces, namespace)
+	return strings.HasPrefix(namespace, "kube-") || contains(c.ExcludedNamespaces, namespace)
 }
 
 func contains(list []string, s string) bool { return slices.Contains(list, s) }

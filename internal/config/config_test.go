@@ -34,6 +34,20 @@ func TestLoadConfigErrors(t *testing.T) {
 	assert.True(t, cfg.Excluded("kube-system"), "kube-system is always excluded")
 }
 
+// Issue 31, item 4: kube-public, kube-node-lease and every other kube-*
+// namespace are never injected, whatever the list says, so cluster-wide mode
+// cannot hand trainguard's account the namespaces of Kubernetes add-ons.
+func TestKubeNamespacesAreAlwaysExcluded(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ClusterWide = true
+	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease", "kube-flannel"} {
+		assert.True(t, cfg.Excluded(ns), ns)
+	}
+	for _, ns := range []string{"ml-team", "kubeflow", "kube", "team-kube-x"} {
+		assert.False(t, cfg.Excluded(ns), ns)
+	}
+}
+
 // TestConfigReferenceShowsTheDefaults keeps docs/config-reference.yaml (in
 // the README) honest: it must load strictly and equal the built-in defaults.
 func TestConfigReferenceShowsTheDefaults(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/mutators"
 )
 
 // validate refuses settings the rescheduler cannot work with.
@@ -81,8 +80,8 @@ func (c *Config) validate() field.ErrorList {
 		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
 	}
 	for name := range c.Mutators {
-		if !contains(mutators.Names(), name) {
-			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", mutators.Names()))
+		if !contains(contract.InjectionNames(), name) {
+			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", contract.InjectionNames()))
 		}
 	}
 	// The annotation's own parser: 0 (never reschedule) up to its cap.

@@ -222,6 +222,24 @@ func nsLabels(name string, extra map[string]string) labels.Set {
 	return l
 }
 
+// clusterWideComponents are the namespaces cluster-wide mode excludes by
+// default (clusterWideExcludedNamespaces): those of the components whose
+// ServiceAccounts trainguard's account must never run a pod as (issue 31,
+// item 4).
+var clusterWideComponents = []string{ //nolint:gochecknoglobals // a constant list.
+	"kube-public", "kube-node-lease", "cert-manager", "monitoring", "kueue-system",
+	"kubeflow", "kubeflow-system", "jobset-system", "kubedl-system", "mindx-dl", "volcano-system",
+}
+
+// excludedOf is what tc's webhook selectors and policy file exclude.
+func excludedOf(tc renderCase) []string {
+	excluded := append([]string{"kube-system", tc.namespace}, tc.extraExcluded...)
+	if tc.clusterWide {
+		excluded = append(excluded, clusterWideComponents...)
+	}
+	return excluded
+}
+
 func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	t.Helper()
 	m, v, err := WebhookConfigurations(objs)
@@ -239,7 +257,7 @@ func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured, tc renderCas
 
 	all := entries(m, v)
 	require.Len(t, all, len(wantPaths))
-	excluded := append([]string{"kube-system", tc.namespace}, tc.extraExcluded...)
+	excluded := excludedOf(tc)
 	for _, w := range all {
 		t.Run(w.name, func(t *testing.T) {
 			require.Contains(t, wantPaths, w.name)
@@ -544,9 +562,16 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "", "events", false))
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "events.k8s.io", "events", false))
 	assert.Equal(t, none, verbsFor(cr.Rules, "", "secrets", false), "no cluster-wide access to Secrets")
+	// Issue 31, item 1: the right to write the webhook configurations is
+	// the right to reroute admission; it exists only where trainguard
+	// injects the CA bundle itself, and never unnamed.
 	for _, res := range []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} {
-		assert.Equal(t, sorted("list", "watch"), verbsFor(cr.Rules, "admissionregistration.k8s.io", res, false))
-		assert.Equal(t, sorted("get", "patch", "update"), verbsFor(cr.Rules, "admissionregistration.k8s.io", res, true))
+		assert.Equal(t, none, verbsFor(cr.Rules, "admissionregistration.k8s.io", res, false), "no informer reads them")
+		if tc.certManager {
+			assert.Equal(t, none, verbsFor(cr.Rules, "admissionregistration.k8s.io", res, true), "cert-manager's cainjector writes the bundle")
+		} else {
+			assert.Equal(t, sorted("get", "update"), verbsFor(cr.Rules, "admissionregistration.k8s.io", res, true))
+		}
 	}
 	for _, r := range cr.Rules {
 		if len(r.ResourceNames) > 0 {
@@ -614,8 +639,7 @@ func checkConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCase)
 	t.Helper()
 	cfg, _ := renderedConfig(t, objs, tc)
 	assert.Equal(t, tc.clusterWide, cfg.ClusterWide)
-	wantExcluded := append([]string{"kube-system", tc.namespace}, tc.extraExcluded...)
-	assert.Equal(t, wantExcluded, cfg.ExcludedNamespaces, "the policy file excludes exactly what the webhook selectors exclude")
+	assert.Equal(t, excludedOf(tc), cfg.ExcludedNamespaces, "the policy file excludes exactly what the webhook selectors exclude")
 	assert.Equal(t, deployment(t, objs, tc).Spec.Template.Spec.Containers[0].Image, cfg.Agent.Image, "the agent comes from trainguard's own image by default")
 }
 

@@ -56,6 +56,19 @@ func warningClient(t *testing.T) (client.Client, *controlplane.Warnings) {
 	return c, rec
 }
 
+// renderChart renders the chart with the real helm for release in
+// namespace, with set as --set values.
+func renderChart(t *testing.T, release, namespace string, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	helm, err := chart.HelmBin()
+	require.NoError(t, err)
+	dir, err := chart.Dir()
+	require.NoError(t, err)
+	objs, err := chart.Render(helm, dir, release, namespace, set...)
+	require.NoError(t, err)
+	return objs
+}
+
 func ensureNamespace(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	err := apiServer.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})

@@ -25,12 +25,7 @@ import (
 // ever meet it, even while its deletion is still propagating.
 func installPodMutatingEntry(t *testing.T, release, namespace, tenant string, set ...string) {
 	t.Helper()
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
-	objs, err := chart.Render(helm, dir, release, namespace, set...)
-	require.NoError(t, err)
+	objs := renderChart(t, release, namespace, set...)
 	m, _, err := chart.WebhookConfigurations(objs)
 	require.NoError(t, err)
 	var kept []admissionregistrationv1.MutatingWebhook

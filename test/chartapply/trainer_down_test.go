@@ -26,12 +26,7 @@ import (
 func installTrainguardDown(t *testing.T, release, namespace, tenant string, keep func(name string) bool, set ...string) {
 	t.Helper()
 	ctx := context.Background()
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
-	objs, err := chart.Render(helm, dir, release, namespace, set...)
-	require.NoError(t, err)
+	objs := renderChart(t, release, namespace, set...)
 	_, v, err := chart.WebhookConfigurations(objs)
 	require.NoError(t, err)
 	var kept []admissionregistrationv1.ValidatingWebhook

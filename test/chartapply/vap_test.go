@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/test/chart"
 )
 
@@ -33,12 +34,7 @@ var fenceKinds = map[string]bool{ //nolint:gochecknoglobals // a constant set.
 func installFence(t *testing.T, release, namespace string, set ...string) client.Client {
 	t.Helper()
 	ctx := context.Background()
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
-	objs, err := chart.Render(helm, dir, release, namespace, set...)
-	require.NoError(t, err)
+	objs := renderChart(t, release, namespace, set...)
 	ensureNamespace(t, ctx, namespace)
 	n := 0
 	for _, o := range objs {
@@ -103,10 +99,8 @@ func podOps(sa client.Client, pod *corev1.Pod) map[string]func() error {
 				DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}},
 			})
 		},
-		"create": func() error {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: "recreated"}, Spec: *pod.Spec.DeepCopy()}
-			return sa.Create(ctx, p, client.DryRunAll)
-		},
+		// A bare pod's replacement carries the marker of the pod it replaces.
+		"create": func() error { return sa.Create(ctx, replacement(pod), client.DryRunAll) },
 		"patch": func() error {
 			return sa.Patch(ctx, pod.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"trainguard.io/rescheduler-decision":"x"}}}`)), client.DryRunAll)
 		},
@@ -117,6 +111,20 @@ func podOps(sa client.Client, pod *corev1.Pod) map[string]func() error {
 				[]byte(`{"status":{"phase":"Failed","conditions":[{"type":"DisruptionTarget","status":"True","reason":"DeletionByTrainguardNodeLost"}]}}`)),
 				&client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{DryRun: []string{metav1.DryRunAll}}})
 		},
+	}
+}
+
+// replacement is what the rescheduler creates for a bare pod it injected
+// (internal/controllers/rescheduler replacementFor): the same spec, with
+// trainguard's marker, which the policy requires of any pod it creates.
+func replacement(pod *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pod.Namespace, Name: "recreated",
+			Labels:      map[string]string{contract.LabelManaged: "true"},
+			Annotations: map[string]string{contract.AnnotationInjected: contract.InjectionPreStop},
+		},
+		Spec: *pod.Spec.DeepCopy(),
 	}
 }
 

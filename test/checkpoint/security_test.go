@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,6 +174,7 @@ torch.save([torch.zeros(1), Payload()], os.path.join(p, "tensors.pt"))
 json.dump({"format": 2, "step": 999, "job": "", "states": {}}, open(os.path.join(p, "state.json"), "w"))
 files = {n: os.path.getsize(os.path.join(p, n)) for n in ("tensors.pt", "state.json")}
 json.dump({"format": 2, "generation": 1 << 30, "files": files}, open(os.path.join(p, "commit.json"), "w"))  # a forged generation: tried first
+os.mkdir(os.path.join(d, "trainguard-gen-%d" % (1 << 30)))  # with its marker: a commit counts only up to the newest one
 json.dump({"file": "trainguard-ckpt-00000099", "seq": 99, "step": 999}, open(os.path.join(d, "trainguard-latest.json"), "w"))
 `
 
@@ -221,4 +223,21 @@ func listDir(t testing.TB, dir string) []string {
 	}
 	require.NotEmpty(t, names)
 	return names
+}
+
+// Issue 31 item 8: an ack.json planted with generation 2^63-1 made the
+// agent's next request generation negative, and the trainer took the
+// planted ack for its pod's last answered request: every preStop of the
+// pod timed out. Both sides needed fixing (the agent bounds generations,
+// the trainer believes only an ack that answers the request there).
+func TestPlantedHugeAckDoesNotSilenceThePod(t *testing.T) {
+	p := newPod(t)
+	writeJSONFile(t, filepath.Join(p.signalDir, "ack.json"),
+		map[string]any{"generation": int64(math.MaxInt64), "status": "ok", "nonce": ""})
+	tr := startTrainer(t, p, nil, "--steps", "100000", "--step-delay", "0.02")
+	tr.waitFor(`completed step 3 `, 60*time.Second)
+	r := runAgent(t, p, "prestop", "--timeout=20s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	req := readJSONFile(t, filepath.Join(p.signalDir, "request.json"))
+	assert.Positive(t, req["generation"])
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/agent"
 	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
@@ -91,4 +92,11 @@ func TestOfflineSDKInstallNeedsWheel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(pyproject), `"torch>=1.13"`)
 	assert.Contains(t, string(sdkReadme), "torch ≥ 1.13", "the extra and the SDK's README name the same torch")
+}
+
+// TestAgentVersionIsTheRelease: trainguard-agent keeps its own copy of
+// the release (it may import nothing of trainguard); it must be the one
+// the chart, the image and `trainguard version` name.
+func TestAgentVersionIsTheRelease(t *testing.T) {
+	assert.Equal(t, version.AppVersion, agent.Version)
 }

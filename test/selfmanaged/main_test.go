@@ -12,12 +12,15 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,6 +98,9 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	env.asSA = saClient
+	if err := waitFence(ctx, saClient); err != nil {
+		return 1, err
+	}
 	env.sm = certs.NewSelfManaged(saClient, certs.SelfManagedOptions{
 		Namespace: controlplane.Namespace, SecretName: secretName, ServiceName: serviceName,
 		WebhookConfigName: configName, CertDir: env.certDir,
@@ -124,7 +130,10 @@ func run(m *testing.M) (int, error) {
 }
 
 // installReleaseNamespaceAndRBAC creates the release namespace and, for
-// real, the ServiceAccount and RBAC the chart renders in self-managed mode.
+// real, the ServiceAccount, RBAC and ValidatingAdmissionPolicy the chart
+// renders in self-managed mode: the rotations below run under both fences
+// (issue 31, item 1: the policy lets the account change only the CA bundle
+// of the webhook configurations).
 func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.Namespace}}
 	if err := env.c.Create(ctx, ns); err != nil {
@@ -142,7 +151,8 @@ func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rbac := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+	rbac := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	// Every kind at least once (metrics.secure adds its own ClusterRoles and binding).
 	kinds := map[string]bool{}
 	for _, o := range objs {
@@ -158,4 +168,39 @@ func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 		return fmt.Errorf("chart rendered RBAC kinds %v, want all of %v", kinds, rbac)
 	}
 	return nil
+}
+
+// fencePolicy is the chart's ValidatingAdmissionPolicy for the release.
+const fencePolicy = controlplane.ReleaseName + "-fence"
+
+// waitFence waits until the API server enforces the policy on the webhook
+// configurations (it compiles policies asynchronously): a dry-run update of
+// the mutating configuration's failurePolicy, as sa, is refused by it.
+func waitFence(ctx context.Context, sa client.Client) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fenceProbe(ctx, sa)
+		if err != nil && strings.Contains(err.Error(), fencePolicy) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the policy %s is not enforced after 30s (last answer: %v)", fencePolicy, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fenceProbe dry-runs, as sa, an update of the mutating configuration that
+// changes a webhook's failurePolicy: what a stolen token would do.
+func fenceProbe(ctx context.Context, sa client.Client) error {
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := env.c.Get(ctx, types.NamespacedName{Name: configName}, m); err != nil {
+		return err
+	}
+	ignore := admissionregistrationv1.Ignore
+	if m.Webhooks[0].FailurePolicy != nil && *m.Webhooks[0].FailurePolicy == ignore {
+		ignore = admissionregistrationv1.Fail
+	}
+	m.Webhooks[0].FailurePolicy = &ignore
+	return sa.Update(ctx, m, client.DryRunAll)
 }

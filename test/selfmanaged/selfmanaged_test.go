@@ -213,6 +213,12 @@ func TestChartRBACIsWhatTheSecondReplicaRunsWith(t *testing.T) {
 	assert.True(t, apierrors.IsForbidden(err), "the ServiceAccount must not list Secrets, got %v", err)
 	err = env.asSA.Get(ctx, types.NamespacedName{Name: "someone-elses"}, &admissionregistrationv1.MutatingWebhookConfiguration{})
 	assert.True(t, apierrors.IsForbidden(err), "the ServiceAccount must not get other webhook configurations, got %v", err)
+
+	// The second fence is in force too: the account that rotates the CA
+	// bundle below cannot change anything else of the configurations.
+	err = fenceProbe(ctx, env.asSA)
+	require.Error(t, err, "changing a webhook's failurePolicy must be refused")
+	assert.Contains(t, err.Error(), fencePolicy)
 }
 
 func TestAdmissionWorksThroughSelfManagedCertificate(t *testing.T) {

@@ -78,12 +78,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/*
 Namespaces never sent to trainguard: kube-system (the control plane must never
 depend on trainguard), the release namespace (trainguard must never need
-itself to start), then the user's list. A YAML list.
+itself to start), then the user's list, and in cluster-wide mode the
+namespaces of the cluster components (clusterWideExcludedNamespaces): there
+nobody opted in, and trainguard's account may create pods wherever it
+injects, so a component's namespace injected would let a stolen token run a
+pod as that component's ServiceAccount. A YAML list. Other kube-* namespaces
+are never injected either (internal/config Excluded, the admission policy),
+but a label selector cannot say "kube-*".
 */}}
 {{- define "trainguard.excludedNamespaces" -}}
 {{- $ns := list "kube-system" .Release.Namespace }}
 {{- range .Values.excludedNamespaces }}
 {{- $ns = append $ns . }}
+{{- end }}
+{{- if .Values.clusterWide }}
+{{- range .Values.clusterWideExcludedNamespaces }}
+{{- $ns = append $ns . }}
+{{- end }}
 {{- end }}
 {{- toYaml (uniq $ns) }}
 {{- end }}

@@ -1,3 +1,6 @@
+// Package optin mirrors a namespace's opt-in annotation into a label,
+// because webhook namespaceSelectors can only see labels. Whether
+// trainguard acts on a namespace or an object is policy.Scope's to decide.
 package optin
 
 import (
@@ -37,7 +40,7 @@ func (m *Mirror) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := ns.DeepCopy()
-	if !MirrorLabel(&ns.ObjectMeta) {
+	if !contract.MirrorInjectLabel(&ns.ObjectMeta) {
 		return ctrl.Result{}, nil
 	}
 	if err := m.Client.Patch(ctx, &ns, client.MergeFrom(before)); err != nil {
@@ -60,7 +63,7 @@ func ctrlBuilderPredicates() ctrlForOption {
 }
 
 func outOfStep(obj client.Object) bool {
-	want, ok := DesiredLabel(obj.GetAnnotations())
+	want, ok := contract.DesiredInjectLabel(obj.GetAnnotations())
 	have, has := obj.GetLabels()[contract.LabelInjectEnabled]
 	return ok != has || want != have
 }

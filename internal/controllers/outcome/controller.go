@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // ControllerName names the controller, its logger and its Events' source.
@@ -255,20 +255,15 @@ func (r *Reconciler) markSeen(it item) bool {
 	return true
 }
 
-// optedIn applies the webhook's rule: the managed label alone is a label a
-// tenant can write on a pod in any namespace.
+// optedIn applies the webhook's rule (policy.Scope): the managed label
+// alone is a label a tenant can write on a pod in any namespace.
 func (r *Reconciler) optedIn(ctx context.Context, namespace string) bool {
-	if r.cfg.Excluded(namespace) {
-		return false
+	scope := policy.Scope{Config: r.cfg, Namespaces: policy.ClientNamespaces(r.client)}
+	_, skip, err := scope.Namespace(ctx, namespace)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "reading namespace for a checkpoint outcome", "namespace", namespace)
 	}
-	ns := &corev1.Namespace{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		if !apierrors.IsNotFound(err) {
-			log.FromContext(ctx).Error(err, "reading namespace for a checkpoint outcome", "namespace", namespace)
-		}
-		return false
-	}
-	return contract.NamespaceEnabled(r.cfg.ClusterWide, ns.Annotations)
+	return skip == "" && err == nil
 }
 
 // report emits the pod's Event, the job's Event, the metrics and a log line.

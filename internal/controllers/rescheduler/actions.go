@@ -3,6 +3,7 @@ package rescheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,7 +43,12 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 		return reconcile.Result{RequeueAfter: staleRetry}, err
 	}
 	if d.Migrate {
-		if err := r.recordBadNode(ctx, pod, key, cm, rec, d); err != nil {
+		err := r.recordBadNode(ctx, pod, key, cm, rec, d)
+		var nr notRecreatable
+		if errors.As(err, &nr) {
+			return reconcile.Result{}, r.reportOnce(ctx, pod, key, rec, d.no(ReasonNotRecreatable, string(nr)))
+		}
+		if err != nil {
 			r.metrics.errorsByOp.WithLabelValues("record").Inc()
 			return reconcile.Result{}, err
 		}
@@ -244,7 +250,7 @@ func (r *Reconciler) event(obj *corev1.Pod, eventType, reason string, action Act
 
 func eventType(reason string) string {
 	switch reason {
-	case ReasonPermanentFailure, ReasonRescheduleCapReached, ReasonRecreateFailed, ReasonNodeLost, ReasonNodeDrained, ReasonRetryableExit:
+	case ReasonPermanentFailure, ReasonRescheduleCapReached, ReasonRecreateFailed, ReasonNotRecreatable, ReasonNodeLost, ReasonNodeDrained, ReasonRetryableExit:
 		return corev1.EventTypeWarning
 	}
 	return corev1.EventTypeNormal
@@ -257,6 +263,18 @@ func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 // with the resourceVersion read, so a stale cache makes it fail and retry
 // instead of losing a count.
 func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+	if key.Bare() {
+		stash, err := r.stash(ctx, pod)
+		if err != nil {
+			return err
+		}
+		// Before anything is recorded or evicted: a pod trainguard may not
+		// recreate is not moved at all.
+		if why := unrecreatable(stash); why != "" {
+			return notRecreatable(why)
+		}
+		rec.Stash = stash
+	}
 	now := r.clock.Now()
 	rec.AddNode(pod.Spec.NodeName, now, r.opts.BadNodeTTL, r.opts.MaxBadNodes)
 	if d.NewRound {
@@ -265,13 +283,6 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		rec.JobUID = ref.UID
-	}
-	if key.Bare() {
-		stash, err := r.stash(ctx, pod)
-		if err != nil {
-			return err
-		}
-		rec.Stash = stash
 	}
 	create := cm == nil
 	if create {

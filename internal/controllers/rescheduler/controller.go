@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trainguard/trainguard/internal/config"
-	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -224,18 +223,12 @@ func (r *Reconciler) optedIn(ctx context.Context, namespace string, podAnnotatio
 	return ok, err
 }
 
-// injects is the webhook's predicate for a pod of namespace (read from the
-// cache); why says why not.
+// injects is the webhook's decision (policy.Scope) for a pod of namespace;
+// why says why not.
 func (r *Reconciler) injects(ctx context.Context, namespace string, podAnnotations map[string]string) (bool, string, error) {
-	ns := &corev1.Namespace{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, "namespace not found", nil
-		}
-		return false, "", fmt.Errorf("getting namespace %s: %w", namespace, err)
-	}
-	ok, why := optin.Injects(r.cfg, r.opts.Namespace, namespace, ns.Annotations, podAnnotations)
-	return ok, why, nil
+	scope := policy.Scope{Config: r.cfg, OwnNamespace: r.opts.Namespace, Namespaces: policy.ClientNamespaces(r.client)}
+	_, why, err := scope.Object(ctx, namespace, podAnnotations)
+	return why == "" && err == nil, why, err
 }
 
 // actionable says the decision depends on the job's policy (cap, defaults).

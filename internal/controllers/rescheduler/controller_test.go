@@ -404,7 +404,7 @@ func TestBarePodRecreated(t *testing.T) {
 	assert.False(t, h.podExists(t, "team", pod.Name))
 	cm, rec := h.record(t, key)
 	require.NotNil(t, rec.Stash, "the observed pod is stashed before the eviction")
-	assert.Equal(t, Stash{Namespace: "team", Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Spec: pod.Spec}, *rec.Stash)
+	assert.Equal(t, Stash{Namespace: "team", Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Annotations: pod.Annotations, Spec: pod.Spec}, *rec.Stash)
 	assert.Equal(t, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team", Name: pod.Name}}}, h.r.stashedPodOf(context.Background(), cm))
 
 	// The delete event reconciles the now-missing pod: it is recreated.
@@ -431,6 +431,44 @@ func TestBarePodRecreated(t *testing.T) {
 	// Nothing more to do.
 	h.reconcile(t, "team", pod.Name)
 	assert.Empty(t, h.drainEvents())
+}
+
+// Issue 31, item 4: the chart's admission policy refuses trainguard's
+// account a pod with host namespaces, a privileged container, a hostPath
+// volume or without its marker. A bare pod it could not recreate is not
+// evicted (it would be lost): it stays, with one Warning saying why.
+func TestBarePodTrainguardMayNotRecreateIsLeftAlone(t *testing.T) {
+	for what, opt := range map[string]podOpt{
+		"hostNetwork": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"hostPID":     func(p *corev1.Pod) { p.Spec.HostPID = true },
+		"a privileged container": func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
+		},
+		"a hostPath volume": func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "dev", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev"}}}}
+		},
+		"no marker annotation": func(p *corev1.Pod) { p.Annotations = nil },
+	} {
+		t.Run(what, func(t *testing.T) {
+			pod := newPod(bare, opt)
+			h := newHarness(t, false, pod, lostNode())
+
+			h.reconcile(t, "team", pod.Name)
+			assert.True(t, h.podExists(t, "team", pod.Name), "not evicted: it could never be recreated")
+			assert.Empty(t, h.evictions)
+			got := &corev1.Pod{}
+			require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+			assert.Equal(t, ReasonNotRecreatable, got.Annotations[contract.AnnotationDecision])
+			evs := h.drainEvents()
+			require.NotEmpty(t, evs)
+			assert.Contains(t, evs[len(evs)-1], "Warning BarePodNotRecreatable")
+			assert.Contains(t, evs[len(evs)-1], "trainguard may not recreate this bare pod")
+
+			// Reported once.
+			h.reconcile(t, "team", pod.Name)
+			assert.Empty(t, h.drainEvents())
+		})
+	}
 }
 
 func TestBarePodRecreationWaitsForTheOldPod(t *testing.T) {

@@ -39,10 +39,15 @@ func newPod(opts ...podOpt) *corev1.Pod {
 	return p
 }
 
+// bare makes it a bare pod, carrying the marker the webhook gave it.
 func bare(p *corev1.Pod) {
 	p.Name = "elastic-0"
 	p.OwnerReferences = nil
 	p.Labels = map[string]string{contract.LabelManaged: "true"}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[contract.AnnotationInjected] = contract.InjectionPreStop
 }
 
 func label(k, v string) podOpt { return func(p *corev1.Pod) { p.Labels[k] = v } }

@@ -23,6 +23,11 @@ const (
 	ReasonBackoffPending       = "BackoffPending"
 	ReasonBarePodRecreated     = "BarePodRecreated"
 	ReasonRecreateFailed       = "BarePodRecreateFailed"
+	// ReasonNotRecreatable: a bare pod the chart's admission policy would
+	// not let trainguard recreate (no marker, host namespaces, a privileged
+	// container, a hostPath volume) is left alone rather than evicted and
+	// lost.
+	ReasonNotRecreatable = "BarePodNotRecreatable"
 
 	// Held: the decision stands, its action waits.
 	ReasonPartitionSuspected = "PartitionSuspected" // zone brake (--unhealthy-zone-threshold)

@@ -60,8 +60,8 @@ const (
 )
 
 // Names of the individual injections, as listed in AnnotationInjected and in
-// the config file's `mutators` switch. Their order, and what each does, is
-// the registry's (mutators.Injections).
+// the config file's `mutators` switch. What each does is the registry's
+// (mutators.Injections, tied to InjectionNames by a test).
 const (
 	InjectionPreStop         = "prestop"
 	InjectionTaskD           = "taskd"
@@ -70,6 +70,14 @@ const (
 	InjectionGPU             = "gpu"
 	InjectionAvoidNodes      = "avoid-nodes"
 )
+
+// InjectionNames are all the injections' names, in the order they run and
+// are listed in the marker. They live here, not in the registry, so the
+// configuration can check its `mutators` switch without depending on the
+// injection code.
+func InjectionNames() []string {
+	return []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionAvoidNodes}
+}
 
 // Names trainguard gives to what it adds to a pod. Fixed so the agent, the
 // SDK and the tests agree.

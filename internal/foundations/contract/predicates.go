@@ -2,6 +2,7 @@ package contract
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The questions every component asks about an object. Each is answered
@@ -25,6 +26,40 @@ func NamespaceEnabled(clusterWide bool, nsAnnotations map[string]string) bool {
 // the object with that policy.
 func OptedOut(annotations map[string]string) bool {
 	return annotations[AnnotationInject] == InjectDisabled
+}
+
+// DesiredInjectLabel returns the value the trainguard.io/inject label must
+// have on a namespace with these annotations (webhook namespaceSelectors
+// see only labels); ok is false when the label must be absent. Only the two
+// valid values are mirrored: a bad value is the validating webhook's to
+// refuse, not ours to spread.
+func DesiredInjectLabel(annotations map[string]string) (value string, ok bool) {
+	switch v := annotations[AnnotationInject]; v {
+	case InjectEnabled, InjectDisabled:
+		return v, true
+	}
+	return "", false
+}
+
+// MirrorInjectLabel makes meta's trainguard.io/inject label match its
+// annotation and reports whether it changed anything. The namespace
+// mutating webhook calls it at admission, the optin controller for
+// namespaces annotated while trainguard was down.
+func MirrorInjectLabel(meta *metav1.ObjectMeta) bool {
+	want, ok := DesiredInjectLabel(meta.Annotations)
+	have, has := meta.Labels[LabelInjectEnabled]
+	switch {
+	case ok && (!has || have != want):
+		if meta.Labels == nil {
+			meta.Labels = map[string]string{}
+		}
+		meta.Labels[LabelInjectEnabled] = want
+		return true
+	case !ok && has:
+		delete(meta.Labels, LabelInjectEnabled)
+		return true
+	}
+	return false
 }
 
 // OptedIn reports whether an object explicitly asked for injection.

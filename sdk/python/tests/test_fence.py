@@ -27,10 +27,10 @@ class Generations(Base):
         self.assertEqual(list(range(1, 9)), got, "eight racing incarnations, eight distinct generations")
         self.assertEqual(9, fence.claim(self.dir), "the next one is newer than all")
 
-    def test_a_file_or_symlink_named_like_a_marker_is_not_a_generation(self):
+    def test_a_file_or_symlink_named_like_a_marker_is_taken(self):
         open(os.path.join(self.dir, fence.marker(50)), "w").close()
         os.symlink(self.dir, os.path.join(self.dir, fence.marker(60)))
-        self.assertEqual(1, fence.claim(self.dir))
+        self.assertEqual(61, fence.claim(self.dir), "a claim never retries a name that is there, whatever it is")
 
     def test_old_markers_are_dropped_but_the_newest_stays(self):
         for _ in range(fence.KEEP_MARKERS + 5):
@@ -44,6 +44,14 @@ class Generations(Base):
         second = self.migrator().listening()
         self.assertEqual((1, 2), (first.generation, second.generation))
         self.assertEqual(0, self.migrator(RANK="1").listening().generation, "only global rank 0 commits")
+
+    def test_a_load_claims_nothing(self):
+        self.migrator().save_ckpt()
+        reader = self.migrator()
+        reader.register("c", Counter())
+        self.assertTrue(reader.resume)
+        reader.load_ckpt()
+        self.assertEqual((0, [1]), (reader.generation, fence.generations(self.dir)))
 
 
 class StaleIncarnation(Base):

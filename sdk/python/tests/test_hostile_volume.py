@@ -198,7 +198,8 @@ class HostileVolume(VolumeCase):
         state = b'{"format": 2, "step": 1, "job": "%s", "states": {"s": [%s[]]}}' % (
             test_safety.JOB_A.encode(), b"[]," * (20 << 20))  # 60 MB of text, ~1.5 GB of lists
         with open(os.path.join(self.dir, evil, storage.COMMIT_FILE), "w") as f:
-            json.dump({"format": 2, "generation": 1 << 30, "files": {}}, f)  # forged: tried first
+            json.dump({"format": 2, "generation": 1 << 30, "files": {}}, f)  # forged: tried first...
+        os.mkdir(os.path.join(self.dir, "trainguard-gen-%d" % (1 << 30)))  # ...with its marker
         rewrite_state(self.dir, evil, state)
         proto.write_json_atomic(os.path.join(self.dir, proto.POINTER_FILE), {"file": evil, "seq": 50})
         code = textwrap.dedent("""

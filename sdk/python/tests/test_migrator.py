@@ -260,7 +260,8 @@ class Protocol(Base):
         """A restarted trainer finds the previous pod's answered request: no new save."""
         self.write_request(2)
         proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
-                                {"generation": 2, "status": "ok", "step": 5, "checkpoint": "x"})
+                                {"generation": 2, "nonce": "0123456789abcdef0123456789abcdef", "status": "ok", "step": 5,
+                                 "checkpoint": "x"})
         m = self.migrator()
         m.register("s", {"v": 1})
         m.listening()
@@ -365,6 +366,7 @@ class Protocol(Base):
         m.listening()
         with m.step():  # the ack that was there at start is a predecessor's
             pass
+        self.write_request(4, nonce="a" * 32)  # an ack ends training only when it answers a live request
         proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
                                 {"generation": 4, "nonce": "a" * 32, "status": "ok"})
         self.write_done(4, nonce="a" * 32)

@@ -13,6 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from trainguard import Migrator  # noqa: E402
+from trainguard import _fence as fence  # noqa: E402
 from trainguard import _protocol as proto  # noqa: E402
 from trainguard import _storage as storage  # noqa: E402
 
@@ -46,6 +47,9 @@ def plant(directory, seq, tensor_objects, step=99, job=JOB_A):
     with open(os.path.join(path, storage.COMMIT_FILE), "w") as f:
         # The attacker forges the highest generation, so the plant is tried first.
         json.dump({"format": storage.FORMAT_VERSION, "generation": 1 << 30, "files": files}, f)
+    # ...and its marker: a commit's generation counts only up to the newest
+    # marker on the volume (a real one is always taken before its commit).
+    os.makedirs(os.path.join(directory, fence.marker(1 << 30)), exist_ok=True)
     with open(os.path.join(directory, proto.POINTER_FILE), "w") as f:
         json.dump({"file": name, "seq": seq, "step": step}, f)
     return name

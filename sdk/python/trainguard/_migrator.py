@@ -8,6 +8,7 @@ import time
 
 from . import _exit as exiting
 from . import _fence as fence
+from . import _peer as peer
 from . import _periodic as periodic
 from . import _protocol as proto
 from . import _storage as storage
@@ -22,8 +23,14 @@ class Migrator:
     """Checkpoints registered objects when trainguard-agent asks (pod stopping)
     or when save_ckpt() is called, and restores them on the next start."""
 
-    def __init__(self, env=None):
+    def __init__(self, env=None, read_only=False):
         self._env = env  # None: os.environ, read when first needed
+        self._read_only = bool(read_only)
+        self._root = None  # the checkpoint directory, opened once (proto.Dir); everything on it is relative to it
+        self._sig = None  # this pod's signal dir and its parent (proto.Dir), opened once
+        self._sig_parent = None
+        self._siblings = {}  # name -> proto.Dir of the other pods' signal dirs (rank 0)
+        self._open_lock = threading.Lock()
         self._cfg = None
         self._objects = {}
         self._lock = threading.Lock()
@@ -38,7 +45,7 @@ class Migrator:
         self._last_bytes = 0
         self._waker = None
         self._warned = set()  # signal dirs whose bad request was already logged
-        self._generation = 0  # this incarnation's fence generation (rank 0), claimed before the first load or save
+        self._generation = 0  # this incarnation's fence generation (rank 0), claimed when it starts listening
         self.refused_commits = 0  # saves refused because a newer incarnation started
         self._schedule = None  # periodic checkpoints: from the environment unless periodic() set one
         self._writer = periodic.Writer()
@@ -51,6 +58,15 @@ class Migrator:
         # is done; if it returns, training goes on.
         self.termination_hook = None
         self._sigterm = exiting.SigtermFlag()
+        # A peer's death (docs/checkpoint-protocol.md, "A peer dies"): the
+        # optimizer steps counted, and their count when the last step()
+        # block completed, tell a clean step boundary from a torn one.
+        self._optimizer_steps = peer.OptimizerSteps()
+        self._steps_at_boundary = 0
+        self._replicated = None  # declared by replicated(); None: DDP tells
+        self._last_step_committed = None  # the step of the last checkpoint written or loaded
+        self._peer_lost_handled = False
+        self._hooks = peer.Hooks(self._on_peer_lost)
 
     # ------------------------------------------------------------------ API
 
@@ -74,12 +90,42 @@ class Migrator:
             raise TypeError("trainguard: cannot checkpoint %r (%s): need state_dict/load_state_dict, "
                             "a dict or a list" % (name, type(obj).__name__))
         self._objects[name] = obj
+        self._optimizer_steps.watch(obj)
+
+    def replicated(self, value=True):
+        """Declare that every rank holds the same registered state after each
+        completed step (data parallel: gradients averaged by hand; a
+        registered DistributedDataParallel, or the module it wraps, says so
+        by itself), or, with False, that it does not. When a peer dies, a
+        surviving global rank 0 then commits the last completed step before
+        it exits (the dying gasp), so the crash loses no step."""
+        self._replicated = bool(value)
+        return self
+
+    def read_only(self):
+        """Make this Migrator a reader (an evaluation job, a debug pod): it
+        loads checkpoints and writes nothing on the volume. It takes no
+        generation, so it never fences the job's trainer; listening() does
+        nothing and save_ckpt() raises. Call it before anything else. Also
+        Migrator(read_only=True)."""
+        self._read_only = True
+        return self
 
     def listening(self):
-        """Start the background thread that heartbeats and watches for requests."""
+        """Start the background thread that heartbeats and watches for
+        requests: this process is the job's trainer. Global rank 0 claims
+        this incarnation's fence generation here, which fences older
+        incarnations (a reader must not call it, or be read_only()). Raises
+        OSError when the signal directory or its parent is a symlink."""
         if self._listener is not None:
             return self
+        # From here on a collective that fails because a peer is gone ends
+        # this rank with a retryable code, wherever it fails.
+        self._hooks.install()
         cfg = self.config
+        if self._read_only:
+            log.info("trainguard: read-only: not listening for checkpoint requests in %s", cfg.checkpoint_dir)
+            return self
         if proto.names_no_job(cfg.job):
             log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
                         "job-name), so %s is shared by every such pod of the namespace; set "
@@ -92,7 +138,7 @@ class Migrator:
                         "checkpoint requests", cfg.checkpoint_dir)
             return self
         if cfg.local_rank == 0:
-            os.makedirs(cfg.signal_dir, exist_ok=True)
+            self._own_signal()  # creates it; refuses a symlink on the way
         self._own_ack_base = self._own_ack()[0]
         self._claim()
         self._write_heartbeat()
@@ -104,6 +150,7 @@ class Migrator:
     def close(self):
         """Stop listening (the thread is a daemon; this is for tests and clean exits)."""
         self._stop.set()
+        self._hooks.uninstall()
         self._writer.wait()  # a periodic save in flight is finished, not dropped
         if self._listener is not None:
             self._listener.join(timeout=5)
@@ -111,6 +158,11 @@ class Migrator:
         if self._waker is not None:
             self._waker.close()
             self._waker = None
+        for d in [self._sig, self._sig_parent, self._root] + list(self._siblings.values()):
+            if d is not None:
+                d.close()
+        self._sig = self._sig_parent = self._root = None
+        self._siblings = {}
 
     @property
     def resume(self):
@@ -141,6 +193,8 @@ class Migrator:
             if key not in self._objects:
                 log.warning("trainguard: checkpoint %s has %r, which nobody registered", name, key)
         self._step = payload["step"]
+        self._last_step_committed = self._step
+        self._steps_at_boundary = self._optimizer_steps.count
         log.info("trainguard: resumed from %s at step %d", name, self._step)
         return {"step": payload["step"], "checkpoint": name, "saved_at": payload.get("saved_at")}
 
@@ -155,10 +209,11 @@ class Migrator:
         when a newer incarnation of the job has started: this process is
         stale (e.g. its node was partitioned and its pod replaced) and
         nothing it saves will be resumed, so by default it stops."""
+        self._refuse_if_read_only()
         if self.config.rank != 0:
             return None
         name = self._save()
-        storage.prune(self.config.checkpoint_dir, keep=self.config.keep)
+        storage.prune(self._root_dir() or self.config.checkpoint_dir, keep=self.config.keep)
         return name
 
     def periodic(self, steps=0, seconds=0.0):
@@ -184,17 +239,24 @@ class Migrator:
         the background. Raises trainguard.Fenced when a background save was
         refused because a newer incarnation of the job started. After this
         pod's termination checkpoint it ends training: by default it raises
-        SystemExit(143) once the agent is done (see exit())."""
+        SystemExit(143) once the agent is done (see exit()). A collective
+        in the block that fails because a peer is gone ends this rank with
+        SystemExit(138), retryable, after the dying gasp (replicated())."""
         try:
             yield
-        except Exception:
+        except Exception as e:
             # A collective that fails because a peer of this stopping pod
             # already exited is the end of training, not a crash.
             self._watch_own_ack()
             if self._termination is not None:
                 self._terminate()
+            why = peer.classify(e)
+            if why is not None:
+                self._on_peer_lost(e, why, True, traceback=True)
+                raise SystemExit(peer.EXIT_PEER_LOST) from e
             raise
         self._step += 1
+        self._steps_at_boundary = self._optimizer_steps.count
         self._writer.raise_if_fenced()
         if self._pending:
             self._answer_requests()
@@ -222,13 +284,171 @@ class Migrator:
 
     # ------------------------------------------------------------ internals
 
-    def _claim(self):
-        """Global rank 0 takes this incarnation's generation once, before it
-        loads or saves anything (docs/checkpoint-protocol.md, "Fencing")."""
-        cfg = self.config
-        if self._generation or cfg.rank != 0 or not os.path.isdir(cfg.checkpoint_dir):
+    def _on_peer_lost(self, exc, why, main, traceback=False):
+        """A collective failed because a peer is gone: say so, take the dying
+        gasp (rank 0), and make sure the exit that follows is not stuck."""
+        if self._peer_lost_handled:
             return
-        self._generation = fence.claim(cfg.checkpoint_dir, pod=cfg.pod, uid=cfg.pod_uid)
+        self._peer_lost_handled = True
+        cfg = self.config
+        log.error("trainguard: rank %d: a peer is gone (%s: %s: %s); exiting %d (retryable) after step %d",
+                  cfg.rank, why, type(exc).__name__, exc, peer.EXIT_PEER_LOST, self._step,
+                  exc_info=exc if traceback else None)
+        self._stop.set()  # the listener: no request is answered any more
+        try:
+            self._dying_gasp()
+        except Exception as e:  # the exit code matters more than the gasp
+            log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(e).__name__, e)
+        if main and cfg.exit_grace > 0:
+            exiting.start_watchdog(cfg.exit_grace, peer.EXIT_PEER_LOST)
+        exiting.flush_output()
+
+    def _dump_timeout(self):
+        env = os.environ if self._env is None else self._env
+        return max(0.0, proto._duration_seconds(env.get("TRAINGUARD_DUMP_TIMEOUT"), 5.0))
+
+    def _gasp_refusal(self):
+        """Why rank 0 must not commit its state as the last completed step, or ""."""
+        parts = peer.sharded(self._objects)
+        if parts:
+            return ("the state is sharded (%s): rank 0 does not hold all of it" % ", ".join(parts))
+        if self._replicated is False:
+            return "the state is declared not replicated (migrator.replicated(False))"
+        if not self._replicated and peer.data_parallel(self._objects) is None:
+            return ("the SDK cannot tell that every rank holds the same state (no DistributedDataParallel "
+                    "registered); a data-parallel trainer declares it with migrator.replicated()")
+        if self._optimizer_steps.watched == 0:
+            return "no optimizer is registered, so the SDK cannot tell a completed step from a torn one"
+        if self._optimizer_steps.count != self._steps_at_boundary:
+            return ("the optimizer stepped after step %d completed but the step was not marked done "
+                    "(migrator.step() block): the state is between two steps" % self._step)
+        if self._step == 0:
+            return "no step has completed yet"
+        if not os.path.isdir(self.config.checkpoint_dir):
+            return "checkpoint dir %s does not exist" % self.config.checkpoint_dir
+        return ""
+
+    def _dying_gasp(self):
+        """Global rank 0 commits the last completed step through the fenced
+        commit path; every other rank leaves it to rank 0 (the state is
+        replicated, or nobody saves). All of it, the checks included (they
+        may walk every live object to find a DistributedDataParallel), is
+        bounded by TRAINGUARD_DUMP_TIMEOUT."""
+        cfg = self.config
+        timeout = self._dump_timeout()
+        if cfg.rank != 0 or cfg.world_size < 2 or timeout <= 0:
+            return
+        step, started, box = self._step, time.monotonic(), {}
+
+        def gasp():
+            try:
+                box["refused"] = self._gasp_refusal()
+                if box["refused"]:
+                    return
+                self._writer.wait()  # a periodic save in flight: it may be this very step
+                if self._last_step_committed == step:
+                    box["name"] = None
+                    return
+                self._writer.raise_if_fenced()
+                self._claim()
+                box["name"] = self._write(self._payload(copy_state=False))
+            except Exception as e:
+                box["error"] = e
+
+        self._state = "saving"
+        worker = threading.Thread(target=gasp, name="trainguard-dying-gasp", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        took = time.monotonic() - started
+        if worker.is_alive():
+            log.error("trainguard: no dying-gasp checkpoint: step %d not committed within %gs "
+                      "(TRAINGUARD_DUMP_TIMEOUT); exiting without it", step, timeout)
+        elif "error" in box:
+            log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(box["error"]).__name__, box["error"])
+        elif box.get("refused"):
+            log.warning("trainguard: no dying-gasp checkpoint: %s", box["refused"])
+        elif box["name"] is None:
+            log.info("trainguard: dying gasp: step %d is already committed", step)
+        else:
+            log.warning("trainguard: dying gasp: committed %s, the last completed step %d, in %.2fs",
+                        box["name"], step, took)
+
+    def _refuse_if_read_only(self):
+        if self._read_only:
+            raise RuntimeError("trainguard: this Migrator is read-only (read_only()): it never saves, so it never "
+                               "fences the job's trainer; use a Migrator without read_only to write checkpoints")
+
+    def _root_dir(self):
+        """The checkpoint directory, opened once (O_NOFOLLOW|O_DIRECTORY);
+        None while it does not exist."""
+        if self._root is None:
+            try:
+                self._root = proto.Dir.open(self.config.checkpoint_dir)
+            except FileNotFoundError:
+                return None
+        return self._root
+
+    def _own_signal(self):
+        """This pod's signal dir, opened once through the checkpoint
+        directory's descriptor, one component at a time, none a symlink
+        (a planted .trainguard symlink once led heartbeats and acks out of
+        the job's directory). Local rank 0 creates it; other processes wait
+        for it (None until then). The listener and the training thread
+        both ask: one opens it."""
+        if self._sig is not None:
+            return self._sig
+        with self._open_lock:
+            if self._sig is None:
+                self._open_signal()
+            return self._sig
+
+    def _open_signal(self):
+        cfg = self.config
+        create = cfg.local_rank == 0
+        base, sig = os.path.abspath(cfg.checkpoint_dir), os.path.abspath(cfg.signal_dir)
+        rel = os.path.relpath(sig, base)
+        root = self._root_dir()
+        try:
+            if root is not None and rel != "." and not rel.startswith(".."):
+                parent = root
+                for part in rel.split(os.sep)[:-1]:
+                    child = parent.sub(part, create)
+                    if parent is not root:
+                        parent.close()
+                    parent = child
+            else:
+                # A signal dir outside the checkpoint dir (MIGRATION_SIGNAL_PATH):
+                # its parent is the user's; the dir itself is checked like ours.
+                if create:
+                    os.makedirs(os.path.dirname(sig), exist_ok=True)
+                parent = proto.Dir.open(os.path.dirname(sig))
+            try:
+                self._sig = parent.sub(os.path.basename(sig), create)
+            except BaseException:
+                if parent is not root:
+                    parent.close()
+                raise
+        except FileNotFoundError:
+            if create:
+                raise
+            return
+        self._sig_parent = parent if parent is not root else None
+
+    @property
+    def _own_key(self):
+        """This pod's signal dir's name: the key of its requests among its siblings'."""
+        return os.path.basename(os.path.abspath(self.config.signal_dir))
+
+    def _claim(self):
+        """Global rank 0 claims this incarnation's generation once, when it
+        starts listening or at its first save, never for a load: an
+        evaluation job or a debug pod that loads must not fence the live
+        trainer (docs/checkpoint-protocol.md, "Fencing")."""
+        self._refuse_if_read_only()
+        cfg = self.config
+        if self._generation or cfg.rank != 0 or self._root_dir() is None:
+            return
+        self._generation = fence.claim(self._root, pod=cfg.pod, uid=cfg.pod_uid)
         log.info("trainguard: incarnation generation %d in %s", self._generation, cfg.checkpoint_dir)
 
     def _payload(self, copy_state):
@@ -241,9 +461,9 @@ class Migrator:
     def _save(self):
         self._writer.wait()  # a background save in flight finishes first: one writer at a time
         self._writer.raise_if_fenced()
-        self._claim()
         self._state = "saving"
         try:
+            self._claim()
             name = self._write(self._payload(copy_state=False))
         finally:
             self._state = "training"
@@ -251,12 +471,13 @@ class Migrator:
 
     def _write(self, payload):
         try:
-            name, size = storage.write_checkpoint(self.config, payload, self._generation)
+            name, size = storage.write_checkpoint(self.config, payload, self._generation, self._root_dir())
         except fence.Fenced as e:
             self.refused_commits += 1
             log.error("trainguard: commit %d refused: %s", self.refused_commits, e)
             raise
         self._last_ckpt, self._last_bytes = name, size
+        self._last_step_committed = payload["step"]
         log.info("trainguard: saved %s at step %d (%d bytes)", name, payload["step"], size)
         return name
 
@@ -265,7 +486,7 @@ class Migrator:
             cfg = self.config
             self._schedule = periodic.Schedule(cfg.every_steps, cfg.every_seconds)
         self._schedule.begin(self._step - 1)  # the step this process started (or resumed) at
-        return self.config.rank == 0 and self._schedule.due(self._step)
+        return self.config.rank == 0 and not self._read_only and self._schedule.due(self._step)
 
     def _save_in_background(self):
         """Copy the state now (the only part training waits for, unless the
@@ -280,7 +501,7 @@ class Migrator:
         payload = self._payload(copy_state=True)
         self._writer.stall_seconds += time.monotonic() - started
         self._schedule.saved(self._step)
-        directory, keep = self.config.checkpoint_dir, self.config.keep
+        directory, keep = self._root_dir() or self.config.checkpoint_dir, self.config.keep
 
         def write():
             self._write(payload)
@@ -307,10 +528,11 @@ class Migrator:
         return chosen
 
     def _pick(self):
-        directory = self.config.checkpoint_dir
-        if not os.path.isdir(directory):
+        """Loading takes no generation: an evaluation job or a debug pod
+        that loads must not fence the live trainer (issue 31)."""
+        directory = self._root_dir()
+        if directory is None:
             return None
-        self._claim()
         for name in storage.candidates(directory):
             chosen = self._load_named(name)
             if chosen is not None:
@@ -319,7 +541,7 @@ class Migrator:
 
     def _load_named(self, name):
         try:
-            return name, storage.load_checkpoint(self.config.checkpoint_dir, name, self.config.job)
+            return name, storage.load_checkpoint(self._root_dir() or self.config.checkpoint_dir, name, self.config.job)
         except storage.CorruptCheckpoint as e:
             log.warning("trainguard: skipping unusable checkpoint (falling back to the previous one): %s", e)
             return None
@@ -334,7 +556,7 @@ class Migrator:
                 self._handled[directory] = max(self._handled.get(directory, 0), generation)
         log.info("trainguard: checkpoint requested (%s), saving at step %d",
                  ", ".join("generation %d" % g for g, _ in requests.values()), self._step)
-        own = requests.get(os.path.abspath(self.config.signal_dir))
+        own = requests.get(self._own_key)
         if own and self.config.after_checkpoint == "exit":
             self._sigterm.install()  # this pod stops: SIGTERM must not cut the save or the exit short
         try:
@@ -344,7 +566,7 @@ class Migrator:
             log.error("trainguard: checkpoint failed: %s", error)
         self._ack(requests, name, error)
         if not error:  # after the ack: deleting an old checkpoint is not the stopping pod's wait
-            storage.prune(self.config.checkpoint_dir, keep=self.config.keep)
+            storage.prune(self._root_dir() or self.config.checkpoint_dir, keep=self.config.keep)
         if own and not error:
             self._note_termination(own[0], own[1], name)
         elif own:
@@ -356,8 +578,8 @@ class Migrator:
                    "step": self._step, "checkpoint": name or "", "bytes": self._last_bytes if name else 0,
                    "error": error, "acked_at": time.time()}
             try:
-                proto.write_json_atomic(os.path.join(directory, proto.ACK_FILE), ack)
-            except OSError as e:
+                self._request_dir(directory).write_json_atomic(proto.ACK_FILE, ack)
+            except (OSError, AttributeError) as e:
                 log.error("trainguard: cannot acknowledge generation %d in %s: %s", generation, directory, e)
             with self._lock:
                 self._handled[directory] = max(self._handled.get(directory, 0), generation)
@@ -396,12 +618,24 @@ class Migrator:
             self._ack(requests, name, "")
 
     def _own_ack(self):
-        """(generation, nonce) of the ack in this pod's signal dir, if it says ok."""
-        ack = proto.read_json(os.path.join(self.config.signal_dir, proto.ACK_FILE)) or {}
-        gen = ack.get("generation")
-        if not isinstance(gen, int) or ack.get("status") != "ok":
+        """(generation, nonce) of the ack in this pod's signal dir, if it
+        says ok and answers the request there, which the agent still waits
+        for (same generation and nonce, not expired): a forged ack with no
+        request behind it once stopped the trainer with 143 (issue 31)."""
+        sig = self._own_signal()
+        if sig is None:
             return 0, ""
-        return gen, ack.get("nonce", "")
+        ack = sig.read_json(proto.ACK_FILE) or {}
+        gen, nonce = ack.get("generation"), ack.get("nonce", "")
+        if not proto.is_count(gen, 1) or ack.get("status") != "ok":
+            return 0, ""
+        try:
+            req = proto.parse_request(sig.read_json(proto.REQUEST_FILE))
+        except ValueError:
+            return 0, ""
+        if req["generation"] != gen or req["nonce"] != nonce or not proto.live(req, time.time()):
+            return 0, ""
+        return gen, nonce
 
     def _watch_own_ack(self):
         """Every process learns that its pod's termination checkpoint was
@@ -463,56 +697,98 @@ class Migrator:
         cfg = self.config
         if cfg.local_rank != 0:
             return
-        own = os.path.abspath(cfg.signal_dir)
-        proto.write_json_atomic(os.path.join(own, proto.HEARTBEAT_FILE), {
+        self._own_signal().write_json_atomic(proto.HEARTBEAT_FILE, {
             "pid": os.getpid(), "time": time.time(), "state": self._state,
-            "step": self._step, "generation": self._handled.get(own, 0), "rank": cfg.rank,
+            "step": self._step, "generation": self._handled.get(self._own_key, 0), "rank": cfg.rank,
         })
 
     def _request_dirs(self):
-        """Rank 0 answers every pod of the job: their signal dirs are siblings
-        in the job's own checkpoint directory. A single process watches its
-        own. A symlink among them is never followed: it could lead rank 0 to
-        acknowledge another job's request."""
-        own = os.path.abspath(self.config.signal_dir)
-        dirs = {own}
-        if self.config.world_size > 1:
-            parent = os.path.dirname(own)
+        """(name, Dir) of the signal dirs rank 0 answers: a single process
+        watches its own; with more, every pod's of the job, siblings in the
+        job's own checkpoint directory. Each is opened through its parent's
+        descriptor without following a symlink: a symlink among them could
+        lead rank 0 to acknowledge another job's request."""
+        own = self._own_signal()
+        dirs = [(self._own_key, own)] if own is not None else []
+        parent = self._sig_parent or self._root
+        if self.config.world_size > 1 and parent is not None and own is not None:
             try:
-                entries = list(os.scandir(parent))
+                entries = [e.name for e in parent.entries() if e.is_dir(follow_symlinks=False)]
             except OSError:
                 entries = []
-            dirs.update(e.path for e in entries if e.is_dir(follow_symlinks=False))
-            self._waker.watch(parent)
-        for d in dirs:
-            self._waker.watch(d)
-        return sorted(dirs)
+            for name in set(self._siblings) - set(entries):
+                self._siblings.pop(name).close()
+            for name in entries:
+                if name == self._own_key:
+                    continue
+                d = self._sibling(parent, name)
+                if d is not None:
+                    dirs.append((name, d))
+            self._waker.watch(parent.path)
+        for _, d in dirs:
+            self._waker.watch(d.path)
+        return sorted(dirs, key=lambda t: t[0])
+
+    def _sibling(self, parent, name):
+        """Another pod's signal dir, kept open while it is the same directory."""
+        d = self._siblings.get(name)
+        try:
+            st = parent.lstat(name)
+            if d is not None and (os.fstat(d.fd).st_ino, os.fstat(d.fd).st_dev) == (st.st_ino, st.st_dev):
+                return d
+            if d is not None:
+                self._siblings.pop(name).close()
+            d = self._siblings[name] = parent.sub(name)
+            return d
+        except OSError:
+            return None
+
+    def _request_dir(self, name):
+        return self._sig if name == self._own_key else self._siblings.get(name)
+
+    def _warn_once(self, name, fmt, *args):
+        if name not in self._warned:
+            self._warned.add(name)
+            log.warning(fmt, *args)
 
     def _scan_requests(self):
+        """Each pod's request is judged on its own: a malformed one (a
+        "deadline": "soon" once raised here and hid every pod sorted after it)
+        is logged once and skipped."""
         now = time.time()
-        for directory in self._request_dirs():
-            req = proto.read_json(os.path.join(directory, proto.REQUEST_FILE))
-            if req is None or not isinstance(req.get("generation"), int):
-                continue
-            gen, nonce = req["generation"], req.get("nonce", "")
-            if nonce and not (isinstance(nonce, str) and proto.NONCE.match(nonce)):
-                if directory not in self._warned:
-                    self._warned.add(directory)
-                    log.warning("trainguard: ignoring request in %s: malformed nonce", directory)
-                continue
-            with self._lock:
-                if directory not in self._handled:
-                    # First look at this dir: whatever was acknowledged before we started is done.
-                    ack = proto.read_json(os.path.join(directory, proto.ACK_FILE)) or {}
-                    self._handled[directory] = ack.get("generation", 0) if isinstance(ack.get("generation"), int) else 0
-                if gen <= self._handled[directory] or self._pending.get(directory, (None,))[0] == gen:
-                    continue
-                if req.get("expired") is True or float(req.get("deadline", 0)) < now:
-                    # Its agent has given up (e.g. the request predates this process).
-                    self._handled[directory] = gen
-                    log.info("trainguard: ignoring expired request generation %d in %s", gen, directory)
-                    continue
-                self._pending[directory] = (gen, nonce)
+        for name, d in self._request_dirs():
+            try:
+                self._scan_one(name, d, now)
+            except Exception as e:  # an unreadable dir, a flaky volume: the next pod still counts
+                self._warn_once(name, "trainguard: ignoring the request in %s: %s: %s", d.path, type(e).__name__, e)
+
+    def _scan_one(self, name, d, now):
+        raw = d.read_json(proto.REQUEST_FILE)
+        if raw is None:
+            return
+        try:
+            req = proto.parse_request(raw)
+        except ValueError as e:
+            self._warn_once(name, "trainguard: ignoring the request in %s: %s", d.path, e)
+            return
+        gen, nonce = req["generation"], req["nonce"]
+        with self._lock:
+            if name not in self._handled:
+                # First look at this dir: a request acknowledged before we
+                # started is done. Only an ack that answers it (its
+                # generation and nonce) says so: a planted ack of a huge
+                # generation once silenced the pod's every request.
+                ack = d.read_json(proto.ACK_FILE) or {}
+                done = ack.get("generation") == gen and ack.get("nonce", "") == nonce
+                self._handled[name] = gen if done else 0
+            if gen <= self._handled[name] or self._pending.get(name, (None,))[0] == gen:
+                return
+            if not proto.live(req, now):
+                # Its agent has given up (e.g. the request predates this process).
+                self._handled[name] = gen
+                log.info("trainguard: ignoring expired request generation %d in %s", gen, d.path)
+                return
+            self._pending[name] = (gen, nonce)
 
 
 def _initialized_dist():

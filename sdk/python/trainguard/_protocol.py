@@ -1,12 +1,14 @@
 """Files shared with trainguard-agent; docs/checkpoint-protocol.md is the spec."""
 
+import contextlib
+import errno
 import json
 import logging
+import math
 import os
 import re
 import socket
 import stat
-import tempfile
 from dataclasses import dataclass
 
 REQUEST_FILE = "request.json"
@@ -154,73 +156,236 @@ def names_no_job(job):
     return bool(ns and key) and "/" not in key
 
 
-def fsync_dir(path):
-    """Make a rename durable: the new directory entry survives a crash."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+MAX_GENERATION = (1 << 53) - 1  # as the agent's maxGeneration: larger is forged (and not exact in every JSON reader)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def write_durable(path, write):
-    """Create path (which must not exist), write it and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
+def is_count(value, low=0, high=MAX_GENERATION):
+    """An integer (never a bool) in [low, high]: a generation, sequence
+    number or step as the protocol writes it."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def open_nofollow(path):
-    """Open a regular file for reading without following a symlink or
-    blocking on a planted FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("%s is not a regular file" % path)
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+class Dir:
+    """An open directory of the volume. Every file the SDK reads, writes,
+    renames or removes there is named relative to one (dir_fd=), never by a
+    path: a writer of the volume could otherwise swap a directory for a
+    symlink between a check and its use (docs/checkpoint-protocol.md, "Safe
+    loading"). Each directory is opened with O_NOFOLLOW|O_DIRECTORY, as the
+    agent's dirFD is."""
 
+    def __init__(self, fd, path):
+        self.fd, self.path = fd, path
 
-def write_atomic(path, write):
-    """Write via a temp file in the same dir: write, fsync, rename, fsync dir."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
-    try:
+    @classmethod
+    def open(cls, path):
+        """Open path, refusing a symlink as its last component (the
+        components above are the container's own layout)."""
+        try:
+            return cls(os.open(path, _DIR_FLAGS), path)
+        except OSError as e:
+            raise _refusal(e, path, os.path.islink(path)) from None
+
+    def sub(self, name, create=False):
+        """The child directory name, opened without following a symlink
+        (created first when create is set)."""
+        path = self.join(name)
+        if create:
+            try:
+                os.mkdir(name, 0o755, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+        try:
+            return Dir(os.open(name, _DIR_FLAGS, dir_fd=self.fd), path)
+        except OSError as e:
+            raise _refusal(e, path, self.is_symlink(name)) from None
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def join(self, name):
+        return os.path.join(self.path, name)  # for messages only: never opened
+
+    def lstat(self, name):
+        return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+
+    def is_symlink(self, name):
+        try:
+            return stat.S_ISLNK(self.lstat(name).st_mode)
+        except OSError:
+            return False
+
+    def entries(self):
+        """The directory's entries (os.DirEntry; is_dir(follow_symlinks=False) is safe)."""
+        with os.scandir(self.fd) as it:
+            return list(it)
+
+    def fsync(self):
+        os.fsync(self.fd)
+
+    def open_read(self, name):
+        """A regular file for reading: never through a symlink, never
+        blocking on a planted FIFO."""
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError("%s is not a regular file" % self.join(name))
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def read_json(self, name):
+        """The parsed file, or None when it is missing or not a JSON object."""
+        try:
+            with self.open_read(name) as f:
+                raw = f.read(MAX_PROTOCOL_FILE + 1)
+            if len(raw) > MAX_PROTOCOL_FILE:
+                return None
+            obj = json.loads(raw.decode())
+        except (OSError, ValueError, RecursionError, MemoryError):
+            # A file nested deeper than the parser's stack (a few KB of "[") or
+            # too big to hold is as unusable as a truncated one: never a crash.
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    def write_durable(self, name, write, mode=0o644):
+        """Create name (which must not exist), write it and fsync it; returns its size."""
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=self.fd)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
+            os.fchmod(f.fileno(), mode)  # the umask may have narrowed it; readers in other containers need it
+            return os.fstat(f.fileno()).st_size
+
+    def write_atomic(self, name, write):
+        """Write via a temp file in this directory: write, fsync, rename, fsync the directory."""
+        for _ in range(100):
+            tmp = "." + name + ".tmp-" + os.urandom(6).hex()
+            try:
+                self.write_durable(tmp, write)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError("no free temp name for %s" % self.join(name))
         try:
-            os.unlink(tmp)
+            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            self.unlink_quietly(tmp)
+            raise
+        self.fsync()
+
+    def write_json_atomic(self, name, obj):
+        data = (json.dumps(obj, sort_keys=True) + "\n").encode()
+        self.write_atomic(name, lambda f: f.write(data))
+
+    def mkdtemp(self, prefix):
+        """A new directory prefix + random suffix, mode 0700 until its owner opens it; returns its name."""
+        for _ in range(100):
+            name = prefix + os.urandom(6).hex()
+            try:
+                os.mkdir(name, 0o700, dir_fd=self.fd)
+                return name
+            except FileExistsError:
+                continue
+        raise FileExistsError("no free temp name %s* in %s" % (prefix, self.path))
+
+    def rename(self, src, dst):
+        os.rename(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def unlink_quietly(self, name):
+        try:
+            os.unlink(name, dir_fd=self.fd)
         except OSError:
             pass
-        raise
-    fsync_dir(directory)
+
+    def rmtree(self, name, ignore_errors=False):
+        """Remove name and everything below it, never following a symlink:
+        a symlink is removed, not what it points to."""
+        try:
+            if not stat.S_ISDIR(self.lstat(name).st_mode):
+                os.unlink(name, dir_fd=self.fd)
+                return
+            with self.sub(name) as d:
+                for e in d.entries():
+                    d.rmtree(e.name, ignore_errors)
+            os.rmdir(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if not ignore_errors:
+                raise
+
+
+def _refusal(err, path, is_link):
+    """O_NOFOLLOW|O_DIRECTORY reports a symlink as ELOOP or ENOTDIR: say which."""
+    if is_link or err.errno == errno.ELOOP:
+        return OSError(errno.ELOOP, "%s is a symlink; refusing to follow it (remove it; trainguard creates the "
+                                    "directory)" % path)
+    if err.errno == errno.ENOTDIR:
+        return OSError(errno.ENOTDIR, "%s is not a directory" % path)
+    return err
+
+
+@contextlib.contextmanager
+def opened(directory):
+    """directory as a Dir: an open one is used as is, a path is opened (and
+    closed after)."""
+    if isinstance(directory, Dir):
+        yield directory
+        return
+    d = Dir.open(directory)
+    try:
+        yield d
+    finally:
+        d.close()
 
 
 def write_json_atomic(path, obj):
-    data = (json.dumps(obj, sort_keys=True) + "\n").encode()
-    write_atomic(path, lambda f: f.write(data))
+    with opened(os.path.dirname(path) or ".") as d:
+        d.write_json_atomic(os.path.basename(path), obj)
 
 
 def read_json(path):
     """The parsed file, or None when it is missing or not a JSON object."""
     try:
-        with open_nofollow(path) as f:
-            raw = f.read(MAX_PROTOCOL_FILE + 1)
-        if len(raw) > MAX_PROTOCOL_FILE:
-            return None
-        obj = json.loads(raw.decode())
-    except (OSError, ValueError, RecursionError, MemoryError):
-        # A file nested deeper than the parser's stack (a few KB of "[") or
-        # too big to hold is as unusable as a truncated one: never a crash.
+        with opened(os.path.dirname(path) or ".") as d:
+            return d.read_json(os.path.basename(path))
+    except OSError:
         return None
-    return obj if isinstance(obj, dict) else None
+
+
+def parse_request(req):
+    """A request.json as the agent writes it, or ValueError saying what is
+    wrong. Each pod's request is judged on its own: a malformed one must
+    not stop rank 0 from reading the others (issue 31)."""
+    if req is None:
+        raise ValueError("missing, unreadable or not a JSON object")
+    gen, nonce = req.get("generation"), req.get("nonce", "")
+    if not is_count(gen, 1):
+        raise ValueError("generation %r is not an integer in [1, %d]" % (gen, MAX_GENERATION))
+    if not isinstance(nonce, str) or (nonce and not NONCE.match(nonce)):
+        raise ValueError("malformed nonce")
+    deadline = req.get("deadline", 0)
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not math.isfinite(deadline):
+        raise ValueError("deadline %r is not a number of Unix seconds" % (deadline,))
+    expired = req.get("expired", False)
+    if not isinstance(expired, bool):
+        raise ValueError("expired %r is not a boolean" % (expired,))
+    return {"generation": gen, "nonce": nonce, "deadline": float(deadline), "expired": expired}
+
+
+def live(request, now):
+    """The agent still waits for this (parsed) request."""
+    return not request["expired"] and request["deadline"] >= now

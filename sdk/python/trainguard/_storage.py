@@ -20,9 +20,7 @@ import json
 import logging
 import os
 import re
-import shutil
 import stat
-import tempfile
 import time
 import zipfile
 
@@ -37,7 +35,7 @@ STATE_FILE = "state.json"
 TENSOR_FILE = "tensors.pt"
 COMMIT_FILE = "commit.json"
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's (zip) format; the only tensor format loaded
-_NAME = re.compile(r"^" + re.escape(proto.CKPT_PREFIX) + r"(\d{8})$")
+_NAME = re.compile(r"^" + re.escape(proto.CKPT_PREFIX) + r"([0-9]+)$")  # any width: 9 digits once hid a commit
 _MAX_STATE_BYTES = 256 << 20  # a state.json beyond this is not ours
 
 
@@ -67,7 +65,8 @@ def ckpt_name(seq):
 
 def _seq_of(name):
     m = _NAME.match(name)
-    return int(m.group(1)) if m else None
+    seq = int(m.group(1)) if m else None
+    return seq if seq is not None and seq <= proto.MAX_GENERATION else None
 
 
 def list_checkpoints(directory):
@@ -75,7 +74,8 @@ def list_checkpoints(directory):
     directories and anything else are never listed, so never loaded or pruned."""
     names = []
     try:
-        entries = list(os.scandir(directory))
+        with proto.opened(directory) as d:
+            entries = d.entries()
     except OSError:
         return []
     for e in entries:
@@ -86,21 +86,44 @@ def list_checkpoints(directory):
 
 
 def read_pointer(directory):
-    ptr = proto.read_json(os.path.join(directory, proto.POINTER_FILE))
+    try:
+        with proto.opened(directory) as d:
+            ptr = d.read_json(proto.POINTER_FILE)
+    except OSError:
+        return None
     if ptr is None or not isinstance(ptr.get("file"), str):
         return None
     return ptr
 
 
-def ranked(directory):
+def _commit_of(d, name):
+    try:
+        with d.sub(name) as c:
+            return c.read_json(COMMIT_FILE)
+    except OSError:
+        return None
+
+
+def ranked(directory, warn=False):
     """Committed checkpoints, best first: by the generation their commit.json
     records, then by sequence number. A stale incarnation's commit can carry
     a higher sequence number than a newer incarnation's (it committed last);
-    it still ranks below."""
-    keyed = []
-    for name in list_checkpoints(directory):
-        commit = proto.read_json(os.path.join(directory, name, COMMIT_FILE))
-        keyed.append((fence.generation_of(commit), _seq_of(name), name))
+    it still ranks below. A recorded generation above every marker on the
+    volume is forged and ranks as 0 (fence.generation_of)."""
+    try:
+        with proto.opened(directory) as d:
+            bound = fence.newest(d)
+            keyed = []
+            for name in list_checkpoints(d):
+                commit = _commit_of(d, name)
+                gen = fence.generation_of(commit, bound)
+                if warn and gen == 0 and fence.generation_of(commit) > bound:
+                    log.warning("trainguard: %s records generation %d, above every generation marker in %s (%d): "
+                                "forged or copied from elsewhere; ranked as unfenced", d.join(name),
+                                fence.generation_of(commit), d.path, bound)
+                keyed.append((gen, _seq_of(name), name))
+    except OSError:
+        return []
     return [n for _, _, n in sorted(keyed, reverse=True)]
 
 
@@ -110,97 +133,118 @@ def candidates(directory):
     written after the commit it names, so a crash between the two, or a
     stale incarnation's commit, must not decide what is loaded."""
     ptr = read_pointer(directory)
-    names = ranked(directory)
+    names = ranked(directory, warn=True)
     if ptr is not None and ptr["file"] not in names:
         log.warning("trainguard: %s points to %r, which is not a committed checkpoint in %s; trying the "
-                    "committed ones", proto.POINTER_FILE, ptr["file"], directory)
+                    "committed ones", proto.POINTER_FILE, ptr["file"], getattr(directory, "path", directory))
     return names
 
 
-def write_checkpoint(cfg, payload, generation=0):
+def write_checkpoint(cfg, payload, generation=0, root=None):
     """Write payload {"step", "saved_at", "world_size", "states"} as the next
     checkpoint of this incarnation (`generation`, 0: unfenced) and move the
     pointer to it. Returns (name, bytes). On failure nothing visible
     changes. Raises fence.Fenced, before the commit when a newer generation
     has started, or after it (the commit then ranks below the newer
     generation's and the pointer is not moved). Pruning is left to prune(),
-    after the ack."""
-    directory = cfg.checkpoint_dir
-    remove_temp_dirs(directory, generation)
+    after the ack. root: the checkpoint directory, already open."""
+    with proto.opened(root or cfg.checkpoint_dir) as d:
+        return _write_checkpoint(d, cfg, payload, generation)
+
+
+def _write_checkpoint(d, cfg, payload, generation):
+    remove_temp_dirs(d, generation)
     torch = use_torch(cfg.serializer)
     tensors = []
     is_tensor = torch.is_tensor if torch is not None else (lambda _: False)
     state = {"format": FORMAT_VERSION, "step": payload["step"], "saved_at": payload["saved_at"],
              "world_size": payload["world_size"], "job": cfg.job, "generation": generation,
              "states": codec.encode(payload["states"], tensors, is_tensor)}
-    tmp = tempfile.mkdtemp(prefix="%sg%08d.tmp-" % ("." + proto.CKPT_PREFIX, generation), dir=directory)
+    tmp = d.mkdtemp("%sg%08d.tmp-" % ("." + proto.CKPT_PREFIX, generation))
     try:
-        size = _write_files(tmp, state, tensors, torch, cfg.test_save_delay, generation)
-        os.chmod(tmp, 0o755)
-        proto.fsync_dir(tmp)
+        # Everything below goes through the descriptor opened here: a temp
+        # directory swapped for a symlink afterwards is never written
+        # through, and the chmod is the descriptor's (it once chmodded 0755
+        # whatever the symlink pointed to).
+        with d.sub(tmp) as t:
+            size = _write_files(t, state, tensors, torch, cfg.test_save_delay, generation)
+            os.fchmod(t.fd, 0o755)
+            t.fsync()
+            ident = _ident(os.fstat(t.fd))
         if generation:
-            fence.check(directory, generation)
-        name, seq = _commit(tmp, directory)
+            fence.check(d, generation)
+        name, seq = _commit(d, tmp, ident)
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        d.rmtree(tmp, ignore_errors=True)
         if generation and isinstance(e, OSError):
             # A newer incarnation cleans up older generations' temp
             # directories (a crashed save's, or a stale process's live one):
             # name the real cause.
-            fence.check(directory, generation)
+            fence.check(d, generation)
         raise
-    proto.fsync_dir(directory)
+    d.fsync()
     if generation:
         # A newer incarnation may have claimed its generation while this
         # one committed: the commit stays (ranked below), the pointer does not move.
-        fence.check(directory, generation)
-    proto.write_json_atomic(os.path.join(directory, proto.POINTER_FILE), {
+        fence.check(d, generation)
+    d.write_json_atomic(proto.POINTER_FILE, {
         "file": name, "seq": seq, "step": payload["step"], "size": size, "job": cfg.job, "generation": generation,
         "saved_at": payload["saved_at"], "serializer": "torch" if tensors else "json",
     })
     return name, size
 
 
-def _next_seq(directory):
-    ptr = read_pointer(directory) or {}
-    prev = int(ptr.get("seq", 0)) if isinstance(ptr.get("seq"), int) else 0
-    return max([prev] + [_seq_of(n) for n in list_checkpoints(directory)]) + 1
+def _ident(st):
+    return st.st_dev, st.st_ino
 
 
-def _commit(tmp, directory):
+def _next_seq(d):
+    ptr = read_pointer(d) or {}
+    prev = ptr.get("seq") if proto.is_count(ptr.get("seq")) else 0
+    return max([prev] + [_seq_of(n) for n in list_checkpoints(d)]) + 1
+
+
+def _commit(d, tmp, ident):
     """Rename the finished temp directory to the next free sequence number.
     Renaming onto a committed (non-empty) directory fails on every POSIX
-    filesystem, so two writers racing for one number cannot both win."""
+    filesystem, so two writers racing for one number cannot both win. The
+    rename is by name: what landed must be the directory this save wrote
+    (not a symlink swapped in for it), or the commit is undone."""
     for _ in range(100):
-        seq = _next_seq(directory)
+        seq = _next_seq(d)
+        if seq > proto.MAX_GENERATION:
+            raise OSError(errno.EOVERFLOW, "no checkpoint number left in %s: one at the largest number (%d) is "
+                                           "there; trainguard never writes one, remove it" % (d.path, proto.MAX_GENERATION))
         name = ckpt_name(seq)
         try:
-            os.rename(tmp, os.path.join(directory, name))  # the commit
-            return name, seq
+            d.rename(tmp, name)  # the commit
         except OSError as e:
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
-    raise OSError(errno.EEXIST, "no free checkpoint number in %s" % directory)
+            continue
+        st = d.lstat(name)
+        if not stat.S_ISDIR(st.st_mode) or _ident(st) != ident:
+            d.unlink_quietly(name)
+            raise OSError(errno.EINVAL, "%s was replaced while this save wrote it (%s): not committed" % (
+                d.join(tmp), "a symlink" if stat.S_ISLNK(st.st_mode) else "another directory"))
+        return name, seq
+    raise OSError(errno.EEXIST, "no free checkpoint number in %s" % d.path)
 
 
-def _write_files(tmp, state, tensors, torch, test_delay, generation):
+def _write_files(t, state, tensors, torch, test_delay, generation):
     files = {}
     if tensors:
-        path = os.path.join(tmp, TENSOR_FILE)
-        proto.write_durable(path, lambda f: torch.save(tensors, f))
-        files[TENSOR_FILE] = os.path.getsize(path)
+        files[TENSOR_FILE] = t.write_durable(TENSOR_FILE, lambda f: torch.save(tensors, f))
     data = (json.dumps(state, sort_keys=True) + "\n").encode()
-    proto.write_durable(os.path.join(tmp, STATE_FILE), lambda f: f.write(data))
-    files[STATE_FILE] = len(data)
+    files[STATE_FILE] = t.write_durable(STATE_FILE, lambda f: f.write(data))
     if test_delay > 0:  # test hook: widen the crash window before the commit
         time.sleep(test_delay)
-    proto.write_durable(os.path.join(tmp, COMMIT_FILE),
-                        lambda f: f.write(json.dumps({"format": FORMAT_VERSION, "generation": generation,
-                                                       "files": files}).encode()))
+    t.write_durable(COMMIT_FILE, lambda f: f.write(json.dumps({"format": FORMAT_VERSION, "generation": generation,
+                                                                "files": files}).encode()))
     return sum(files.values())
 
 
-_TEMP = re.compile(r"^\." + re.escape(proto.CKPT_PREFIX) + r"(?:g(\d{8})|\d{8})\.tmp-")
+_TEMP = re.compile(r"^\." + re.escape(proto.CKPT_PREFIX) + r"(?:g([0-9]+)|[0-9]+)\.tmp-")
 
 
 def remove_temp_dirs(directory, generation=0):
@@ -209,57 +253,57 @@ def remove_temp_dirs(directory, generation=0):
     dead; a newer generation's may be live (this process may be a stale
     incarnation) and is never touched. Names without a generation are 0."""
     try:
-        entries = list(os.scandir(directory))
+        with proto.opened(directory) as d:
+            for e in d.entries():
+                m = _TEMP.match(e.name)
+                if m is None or int(m.group(1) or 0) > generation:
+                    continue
+                d.rmtree(e.name, ignore_errors=True)
     except OSError:
         return
-    for e in entries:
-        m = _TEMP.match(e.name)
-        if m is None or int(m.group(1) or 0) > generation:
-            continue
-        if e.is_dir(follow_symlinks=False):
-            shutil.rmtree(e.path, ignore_errors=True)
-        else:
-            _unlink_quietly(e.path)
 
 
 def prune(directory, keep):
     """Keep the `keep` best committed checkpoints (ranked) and the pointer's."""
-    ptr = read_pointer(directory) or {}
-    for name in ranked(directory)[keep:]:
-        if name != ptr.get("file"):
-            try:
-                shutil.rmtree(os.path.join(directory, name))
-            except OSError as e:
-                log.warning("trainguard: cannot remove old checkpoint %s: %s", name, e)
-
-
-def _unlink_quietly(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    with proto.opened(directory) as d:
+        ptr = read_pointer(d) or {}
+        for name in ranked(d)[keep:]:
+            if name != ptr.get("file"):
+                try:
+                    d.rmtree(name)
+                except OSError as e:
+                    log.warning("trainguard: cannot remove old checkpoint %s: %s", name, e)
 
 
 def load_checkpoint(directory, name, job=""):
     """Load and validate one checkpoint; raises CorruptCheckpoint naming the file.
     `job` is this job's identity: a checkpoint recorded for another job is refused."""
-    path = os.path.join(directory, name)
-    if _seq_of(name) is None or not os.path.isdir(path) or os.path.islink(path):
-        raise CorruptCheckpoint("%s is not a trainguard checkpoint directory" % path)
-    commit = proto.read_json(os.path.join(path, COMMIT_FILE))
+    try:
+        with proto.opened(directory) as d:
+            path = d.join(name)
+            if _seq_of(name) is None or not stat.S_ISDIR(d.lstat(name).st_mode):
+                raise CorruptCheckpoint("%s is not a trainguard checkpoint directory" % path)
+            with d.sub(name) as c:
+                return _load(c, path, job)
+    except OSError as e:
+        raise CorruptCheckpoint("%s: %s" % (os.path.join(getattr(directory, "path", directory), name), e)) from e
+
+
+def _load(c, path, job):
+    commit = c.read_json(COMMIT_FILE)
     if commit is None or commit.get("format") != FORMAT_VERSION or not isinstance(commit.get("files"), dict):
         raise CorruptCheckpoint("%s has no valid %s: the save never finished" % (path, COMMIT_FILE))
-    _check_sizes(path, commit["files"])
-    state = _read_state(os.path.join(path, STATE_FILE))
+    _check_sizes(c, commit["files"])
+    state = _read_state(c, STATE_FILE)
     _check_job(path, state, job)
-    tensors = _read_tensors(os.path.join(path, TENSOR_FILE), commit["files"][TENSOR_FILE]) \
+    tensors = _read_tensors(c, TENSOR_FILE, commit["files"][TENSOR_FILE]) \
         if TENSOR_FILE in commit["files"] else []
     try:
         states = codec.decode(state["states"], tensors)
     except (ValueError, TypeError, RecursionError, MemoryError) as e:
-        raise CorruptCheckpoint("%s: %s: %s" % (os.path.join(path, STATE_FILE), type(e).__name__, e)) from e
+        raise CorruptCheckpoint("%s: %s: %s" % (c.join(STATE_FILE), type(e).__name__, e)) from e
     if not isinstance(states, dict):
-        raise CorruptCheckpoint("%s: states is not a mapping" % os.path.join(path, STATE_FILE))
+        raise CorruptCheckpoint("%s: states is not a mapping" % c.join(STATE_FILE))
     return {"format": FORMAT_VERSION, "step": state["step"], "saved_at": state.get("saved_at"), "states": states}
 
 
@@ -280,13 +324,13 @@ def _check_job(path, state, job):
                                 "jobs give both the same trainguard.io/checkpoint-key" % (path, recorded, job))
 
 
-def _check_sizes(path, files):
+def _check_sizes(c, files):
     for fname, size in files.items():
         if fname not in (STATE_FILE, TENSOR_FILE):
-            raise CorruptCheckpoint("%s: unexpected file %r in %s" % (path, fname, COMMIT_FILE))
-        full = os.path.join(path, fname)
+            raise CorruptCheckpoint("%s: unexpected file %r in %s" % (c.path, fname, COMMIT_FILE))
+        full = c.join(fname)
         try:
-            st = os.lstat(full)
+            st = c.lstat(fname)
         except OSError as e:
             raise CorruptCheckpoint("%s: %s" % (full, e)) from e
         if not _is_regular(st) or st.st_size != size:
@@ -297,9 +341,10 @@ def _is_regular(st):
     return stat.S_ISREG(st.st_mode)
 
 
-def _read_state(path):
+def _read_state(c, name):
+    path = c.join(name)
     try:
-        with proto.open_nofollow(path) as f:
+        with c.open_read(name) as f:
             raw = f.read(_MAX_STATE_BYTES + 1)
         if len(raw) > _MAX_STATE_BYTES:
             raise ValueError("larger than %d bytes" % _MAX_STATE_BYTES)
@@ -312,7 +357,8 @@ def _read_state(path):
     return state
 
 
-def _read_tensors(path, size):
+def _read_tensors(c, name, size):
+    path = c.join(name)
     torch = _torch()
     if torch is None:
         raise CorruptCheckpoint("%s holds tensors but torch is not importable" % path)
@@ -321,7 +367,7 @@ def _read_tensors(path, size):
         # bytes: a writer of the volume cannot swap the file's content between
         # the TorchScript check and the load. Costs the file's size in memory
         # while loading.
-        with proto.open_nofollow(path) as f:
+        with c.open_read(name) as f:
             data = f.read(size + 1)  # size was checked against the file: more means it changed since
         if len(data) != size:
             raise CorruptCheckpoint("%s changed while being loaded (%d bytes, commit says %d)" % (path, len(data), size))
