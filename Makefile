@@ -11,7 +11,7 @@ GO         ?= go
 # hack/set-version.sh changes them all). COMMIT is the source revision.
 VERSION    := $(shell sed -n 's/^const AppVersion = "\(.*\)"$$/\1/p' internal/foundations/version/appversion.go)
 COMMIT     ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
-LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/foundations/version.Version=$(VERSION) -X github.com/trainguard/trainguard/internal/foundations/version.Commit=$(COMMIT)
+LDFLAGS    := -s -w -X github.com/trainguard/trainguard/internal/foundations/version.Version=$(VERSION) -X github.com/trainguard/trainguard/internal/agent.Version=$(VERSION) -X github.com/trainguard/trainguard/internal/foundations/version.Commit=$(COMMIT)
 HELM_VERSION ?= v3.19.0
 HELM       := $(BIN)/helm
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -75,7 +75,7 @@ test-trainer: ## TrainJob suite, twice: real kube-apiserver and trainguard with 
 	done
 
 .PHONY: test-python
-test-python:
+test-python: ## The Python SDK's unittest suite (with the python3 in PYTHON, torch if installed).
 	cd sdk/python && $(PYTHON) -m unittest discover -s tests -v
 
 .PHONY: golden

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/kubedl/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
@@ -135,6 +136,12 @@ func docRules() []docRule {
 			object(job().WithNproc("4").WithWorkerContainer(func(c *corev1.Container) { c.Resources = builders.GPULimit(2) }))},
 		{cf, "checkpoints go to a volume that outlives the pod (an error with trainguard.io/require-durable-checkpoints=true)", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0]", true, object(job().WithElastic(1, 2))},
 		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(contract.AnnotationRecoverStrategy, "recover,elastic-training")},
+		{cf, "an extended resource (a GPU) is a whole number, as the API server requires of the pods", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[nvidia.com/gpu]", false,
+			object(job().WithWorkerContainer(func(c *corev1.Container) {
+				c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("0.5")}
+			}))},
+		{cf, "a pod asks for at most 64 GPUs (no node holds more)", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[nvidia.com/gpu]", true,
+			object(job().WithWorkerContainer(func(c *corev1.Container) { c.Resources = builders.GPULimit(10000) }))},
 		{cf, "bad namespace annotations are ignored", "namespace annotation", true, withNs(object(job()), map[string]string{contract.AnnotationGPULimit: "lots"})},
 	}
 }

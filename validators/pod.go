@@ -17,6 +17,9 @@ import (
 // job, owes TaskD nothing and must not be refused for it.
 func (v *Validator) checkJob(a jobs.Adapter, job jobs.Job, nsAnnotations map[string]string) Result {
 	res := v.kindRules(a, job)
+	for _, tpl := range job.Templates() {
+		res.Errors = append(res.Errors, extendedResourceErrors(tpl.Spec, tpl.SpecPath())...)
+	}
 	ann := job.Meta().Annotations
 	if _, isPod := job.(jobs.PodJob); policy.OptOut(ann) != "" || (isPod && !contract.Injected(ann)) {
 		return res
@@ -54,6 +57,7 @@ func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (f
 	var errs field.ErrorList
 	for _, tpl := range job.Templates() {
 		errs = append(errs, checkTaskDPort(p, tpl.Spec, tpl.SpecPath())...)
+		warnings = append(warnings, gpuCountWarning(p, tpl.Spec, tpl.SpecPath())...)
 		if e.NprocPerNode > 0 {
 			warnings = append(warnings, nprocAboveGPUWarning(p, e.NprocPerNode, e.NprocPath, tpl.Spec, tpl.SpecPath())...)
 		}

@@ -136,7 +136,7 @@ func TestUpdateWithUndecodableOld(t *testing.T) {
 func TestNewNilConfigUsesDefaults(t *testing.T) {
 	v := New(nil)
 	require.NotNil(t, v.Config)
-	assert.Equal(t, int32(config.DefaultTaskDPort), v.Config.TaskD.Port)
+	assert.Equal(t, int32(config.DefaultTaskDPort), *v.Config.TaskD.Port)
 	// A zero Validator must not panic either.
 	_, err := (&Validator{}).Validate(object(pod()))
 	assert.NoError(t, err)

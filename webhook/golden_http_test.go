@@ -92,7 +92,7 @@ func (g *httpGolden) object(raw []byte) []byte {
 	rec, resp := post(g.t, g.server, MutatePath(h.GVK()), bytes.NewReader(body), -1)
 	require.Equal(g.t, http.StatusOK, rec.Code, rec.Body.String())
 	require.True(g.t, resp.Response.Allowed)
-	g.warnings = append(g.warnings, prefixWarnings(h.Kind+"/"+h.Metadata.Name, resp.Response.Warnings)...)
+	g.warnings = append(g.warnings, prefixWarnings(ObjectName(h), resp.Response.Warnings)...)
 	if len(resp.Response.Patch) == 0 {
 		return nil
 	}

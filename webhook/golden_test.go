@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
+	"github.com/trainguard/trainguard/internal/foundations/version"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -176,4 +177,11 @@ func nonNil(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
+}
+
+// TestGoldenPolicyNamesTheReleaseImage: docs/cli.md shows the golden
+// policy and outputs; the agent image in them must be one a release
+// produces (the chart's appVersion tag, without a v), not a made-up tag.
+func TestGoldenPolicyNamesTheReleaseImage(t *testing.T) {
+	assert.Equal(t, version.Image, goldenConfig(t).Agent.Image)
 }

@@ -61,8 +61,33 @@ func (o *Offline) InjectDocument(ctx context.Context, doc []byte) ([]byte, []str
 	return y, warnings, nil
 }
 
-// injectObject mutates one JSON object; nil out means unchanged.
+// injectObject mutates one JSON object; nil out means unchanged. Warnings
+// name the object (Kind/name), as the golden files record them.
 func (o *Offline) injectObject(ctx context.Context, raw []byte) ([]byte, []string, error) {
+	return o.inject(ctx, raw, true)
+}
+
+// optedOut reports whether h's namespace opted out in the input.
+func (o *Offline) optedOut(h jobs.Header) bool {
+	return contract.OptedOut(o.namespaces[h.Metadata.Namespace])
+}
+
+// TrainJobAnnotations is the offline validators.TrainJobAnnotations: the
+// annotations of a TrainJob seen earlier in the input, so a trainer pod is
+// validated against the policy it was injected with, as online.
+func (o *Offline) TrainJobAnnotations(namespace, name string) (map[string]string, bool, error) {
+	return o.trainJob(context.Background(), namespace, name)
+}
+
+// InjectObject mutates one JSON object as the webhook would; out is nil
+// when it is unchanged. The warnings of an object are not prefixed: the
+// caller names the object (`trainguard validate` and `inject` print
+// "Kind/namespace/name: warning: ..."); a List's items' warnings are.
+func (o *Offline) InjectObject(ctx context.Context, raw []byte) ([]byte, []string, error) {
+	return o.inject(ctx, raw, false)
+}
+
+func (o *Offline) inject(ctx context.Context, raw []byte, named bool) ([]byte, []string, error) {
 	var h jobs.Header
 	if err := json.Unmarshal(raw, &h); err != nil {
 		// Not an object (a scalar): nothing for trainguard.
@@ -81,15 +106,18 @@ func (o *Offline) injectObject(ctx context.Context, raw []byte) ([]byte, []strin
 	if nsAnn == nil {
 		nsAnn = map[string]string{}
 	}
-	if contract.OptedOut(nsAnn) {
+	if o.optedOut(h) {
 		// The webhook never sees objects of a namespace that opted out.
-		return nil, []string{fmt.Sprintf("%s/%s: left unchanged: namespace %s is annotated %s=%s", h.Kind, h.Metadata.Name, h.Metadata.Namespace, contract.AnnotationInject, contract.InjectDisabled)}, nil
+		return nil, []string{fmt.Sprintf("%s: left unchanged: namespace %s is annotated %s=%s", ObjectName(h), h.Metadata.Namespace, contract.AnnotationInject, contract.InjectDisabled)}, nil
 	}
 	res, err := o.Injector.Inject(ctx, Request{GVK: h.GVK(), Namespace: h.Metadata.Namespace, Raw: raw, OptedIn: true, NamespaceAnnotations: nsAnn})
 	if err != nil {
 		return nil, nil, err
 	}
-	warnings := prefixWarnings(h.Kind+"/"+h.Metadata.Name, res.Warnings)
+	warnings := res.Warnings
+	if named {
+		warnings = prefixWarnings(ObjectName(h), warnings)
+	}
 	if len(res.Patch) == 0 {
 		return nil, warnings, nil
 	}
@@ -140,6 +168,15 @@ func ApplyPatch(raw []byte, res Result) ([]byte, error) {
 		return nil, fmt.Errorf("applying patch: %w", err)
 	}
 	return out, nil
+}
+
+// ObjectName is how every command names an object in its messages:
+// Kind/namespace/name, or Kind/name for an object without a namespace.
+func ObjectName(h jobs.Header) string {
+	if h.Metadata.Namespace == "" {
+		return h.Kind + "/" + h.Metadata.Name
+	}
+	return h.Kind + "/" + h.Metadata.Namespace + "/" + h.Metadata.Name
 }
 
 func prefixWarnings(prefix string, ws []string) []string {

@@ -48,6 +48,22 @@ func TestBrokenInputsOfANewUser(t *testing.T) {
 		{"not-an-object.yaml", 1, []string{`document 1: not a Kubernetes object: the document is array`}},
 		{"empty.yaml", 2, []string{`empty.yaml holds no Kubernetes objects (it is empty or only comments)`}},
 		{"comments-only.yaml", 2, []string{`comments-only.yaml holds no Kubernetes objects`}},
+		{"bare-pod-required-durable.yaml", 1, []string{`Pod/ml/trainer: spec.containers[0].volumeMounts: Forbidden: checkpoints are not durable`}},
+		{"bare-pod-taskd-port.yaml", 1, []string{`Pod/ml/trainer: spec.containers[0].ports[0].containerPort: Invalid value: 9601: port 9601 is reserved for MindCluster TaskD`}},
+		{"duplicate-key.yaml", 1, []string{`PyTorchJob/ml/train: duplicate key: line 11: key "replicas" already set in map`}},
+		{"fractional-gpu.yaml", 1, []string{`PyTorchJob/ml/train: spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an integer`}},
+		{"fractional-gpu-pod.yaml", 1, []string{
+			`Pod/ml/inference: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an integer`,
+			`Pod/ml/inference: spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: "500m": must be an integer`,
+		}},
+		{"type-error-and-annotation-typo.yaml", 1, []string{
+			`PyTorchJob/ml/train: spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: "two": must be of type integer`,
+			`PyTorchJob/ml/train: metadata.annotations[trainguard.io/prestop-timout]: Invalid value: "trainguard.io/prestop-timout": unknown trainguard.io/ annotation; did you mean trainguard.io/prestop-timeout?`,
+		}},
+		{"runpolicy-typos.yaml", 1, []string{
+			`PyTorchJob/ml/train: spec.runPolicy.backoffLimt: unknown field "backoffLimt"; did you mean "backoffLimit"?`,
+			`PyTorchJob/ml/train: spec.runPolicy.ttlSecondsAfterFinish: unknown field "ttlSecondsAfterFinish"; did you mean "ttlSecondsAfterFinished"?`,
+		}},
 		{"binary.yaml", 2, []string{`not YAML: the input is binary (a NUL byte at offset 7)`}},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "broken", "*"))

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
@@ -18,6 +19,19 @@ func loadConfig(path string, stderr io.Writer) (*config.Config, error) {
 		fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
 	}
 	return cfg, err
+}
+
+// printConfig writes the configuration serve runs with: cfg, with its
+// rescheduler block replaced by the options in effect (flags applied).
+func printConfig(w io.Writer, cfg *config.Config, resched rescheduler.Options) error {
+	effective := *cfg
+	effective.Rescheduler = resched.Config()
+	out, err := yaml.Marshal(&effective)
+	if err != nil {
+		return fmt.Errorf("encoding the configuration: %w", err)
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 // reschedulerOptions are the rescheduler's settings: the config file's,

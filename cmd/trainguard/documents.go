@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/jobs"
@@ -68,31 +73,132 @@ func isEmptyDocument(doc []byte) bool {
 	return true
 }
 
-// input is the documents of one -f FILE.
+// input is the documents of every -f: docs in the order given, and for
+// each the name its position is reported under when it has no name of its
+// own ("document 3", or "jobs/b.yaml document 3" when several files are read).
 type input struct {
-	path string
-	docs [][]byte
+	path  string // the files, for messages
+	docs  [][]byte
+	names []string
 }
 
-// readInput reads path's documents and refuses an input without any
-// object: an empty file (or one of only comments) is almost always a
+// docName is the fallback name of document i.
+func (in *input) docName(i int) string {
+	if i < len(in.names) {
+		return in.names[i]
+	}
+	return fmt.Sprintf("document %d", i+1)
+}
+
+// inputFlags are -f and -R, which validate and inject share with kubectl.
+type inputFlags struct {
+	files     []string
+	recursive bool
+}
+
+func (f *inputFlags) bind(flags *pflag.FlagSet, what string) {
+	flags.StringArrayVarP(&f.files, "filename", "f", nil, what+"; repeat it for several, a directory reads its .yaml, .yml and .json files, - reads stdin (once)")
+	flags.BoolVarP(&f.recursive, "recursive", "R", false, "read the directories given with -f recursively")
+}
+
+// read reads every document the flags name.
+func (f *inputFlags) read(stdin io.Reader) (*input, error) {
+	return readInput(f.files, f.recursive, stdin)
+}
+
+// manifestExtensions are the files -f DIR reads, as kubectl's.
+var manifestExtensions = []string{".yaml", ".yml", ".json"} //nolint:gochecknoglobals // a constant list
+
+// expandPaths turns the -f arguments into files as kubectl does: a
+// directory gives its .yaml, .yml and .json files (with recursive, those of
+// its subdirectories too), in lexical order; "-" (stdin) at most once.
+func expandPaths(paths []string, recursive bool) ([]string, error) {
+	var files []string
+	stdin := 0
+	for _, p := range paths {
+		if p == "-" {
+			if stdin++; stdin > 1 {
+				return nil, errors.New("-f - (stdin) given more than once; stdin can be read only once")
+			}
+			files = append(files, p)
+			continue
+		}
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("opening %s: %w", p, err)
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		found, err := manifestsIn(p, recursive)
+		if err != nil {
+			return nil, err
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("directory %s holds no .yaml, .yml or .json files%s", p, map[bool]string{false: " (use -R to read its subdirectories)", true: ""}[recursive])
+		}
+		files = append(files, found...)
+	}
+	return files, nil
+}
+
+// manifestsIn lists dir's manifest files; subdirectories only when recursive.
+func manifestsIn(dir string, recursive bool) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		if d.IsDir() {
+			if path != dir && !recursive {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if slices.Contains(manifestExtensions, strings.ToLower(filepath.Ext(path))) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err
+}
+
+// readInput reads the documents of every -f and refuses an input without
+// any object: an empty file (or one of only comments) is almost always a
 // mistake in a pipeline (a failed kubectl get, a wrong path), and a CI step
-// must not pass on it.
-func readInput(path string, stdin io.Reader) (*input, error) {
-	docs, err := readDocuments(path, stdin)
+// must not pass on it. Every file given must hold an object.
+func readInput(paths []string, recursive bool, stdin io.Reader) (*input, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("-f FILE is required (use -f - for stdin)")
+	}
+	files, err := expandPaths(paths, recursive)
 	if err != nil {
 		return nil, err
 	}
-	for _, doc := range docs {
-		if !isEmptyDocument(doc) {
-			return &input{path: path, docs: docs}, nil
+	in := &input{path: strings.Join(files, ", ")}
+	for _, path := range files {
+		docs, err := readDocuments(path, stdin)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(docs, func(d []byte) bool { return !isEmptyDocument(d) }) {
+			name := path
+			if path == "-" {
+				name = "stdin"
+			}
+			return nil, fmt.Errorf("%s holds no Kubernetes objects (it is empty or only comments); give a file of YAML documents", name)
+		}
+		for i, doc := range docs {
+			name := fmt.Sprintf("document %d", i+1)
+			if len(files) > 1 {
+				name = path + " " + name
+			}
+			in.docs = append(in.docs, doc)
+			in.names = append(in.names, name)
 		}
 	}
-	name := path
-	if path == "-" {
-		name = "stdin"
-	}
-	return nil, fmt.Errorf("%s holds no Kubernetes objects (it is empty or only comments); give a file of YAML documents", name)
+	return in, nil
 }
 
 // refuseBinary looks at the start of the input: a NUL byte or bytes that

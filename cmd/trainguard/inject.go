@@ -11,9 +11,10 @@ import (
 )
 
 func newInjectCmd() *cobra.Command {
-	var file, configPath string
+	var files inputFlags
+	var configPath string
 	cmd := &cobra.Command{
-		Use:   "inject -f FILE",
+		Use:   "inject -f FILE [-f FILE|DIR ...] [-R]",
 		Short: "Mutate YAML documents offline as the webhook would in an opted-in namespace",
 		Long: `inject reads one or more YAML documents and writes them to stdout, mutated
 exactly as the mutating webhook would for a namespace that has opted in
@@ -36,21 +37,18 @@ input (empty, binary, missing) or bad usage.`,
   kubectl get pytorchjob my-job -o yaml | trainguard inject -f - --config policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return exitWith(2, "inject: -f FILE is required (use -f - for stdin)")
-			}
 			cfg, err := loadConfig(configPath, cmd.ErrOrStderr())
 			if err != nil {
 				return exitWith(2, "inject: "+err.Error())
 			}
-			in, err := readInput(file, cmd.InOrStdin())
+			in, err := files.read(cmd.InOrStdin())
 			if err != nil {
 				return exitWith(2, "inject: "+err.Error())
 			}
 			return runInject(cmd, cfg, in)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "YAML file to mutate, or - for stdin")
+	files.bind(cmd.Flags(), "YAML file to mutate")
 	// No backquotes in a usage string: pflag takes a backquoted word as the
 	// flag's placeholder.
 	cmd.Flags().StringVar(&configPath, "config", "", "policy file (the format 'trainguard serve --config' reads); defaults apply when empty")
@@ -61,12 +59,11 @@ input (empty, binary, missing) or bad usage.`,
 func runInject(cmd *cobra.Command, cfg *config.Config, in *input) error {
 	invalid := 0
 	for _, report := range newChecker(cfg, in).all() {
-		// The validating webhook's warnings reach the user online too.
-		for _, w := range report.warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", report.name, w)
-		}
-		for _, line := range report.errors {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", report.name, line)
+		// Both webhooks' warnings reach the user online too; the checker
+		// has them all, in validate's format, and its errors go to stderr
+		// since stdout is the mutated output.
+		if err := printReport(cmd.ErrOrStderr(), cmd.ErrOrStderr(), report); err != nil {
+			return err
 		}
 		if len(report.errors) > 0 {
 			invalid++
@@ -91,12 +88,9 @@ func injectDocuments(cmd *cobra.Command, off *webhook.Offline, docs [][]byte) er
 				continue
 			}
 		} else {
-			var warnings []string
 			var err error
-			mutated, warnings, err = off.InjectDocument(cmd.Context(), doc)
-			for _, w := range warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-			}
+			// The checker printed the warnings already.
+			mutated, _, err = off.InjectDocument(cmd.Context(), doc)
 			if err != nil {
 				return exitWith(2, fmt.Sprintf("inject: document %d: %v", n+1, err))
 			}

@@ -30,8 +30,10 @@ func newRootCmd() *cobra.Command {
 		Long: `trainguard is a Kubernetes admission webhook. In namespaces annotated
 trainguard.io/inject=enabled it injects checkpoint-on-termination hooks,
 checkpoint volumes, the TaskD port, recover-strategy annotations and GPU
-defaults into PyTorchJobs and pods, refuses invalid elastic policies, and
-reschedules training pods away from failed nodes.`,
+defaults into PyTorchJobs (kubeflow.org and KubeDL), the pods of Kubeflow
+Trainer v2 TrainJobs, and training pods of any other controller; refuses
+invalid elastic policies, TrainJobs and runtimes; and reschedules training
+pods away from failed nodes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -27,7 +27,9 @@ func TestInjectCLIMindClusterV26(t *testing.T) {
 			warnings, err := os.ReadFile(filepath.Join(testdata, name+".warnings.txt"))
 			if err == nil {
 				for _, w := range strings.Split(strings.TrimSpace(string(warnings)), "\n") {
-					assert.Contains(t, res.stderr, w)
+					// The golden files name the object as every command does.
+					name, msg, _ := strings.Cut(w, ": ")
+					assert.Contains(t, res.stderr, name+": warning: "+msg)
 				}
 			}
 		})

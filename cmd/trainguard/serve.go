@@ -42,6 +42,7 @@ type serveOptions struct {
 	webhookService     string
 	webhookConfigName  string
 	namespaceMirroring bool
+	printConfig        bool
 	resched            rescheduler.Options
 	zap                zap.Options
 }
@@ -113,6 +114,7 @@ Service.`,
 	fs.StringVar(&o.webhookService, "webhook-service", "trainguard", "self-managed mode: Service name the serving certificate is issued for")
 	fs.StringVar(&o.webhookConfigName, "webhook-config-name", "trainguard", "self-managed mode: name of the Mutating and Validating webhook configurations to inject the CA into")
 	fs.BoolVar(&o.namespaceMirroring, "namespace-label-mirror", true, "reconcile the trainguard.io/inject label from the namespace annotation (catches namespaces annotated while trainguard was down)")
+	fs.BoolVar(&o.printConfig, "print-config", false, "print the configuration in effect (the --config file, defaulted, with the rescheduler flags given applied) as a Configuration on stdout, and exit")
 	o.resched.BindFlags(fs)
 	zfs := pflagFromZap(&o.zap)
 	fs.AddFlagSet(zfs)
@@ -137,6 +139,9 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	}
 	if !cfgSetsAgentImage(o.configPath, cfg) {
 		cfg.Agent.Image = o.agentImage
+	}
+	if o.printConfig {
+		return printConfig(os.Stdout, cfg, o.resched)
 	}
 	if o.certMode != server.CertModeFiles && o.certMode != server.CertModeSelfManaged {
 		return exitWith(2, fmt.Sprintf("--cert-mode=%q: use %s or %s", o.certMode, server.CertModeFiles, server.CertModeSelfManaged))

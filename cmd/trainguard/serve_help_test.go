@@ -34,3 +34,14 @@ func TestConfigFileAgentImageWinsOverTheFlag(t *testing.T) {
 	cfg.Agent.Image = "registry.example/trainguard:1.2.3"
 	assert.True(t, cfgSetsAgentImage("/etc/trainguard/config.yaml", cfg))
 }
+
+// TestRootHelpNamesEveryJobKind: the first thing a user reads names
+// every kind trainguard handles, TrainJobs included.
+func TestRootHelpNamesEveryJobKind(t *testing.T) {
+	res := runCLI(t, "", "--help")
+	require.Equal(t, 0, res.code)
+	help := strings.Join(strings.Fields(res.stdout), " ")
+	for _, kind := range []string{"PyTorchJobs", "KubeDL", "TrainJobs", "pods"} {
+		assert.Contains(t, help, kind)
+	}
+}

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,6 +12,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/crdfields"
+	"github.com/trainguard/trainguard/internal/foundations/typecheck"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -20,17 +21,6 @@ import (
 // make before any trainguard rule runs: an object whose apiVersion, kind or
 // field types are wrong never reaches a webhook, so offline it must be
 // refused here, with every problem listed.
-
-// decodeGeneric decodes a JSON document keeping numbers exact.
-func decodeGeneric(raw []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
 
 // typeMeta reads apiVersion and kind from a generic object; a problem is
 // returned as the report line.
@@ -145,9 +135,9 @@ func structuralProblems(obj map[string]any) (gvk schema.GroupVersionKind, errs, 
 	if t == nil {
 		return gvk, nil, nil
 	}
-	errs, unknown := typeErrors(obj, t)
+	errs, unknown := typecheck.Check(obj, t)
 	if gvk.Group != trainerGroup {
-		return gvk, append(errs, unknown...), nil
+		return gvk, withCRDSchema(gvk, obj, slices.Concat(errs, unknown)), nil
 	}
 	// Offline the cluster's Trainer release is unknown and every release
 	// adds fields (runtimePatches, dependsOn, podGroupPolicy): trainguard
@@ -156,6 +146,43 @@ func structuralProblems(obj map[string]any) (gvk schema.GroupVersionKind, errs, 
 		warnings = append(warnings, u+" in Trainer v2.0's API (a later release's field? your cluster's Trainer decides)")
 	}
 	return gvk, errs, warnings
+}
+
+// withCRDSchema adds what the kind's real CRD schema refuses (unknown
+// fields and wrong JSON types anywhere in the object, as the API server's
+// strict field validation) to errs, once each: trainguard's partial Go
+// types know only the fields it reads.
+func withCRDSchema(gvk schema.GroupVersionKind, obj map[string]any, errs []string) []string {
+	node, ok, err := crdfields.For(gvk)
+	if err != nil {
+		return append(errs, err.Error())
+	}
+	if !ok {
+		return errs
+	}
+	seen := map[string]bool{}
+	for _, e := range errs {
+		seen[e] = true
+	}
+	for _, e := range crdfields.Check(obj, node) {
+		if !seen[e] && !coveredByTypeError(e, errs) {
+			seen[e] = true
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// coveredByTypeError: the Go type already said what is wrong at this path
+// (an int32 overflow, a quantity), in more precise words.
+func coveredByTypeError(line string, errs []string) bool {
+	path, _, _ := strings.Cut(line, ": ")
+	for _, e := range errs {
+		if strings.HasPrefix(e, path+": ") {
+			return true
+		}
+	}
+	return false
 }
 
 // trainerGroup is Kubeflow Trainer v2's API group.

@@ -22,7 +22,7 @@ func FuzzCheckDocument(f *testing.F) {
 	}
 	c := newChecker(config.DefaultConfig(), &input{path: "fuzz"})
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		for _, r := range c.document(1, doc) {
+		for _, r := range c.document("document 1", doc) {
 			if r.name == "" {
 				t.Fatalf("a report without a name for %q", doc)
 			}

@@ -1,26 +1,34 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/typecheck"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/validators"
+	"github.com/trainguard/trainguard/webhook"
 )
 
 const validateLong = `Validate reads one or more YAML documents and checks them offline, first as
 the API server and 'kubectl apply --validate=strict' would (apiVersion and
-kind, every value of the wrong type, every integer overflow, unknown fields,
-with their field paths), then with the same rules the validating webhook
-applies:
+kind, every value of the wrong type, every integer overflow, unknown fields
+(in a kubeflow.org PyTorchJob, every field its CRD schema does not declare),
+duplicate keys, with their field paths), then with the same rules the
+validating webhook applies:
 
   - kubeflow.org/v1 PyTorchJob: everything the training operator's webhook
     checks (a Master must set replicas: 1, as kubeflow requires), plus the
@@ -64,31 +72,32 @@ const validateExample = `  trainguard validate -f job.yaml
 
 // newValidateCmd is `trainguard validate`, the offline validating webhook.
 func newValidateCmd() *cobra.Command {
-	var file, configPath string
+	var files inputFlags
+	var configPath string
 	cmd := &cobra.Command{
-		Use:     "validate -f FILE",
+		Use:     "validate -f FILE [-f FILE|DIR ...] [-R]",
 		Short:   "Validate YAML documents offline as the validating webhook would",
 		Long:    validateLong,
 		Example: validateExample,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runValidate(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), file, configPath)
+			return runValidate(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), files, configPath)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "file of YAML documents to validate; - reads stdin")
+	files.bind(cmd.Flags(), "file of YAML documents to validate")
 	cmd.Flags().StringVar(&configPath, "config", "", "policy file (the format 'trainguard serve --config' reads); defaults apply without it")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
 
-// runValidate validates every document of file. A plain error means
+// runValidate validates every document of every file. A plain error means
 // unreadable input or bad usage (exit 2); invalid documents exit 1.
-func runValidate(stdin io.Reader, stdout, stderr io.Writer, file, configPath string) error {
+func runValidate(stdin io.Reader, stdout, stderr io.Writer, files inputFlags, configPath string) error {
 	cfg, err := loadConfig(configPath, stderr)
 	if err != nil {
 		return fmt.Errorf("loading --config: %w", err)
 	}
-	in, err := readInput(file, stdin)
+	in, err := files.read(stdin)
 	if err != nil {
 		return err
 	}
@@ -131,16 +140,26 @@ type documentReport struct {
 
 // checker validates the documents of one input, as `validate` and, before
 // mutating anything, `inject` do: both see the same Namespaces and runtimes.
+//
+// Online the validating webhook sees each object as the mutating webhook
+// left it, so the checker judges what inject would write: a bare training
+// Pod gets its cross-field checks (TaskD port, durable checkpoints) as the
+// injected Pod it becomes, not as the Pod the user wrote.
 type checker struct {
 	v          *validators.Validator
 	in         *input
 	namespaces map[string]map[string]string
+	off        *webhook.Offline
 }
 
 func newChecker(cfg *config.Config, in *input) *checker {
+	namespaces := namespacesIn(in.docs)
+	off := webhook.NewOffline(cfg)
+	off.SetNamespaces(namespaces)
 	v := validators.New(cfg)
 	v.Runtimes = runtimesIn(in.docs).Lookup
-	return &checker{v: v, in: in, namespaces: namespacesIn(in.docs)}
+	v.TrainJobs = off.TrainJobAnnotations
+	return &checker{v: v, in: in, namespaces: namespaces, off: off}
 }
 
 // all checks every document and returns one report per object.
@@ -150,7 +169,7 @@ func (c *checker) all() []documentReport {
 		if isEmptyDocument(doc) {
 			continue
 		}
-		reports = append(reports, c.document(i+1, doc)...)
+		reports = append(reports, c.document(c.in.docName(i), doc)...)
 	}
 	return reports
 }
@@ -158,29 +177,54 @@ func (c *checker) all() []documentReport {
 // document checks one YAML document. A document that is not a
 // Kubernetes object, or not a well-typed one of its kind, is invalid. A v1
 // List (what kubectl get -o yaml prints) gives one report per item.
-func (c *checker) document(index int, doc []byte) []documentReport {
-	name := fmt.Sprintf("document %d", index)
+func (c *checker) document(name string, doc []byte) []documentReport {
 	raw, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return []documentReport{{name: name, errors: []string{fmt.Sprintf("not valid YAML: %v", err)}}}
 	}
-	return c.object(name, raw)
+	reports := c.object(name, raw)
+	if dups := duplicateKeys(doc); len(dups) > 0 && len(reports) > 0 {
+		reports[0].errors = append(dups, reports[0].errors...)
+	}
+	return reports
+}
+
+// duplicateKeys refuses a mapping that sets a key twice (replicas: 2 and
+// replicas: 4 in one Worker): the API server's strict decoding refuses it,
+// while a lenient decoder keeps the last value and the user never learns
+// which one counted.
+func duplicateKeys(doc []byte) []string {
+	_, err := yaml.YAMLToJSONStrict(doc)
+	if err == nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.Contains(line, "already set in map") {
+			out = append(out, "duplicate key: "+line+"; the API server refuses an object that sets a field twice: keep one")
+		}
+	}
+	return out
 }
 
 // object checks one JSON object; fallback names it when it has no name.
 func (c *checker) object(fallback string, raw []byte) []documentReport {
 	report := documentReport{name: fallback}
-	generic, err := decodeGeneric(raw)
+	generic, err := typecheck.DecodeJSON(raw)
 	obj, isObject := generic.(map[string]any)
 	if err != nil || !isObject {
-		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: the document is %s, not a mapping with apiVersion, kind and metadata", valueString(generic)))
+		report.errors = append(report.errors, fmt.Sprintf("not a Kubernetes object: the document is %s, not a mapping with apiVersion, kind and metadata", typecheck.ValueString(generic)))
 		return []documentReport{report}
 	}
 	gvk, problems, warnings := structuralProblems(obj)
 	report.name = documentName(gvk.Kind, obj, fallback)
 	report.warnings = warnings
 	if len(problems) > 0 {
-		report.errors = problems
+		// The rules need a well-typed object, but the object's own
+		// trainguard.io/ annotations and labels can be judged already, so
+		// one run names every mistake, not the typo after the type error.
+		report.errors = slices.Concat(problems, metadataRuleErrors(obj))
 		return []documentReport{report}
 	}
 	var h jobs.Header
@@ -194,6 +238,21 @@ func (c *checker) object(fallback string, raw []byte) []documentReport {
 	return []documentReport{c.rules(report, h, raw)}
 }
 
+// metadataRuleErrors are the annotation and label rules on a malformed
+// object's metadata, when the metadata itself is well formed.
+func metadataRuleErrors(obj map[string]any) []string {
+	raw, err := json.Marshal(obj["metadata"])
+	var meta metav1.ObjectMeta
+	if err != nil || json.Unmarshal(raw, &meta) != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range contract.ValidateMetadata(&meta, field.NewPath("metadata")) {
+		out = append(out, fmt.Sprintf("%s: %s", e.Field, e.ErrorBody()))
+	}
+	return out
+}
+
 // rules runs trainguard's validating rules on a well-formed object.
 func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) documentReport {
 	if ns := h.Metadata.Namespace; contract.OptedOut(c.namespaces[ns]) && h.GVK() != namespaceGVK() {
@@ -201,7 +260,17 @@ func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) docume
 		report.warnings = append(report.warnings, fmt.Sprintf("trainguard's rules not applied: namespace %s is annotated %s=%s", ns, contract.AnnotationInject, contract.InjectDisabled))
 		return report
 	}
-	res, err := c.v.Validate(validators.Object{GVK: h.GVK(), Raw: raw, NamespaceAnnotations: c.namespaces[h.Metadata.Namespace]})
+	injected, injectWarnings, err := c.off.InjectObject(context.Background(), raw)
+	if err != nil {
+		report.errors = append(report.errors, err.Error())
+		return report
+	}
+	report.warnings = append(report.warnings, injectWarnings...)
+	judged := raw
+	if injected != nil {
+		judged = injected
+	}
+	res, err := c.v.Validate(validators.Object{GVK: h.GVK(), Raw: judged, NamespaceAnnotations: c.namespaces[h.Metadata.Namespace]})
 	if err != nil {
 		report.errors = append(report.errors, err.Error())
 		return report

@@ -337,3 +337,43 @@ func hasPyTorchJob(t *testing.T, path string) bool {
 	}
 	return false
 }
+
+// TestEveryFilenameIsRead: like kubectl, every -f is read (not only the
+// last), a directory gives its manifests (-R its subdirectories' too), and
+// stdin can be given once.
+func TestEveryFilenameIsRead(t *testing.T) {
+	bad := filepath.Join("testdata", "broken", "field-typo.yaml")
+	good := writeFile(t, "good.yaml", validJob)
+	typo := `PyTorchJob/ml/train: spec.pytorchReplicaSpecs[Worker].replica: unknown field "replica"`
+	for _, order := range [][]string{{bad, good}, {good, bad}} {
+		for _, cmd := range []string{"validate", "inject"} {
+			res := runCLI(t, "", cmd, "-f", order[0], "-f", order[1])
+			assert.Equal(t, 1, res.code, "%s %v: %s", cmd, order, res.stdout+res.stderr)
+			assert.Contains(t, res.stdout+res.stderr, typo)
+		}
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(validJob), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.json"), []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ml"}}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a manifest"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "bad.yml"), []byte("apiVersion: v1\n"), 0o600))
+	res := runCLI(t, "", "validate", "-f", dir)
+	assert.Equal(t, 0, res.code, "the subdirectory is read only with -R: %s", res.stdout)
+	res = runCLI(t, "", "validate", "-f", dir, "-R")
+	assert.Equal(t, 1, res.code, res.stdout)
+	assert.Contains(t, res.stdout, filepath.Join(dir, "sub", "bad.yml")+" document 1: not a Kubernetes object", "with several files, a nameless document is named by its file")
+	res = runCLI(t, "", "inject", "-f", dir)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "trainguard.io/injected")
+	assert.Contains(t, res.stdout, `"kind":"ConfigMap"`, "every file's documents are written, untouched ones byte for byte")
+
+	res = runCLI(t, validJob, "validate", "-f", "-", "-f", "-")
+	assert.Equal(t, 2, res.code)
+	assert.Contains(t, res.stderr, "-f - (stdin) given more than once")
+	res = runCLI(t, validJob, "validate", "-f", "-", "-f", good)
+	assert.Equal(t, 0, res.code, res.stdout)
+	res = runCLI(t, "", "validate", "-f", t.TempDir())
+	assert.Equal(t, 2, res.code)
+	assert.Contains(t, res.stderr, "holds no .yaml, .yml or .json files")
+}

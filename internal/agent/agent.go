@@ -11,6 +11,12 @@ import (
 	"io"
 )
 
+// Version is the release the agent belongs to. The agent reaches nothing
+// else of trainguard (it ships alone into every pod), so it keeps its own
+// copy of version.AppVersion, stamped by the same -ldflags (the Makefile's
+// VERSION); a test in test/install holds the two equal.
+var Version = "0.1.0" //nolint:gochecknoglobals // set by -ldflags -X
+
 // Exit codes of trainguard-agent. Kubernetes ignores a preStop hook's exit
 // code for termination but records it in the pod's events, so the codes are
 // for humans reading events and for tests.
@@ -36,6 +42,8 @@ commands:
   prestop        ask the trainer to checkpoint, wait for the acknowledgement,
                  then run the chained user hook (see prestop -h)
   poststart      append a start line to <checkpoint dir>/postStart.log
+  version        print the version (the agent comes from trainguard's image
+                 and must match the webhook that injected it)
 `
 
 // Run executes one trainguard-agent command and returns the process exit code.
@@ -51,6 +59,11 @@ func Run(args []string, env Env, stderr io.Writer) int {
 		return runPrestop(args[1:], env, stderr)
 	case "poststart":
 		return runPoststart(args[1:], env, stderr)
+	case "version", "--version":
+		// On stderr like everything the agent prints: stdout is the
+		// container's, and kubectl exec shows both.
+		fmt.Fprintf(stderr, "trainguard-agent %s\n", Version)
+		return ExitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(stderr, usage)
 		return ExitOK

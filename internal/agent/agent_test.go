@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -192,4 +194,29 @@ func readJSONPath(path string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// TestHelpAndVersion: asking for help is not a usage error, -h never shows
+// this machine's host name as the pod's, and the agent says its version
+// (it must match the webhook that injected it).
+func TestHelpAndVersion(t *testing.T) {
+	env := mapEnv(map[string]string{})
+	for _, args := range [][]string{{"prestop", "-h"}, {"prestop", "--help"}, {"install", "--help"}, {"poststart", "-h"}, {"--help"}} {
+		var out bytes.Buffer
+		if code := Run(args, env, &out); code != ExitOK {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, ExitOK, out.String())
+		}
+		if !strings.Contains(out.String(), "usage: trainguard-agent") {
+			t.Errorf("%v: no usage: %s", args, out.String())
+		}
+	}
+	var out bytes.Buffer
+	Run([]string{"prestop", "-h"}, env, &out)
+	if host, _ := os.Hostname(); host != "" && strings.Contains(out.String(), fmt.Sprintf("(default %q)", host)) {
+		t.Errorf("prestop -h shows the host name %q as the pod's default:\n%s", host, out.String())
+	}
+	out.Reset()
+	if code := Run([]string{"version"}, env, &out); code != ExitOK || out.String() != "trainguard-agent "+Version+"\n" {
+		t.Errorf("version: exit %d, %q", code, out.String())
+	}
 }

@@ -7,11 +7,18 @@ import (
 	"path/filepath"
 )
 
+// isHelp is a request for a command's usage, which is not a mistake.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" }
+
 // runInstall copies the running executable into DIR. The init container runs
 // it from trainguard's image; the training container then finds the agent in
 // the shared emptyDir. It is idempotent: a second run replaces the file
 // atomically, so a half-copied binary is never visible.
 func runInstall(args []string, stderr io.Writer) int {
+	if len(args) == 1 && isHelp(args[0]) {
+		fmt.Fprint(stderr, "usage: trainguard-agent install DIR\n")
+		return ExitOK
+	}
 	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
 		fmt.Fprint(stderr, "usage: trainguard-agent install DIR\n")
 		return ExitUsage

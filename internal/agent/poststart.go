@@ -10,6 +10,9 @@ import (
 func runPoststart(args []string, env Env, stderr io.Writer) int {
 	if len(args) != 0 {
 		_, _ = io.WriteString(stderr, "usage: trainguard-agent poststart\n") // console: nowhere better to report
+		if len(args) == 1 && isHelp(args[0]) {
+			return ExitOK
+		}
 		return ExitUsage
 	}
 	dir := firstNonEmpty(env("TRAINGUARD_CHECKPOINT_DIR"), env("MIGRATION_CKPT_PATH"), defaultCheckpointDir)

@@ -73,7 +73,10 @@ func parsePrestop(args []string, env Env, stderr io.Writer) (prestopConfig, erro
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "bound on the whole preStop: checkpoint wait plus chained hook (env TRAINGUARD_PRESTOP_TIMEOUT)")
 	fs.StringVar(&cfg.checkpointDir, "checkpoint-dir", cfg.checkpointDir, "checkpoint volume; preStop.log is appended here (env TRAINGUARD_CHECKPOINT_DIR, MIGRATION_CKPT_PATH)")
 	fs.StringVar(&cfg.signalDir, "signal-dir", cfg.signalDir, "this pod's signal dir (env TRAINGUARD_SIGNAL_DIR, MIGRATION_SIGNAL_PATH)")
-	fs.StringVar(&cfg.pod, "pod", cfg.pod, "pod name for logs and the request (env TRAINGUARD_POD_NAME)")
+	fs.StringVar(&cfg.pod, "pod", cfg.pod, "pod name for logs and the request (default: env TRAINGUARD_POD_NAME, else $HOSTNAME, else the host name)")
+	// The default is this machine's host name when the env is unset (a
+	// shell, not a pod): -h must not present it as the pod's name.
+	fs.Lookup("pod").DefValue = ""
 	fs.DurationVar(&cfg.heartbeatAge, "heartbeat-max-age", cfg.heartbeatAge, "a trainer heartbeat older than this is not fresh")
 	fs.DurationVar(&cfg.heartbeatWait, "heartbeat-wait", cfg.heartbeatWait, "how long to wait for a fresh heartbeat before giving up")
 	httpURL := fs.String("then-http-get", "", "after the checkpoint, GET this http:// URL (chained httpGet hook)")
@@ -216,9 +219,10 @@ func checkpointBudget(total time.Duration, h chainedHook) time.Duration {
 func runPrestop(args []string, env Env, stderr io.Writer) int {
 	cfg, err := parsePrestop(args, env, stderr)
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "trainguard-agent prestop: %v\n(usage: trainguard-agent prestop -h)\n", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK // asked for: -h is not a mistake
 		}
+		fmt.Fprintf(stderr, "trainguard-agent prestop: %v\n(usage: trainguard-agent prestop -h)\n", err)
 		return ExitUsage
 	}
 	start := time.Now()

@@ -42,7 +42,8 @@ type Config struct {
 	// checkpoint-volume, recover-strategy, gpu, avoid-nodes). Absent means on.
 	Mutators map[string]bool `json:"mutators,omitempty"`
 	// MaxReschedules caps the rescheduler per job; trainguard.io/max-reschedules overrides it.
-	MaxReschedules int `json:"maxReschedules,omitempty"`
+	// A pointer, as every count here: unset takes the default, 0 means none.
+	MaxReschedules *int `json:"maxReschedules,omitempty"`
 	// Rescheduler configures the rescheduling controller; `trainguard serve`
 	// flags of the same name override it.
 	Rescheduler ReschedulerConfig `json:"rescheduler"`
@@ -59,7 +60,7 @@ type ReschedulerConfig struct {
 	// BadNodeTTL: how long a node stays recorded as bad for a job (--bad-node-ttl).
 	BadNodeTTL *metav1.Duration `json:"badNodeTTL,omitempty"`
 	// MaxBadNodes bounds the record per job (--max-bad-nodes).
-	MaxBadNodes int `json:"maxBadNodes,omitempty"`
+	MaxBadNodes *int `json:"maxBadNodes,omitempty"`
 	// UnknownExitCodeRetryable treats exit codes outside kubeflow's table as retryable (--unknown-exit-code-retryable).
 	UnknownExitCodeRetryable bool `json:"unknownExitCodeRetryable,omitempty"`
 	// BackoffBase and BackoffMax bound the backoff between reschedule rounds
@@ -76,7 +77,7 @@ type ReschedulerConfig struct {
 	// on, as kube-controller-manager's --node-eviction-rate (--node-eviction-rate,
 	// --node-eviction-burst). A rate of 0 stops all action.
 	NodeEvictionRate  *float64 `json:"nodeEvictionRate,omitempty"`
-	NodeEvictionBurst int      `json:"nodeEvictionBurst,omitempty"`
+	NodeEvictionBurst *int     `json:"nodeEvictionBurst,omitempty"`
 	// UnhealthyZoneThreshold: the partition brake, as kube-controller-manager's
 	// --unhealthy-zone-threshold (--unhealthy-zone-threshold). 1 disables it.
 	UnhealthyZoneThreshold *float64 `json:"unhealthyZoneThreshold,omitempty"`
@@ -112,8 +113,8 @@ type CheckpointConfig struct {
 
 // TaskDConfig controls MindCluster's TaskD port.
 type TaskDConfig struct {
-	Enabled *bool `json:"enabled,omitempty"`
-	Port    int32 `json:"port,omitempty"`
+	Enabled *bool  `json:"enabled,omitempty"`
+	Port    *int32 `json:"port,omitempty"`
 }
 
 // GPUConfig controls the default accelerator limit.

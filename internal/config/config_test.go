@@ -63,7 +63,7 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	cfg, warnings, err := Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nrescheduler: {maxBadNodes: 2}\n"))
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
-	assert.Equal(t, 2, cfg.Rescheduler.MaxBadNodes)
+	assert.Equal(t, 2, *cfg.Rescheduler.MaxBadNodes)
 	assert.True(t, *cfg.Rescheduler.Enabled)
 	assert.Equal(t, DefaultNodeLostGrace, cfg.Rescheduler.NodeLostGrace.Duration)
 
@@ -84,4 +84,69 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	require.ErrorContains(t, err, "rescheduler.retryEvictionRate: Invalid value: -1: must not be negative")
 	require.ErrorContains(t, err, "rescheduler.retryEvictionBurst: Invalid value: -2: must be at least 1")
 	assert.NotContains(t, err.Error(), "unhealthyZoneThreshold", "a small share is valid")
+}
+
+// TestZeroMeansZero: a count set to 0 in the file is 0 (or refused with
+// the field's path), never silently the default; unset takes the default.
+func TestZeroMeansZero(t *testing.T) {
+	cfg, err := ParseConfig([]byte("maxReschedules: 0\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 0, *cfg.MaxReschedules, "0 means never reschedule, as trainguard.io/max-reschedules: \"0\" does")
+	cfg, err = ParseConfig([]byte("{}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, DefaultMaxReschedules, *cfg.MaxReschedules)
+	assert.Equal(t, int32(DefaultTaskDPort), *cfg.TaskD.Port)
+	assert.Equal(t, DefaultMaxBadNodes, *cfg.Rescheduler.MaxBadNodes)
+	assert.Equal(t, DefaultNodeEvictionBurst, *cfg.Rescheduler.NodeEvictionBurst)
+
+	for in, want := range map[string]string{
+		"rescheduler: {maxBadNodes: 0}\n":       "rescheduler.maxBadNodes: Invalid value: 0: must be at least 1",
+		"rescheduler: {nodeEvictionBurst: 0}\n": "rescheduler.nodeEvictionBurst: Invalid value: 0: must be at least 1",
+		"taskd: {port: 0}\n":                    `taskd.port: Invalid value: "0": must be between 1 and 65535`,
+		"maxReschedules: 1001\n":                `maxReschedules: Invalid value: "1001": must be an integer between 0 and 1000`,
+	} {
+		_, err := ParseConfig([]byte(in))
+		require.Error(t, err, in)
+		assert.Contains(t, err.Error(), want, in)
+	}
+}
+
+// TestConfigErrorsAreAllListedWithPaths: a configuration file's mistakes
+// are reported as an object's are: every one at once, each with its field
+// path, an unknown field with the nearest known one.
+func TestConfigErrorsAreAllListedWithPaths(t *testing.T) {
+	_, err := ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+kind: Configuration
+checkpoint:
+  clam: team-ckpt
+  path: /etc/ckpt
+rescheduler:
+  maxBadNode: 3
+taskd: {port: 0}
+gpu: {defaultCount: 100}
+`))
+	require.Error(t, err)
+	for _, want := range []string{
+		"(5 problems)",
+		`checkpoint.clam: unknown field "clam"; did you mean "claim"?`,
+		`rescheduler.maxBadNode: unknown field "maxBadNode"; did you mean "maxBadNodes"?`,
+		`checkpoint.path: Invalid value: "/etc/ckpt": must not be under the system directory /etc`,
+		`taskd.port: Invalid value: "0": must be between 1 and 65535`,
+		`gpu.defaultCount: Invalid value: "100": must be an integer between 0 and 64`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	_, err = ParseConfig([]byte("gpu: {defaultCount: two}\nagent: {installCommand: /trainguard-agent}\nclusterwide: true\n"))
+	require.Error(t, err)
+	for _, want := range []string{
+		`gpu.defaultCount: Invalid value: "two": must be of type integer`,
+		`agent.installCommand: Invalid value: "/trainguard-agent": must be of type array`,
+		`clusterwide: unknown field "clusterwide"; did you mean "clusterWide"?`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	_, err = ParseConfig([]byte("maxReschedules: 2\nmaxReschedules: 3\n"))
+	require.ErrorContains(t, err, `key "maxReschedules" already set in map`)
+	_, err = ParseConfig([]byte("- a\n"))
+	require.ErrorContains(t, err, "must be a mapping")
 }

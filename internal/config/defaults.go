@@ -89,8 +89,8 @@ func (c *Config) applyDefaults() {
 		on := true
 		c.TaskD.Enabled = &on
 	}
-	if c.TaskD.Port == 0 {
-		c.TaskD.Port = DefaultTaskDPort
+	if c.TaskD.Port == nil {
+		c.TaskD.Port = ptr(int32(DefaultTaskDPort))
 	}
 	if c.RecoverStrategy == "" {
 		c.RecoverStrategy = DefaultRecoverStrategy
@@ -123,8 +123,8 @@ func (c *Config) applyDefaults() {
 	if len(c.TrainingContainer.Names) == 0 {
 		c.TrainingContainer.Names = []string{"pytorch", "ascend"}
 	}
-	if c.MaxReschedules == 0 {
-		c.MaxReschedules = DefaultMaxReschedules
+	if c.MaxReschedules == nil {
+		c.MaxReschedules = ptr(DefaultMaxReschedules)
 	}
 	if !contains(c.ExcludedNamespaces, "kube-system") {
 		c.ExcludedNamespaces = append(c.ExcludedNamespaces, "kube-system")
@@ -148,11 +148,11 @@ func (r *ReschedulerConfig) applyDefaults() {
 			*d.field = &metav1.Duration{Duration: d.def}
 		}
 	}
-	if r.MaxBadNodes == 0 {
-		r.MaxBadNodes = DefaultMaxBadNodes
+	if r.MaxBadNodes == nil {
+		r.MaxBadNodes = ptr(DefaultMaxBadNodes)
 	}
-	if r.NodeEvictionBurst == 0 {
-		r.NodeEvictionBurst = DefaultNodeEvictionBurst
+	if r.NodeEvictionBurst == nil {
+		r.NodeEvictionBurst = ptr(DefaultNodeEvictionBurst)
 	}
 	if r.RetryEvictionBurst == 0 {
 		r.RetryEvictionBurst = DefaultRetryEvictionBurst
@@ -172,8 +172,11 @@ func (r *ReschedulerConfig) applyDefaults() {
 // defaulted reports whether applyDefaults ran (Resolve needs its pointers set).
 func (c *Config) defaulted() bool {
 	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
-		c.Rescheduler.Enabled != nil
+		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.MaxBadNodes != nil &&
+		c.Rescheduler.NodeEvictionBurst != nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // WithDefaults returns c when every default is set, otherwise a defaulted
 // copy: a Config built in code (a test, a tool) need not call Parse, and c

@@ -1,10 +1,16 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
+	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/foundations/typecheck"
 )
 
 // Load reads a configuration file strictly: an unknown key is an error, so
@@ -21,11 +27,32 @@ func Load(path string) (cfg *Config, warnings []string, err error) {
 	return Parse(data)
 }
 
-// Parse decodes, defaults and checks a configuration file's content.
+// Parse decodes, defaults and checks a configuration file's content. It
+// reports every problem at once, each with its field path, as the API
+// server reports an object's: unknown fields (with the nearest known one),
+// values of the wrong type, keys set twice, and every value the
+// configuration's rules refuse.
 func Parse(data []byte) (*Config, []string, error) {
-	c := &Config{}
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
+	raw, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
 		return nil, nil, fmt.Errorf("parsing config file: %w", err)
+	}
+	generic, err := typecheck.DecodeJSON(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing config file: %w", err)
+	}
+	if _, isMap := generic.(map[string]any); generic != nil && !isMap {
+		return nil, nil, fmt.Errorf("config file: Invalid value: %s: must be a mapping (apiVersion: %s, kind: %s, then the settings)",
+			typecheck.ValueString(generic), ConfigAPIVersion, ConfigKind)
+	}
+	typeErrs, unknown := typecheck.CheckComplete(generic, reflect.TypeOf(Config{}))
+	problems := slices.Concat(typeErrs, unknown)
+	c := &Config{}
+	if len(typeErrs) == 0 {
+		// Unknown fields are reported above; the rest is still checked.
+		if err := json.Unmarshal(raw, c); err != nil {
+			problems = append(problems, err.Error())
+		}
 	}
 	var warnings []string
 	switch {
@@ -37,9 +64,14 @@ func Parse(data []byte) (*Config, []string, error) {
 		return nil, nil, fmt.Errorf("config file: apiVersion %q kind %q is not supported; use apiVersion: %s, kind: %s",
 			c.APIVersion, c.Kind, ConfigAPIVersion, ConfigKind)
 	}
-	c.applyDefaults()
-	if errs := c.validate(); len(errs) > 0 {
-		return nil, nil, fmt.Errorf("invalid config file: %w", errs.ToAggregate())
+	if len(typeErrs) == 0 {
+		c.applyDefaults()
+		for _, e := range c.validate() {
+			problems = append(problems, e.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return nil, nil, fmt.Errorf("invalid config file (%d problems):\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	return c, warnings, nil
 }

@@ -21,8 +21,17 @@ func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
 		}
 	}
-	if r.MaxBadNodes < 1 {
-		errs = append(errs, field.Invalid(p.Child("maxBadNodes"), r.MaxBadNodes, "must be at least 1"))
+	if *r.MaxBadNodes < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxBadNodes"), *r.MaxBadNodes, "must be at least 1 (unset takes the default, 16)"))
+	}
+	if *r.NodeEvictionBurst < 1 {
+		errs = append(errs, field.Invalid(p.Child("nodeEvictionBurst"), *r.NodeEvictionBurst, "must be at least 1 (to stop all action, set nodeEvictionRate: 0)"))
+	}
+	if *r.NodeEvictionRate < 0 {
+		errs = append(errs, field.Invalid(p.Child("nodeEvictionRate"), *r.NodeEvictionRate, "must not be negative (0 stops all action)"))
+	}
+	if t := *r.UnhealthyZoneThreshold; t <= 0 || t > 1 {
+		errs = append(errs, field.Invalid(p.Child("unhealthyZoneThreshold"), t, "must be above 0 and at most 1 (1 disables the brake)"))
 	}
 	for name, v := range map[string]float64{"unhealthyZoneThreshold": *r.UnhealthyZoneThreshold, "unhealthyClusterThreshold": *r.UnhealthyClusterThreshold} {
 		if v <= 0 || v > 1 {
@@ -70,8 +79,8 @@ func (c *Config) validate() field.ErrorList {
 	if c.Checkpoint.GracePeriodMargin.Duration < 0 {
 		check(field.NewPath("checkpoint", "gracePeriodMargin"), c.Checkpoint.GracePeriodMargin.Duration.String(), fmt.Errorf("must not be negative"))
 	}
-	if c.TaskD.Port < 1 || c.TaskD.Port > 65535 {
-		check(field.NewPath("taskd", "port"), fmt.Sprint(c.TaskD.Port), fmt.Errorf("must be between 1 and 65535"))
+	if *c.TaskD.Port < 1 || *c.TaskD.Port > 65535 {
+		check(field.NewPath("taskd", "port"), fmt.Sprint(*c.TaskD.Port), fmt.Errorf("must be between 1 and 65535 (to turn TaskD off, set taskd.enabled: false)"))
 	}
 	_, err = contract.ParseRecoverStrategy(c.RecoverStrategy)
 	check(field.NewPath("recoverStrategy"), c.RecoverStrategy, err)
@@ -90,8 +99,8 @@ func (c *Config) validate() field.ErrorList {
 			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", contract.InjectionNames()))
 		}
 	}
-	if c.MaxReschedules < 0 {
-		check(field.NewPath("maxReschedules"), fmt.Sprint(c.MaxReschedules), fmt.Errorf("must not be negative"))
-	}
+	// The annotation's own parser: 0 (never reschedule) up to its cap.
+	_, err = contract.ParseMaxReschedules(fmt.Sprint(*c.MaxReschedules))
+	check(field.NewPath("maxReschedules"), fmt.Sprint(*c.MaxReschedules), err)
 	return append(errs, c.Rescheduler.validate(field.NewPath("rescheduler"))...)
 }

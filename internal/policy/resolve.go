@@ -17,7 +17,7 @@ func Resolve(cfg *config.Config, nsAnnotations, objAnnotations map[string]string
 		PreStopTimeout:     cfg.Checkpoint.PreStopTimeout.Duration,
 		GracePeriodMargin:  cfg.Checkpoint.GracePeriodMargin.Duration,
 		TaskD:              *cfg.TaskD.Enabled,
-		TaskDPort:          cfg.TaskD.Port,
+		TaskDPort:          *cfg.TaskD.Port,
 		RecoverStrategy:    cfg.RecoverStrategy,
 		FaultScheduling:    cfg.FaultScheduling,
 		GPUResource:        cfg.GPU.ResourceName,
@@ -27,7 +27,7 @@ func Resolve(cfg *config.Config, nsAnnotations, objAnnotations map[string]string
 		AgentPath:          cfg.Agent.Path,
 		AgentInstall:       cfg.Agent.InstallCommand,
 		TrainingContainers: cfg.TrainingContainer.Names,
-		MaxReschedules:     cfg.MaxReschedules,
+		MaxReschedules:     *cfg.MaxReschedules,
 	}
 	p.GPUForAll = cfg.GPU.DefaultFor == config.GPUDefaultForAllJobs
 	p.RequireDurableCheckpoints = cfg.Checkpoint.RequireDurable

@@ -2,7 +2,6 @@ package chart
 
 import (
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,13 +14,7 @@ import (
 // but the binary does not know would crash-loop every install.
 func TestDeploymentArgsAreAcceptedByServe(t *testing.T) {
 	helm, dir := helmAndChart(t)
-	root, err := RepoRoot()
-	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "trainguard")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/trainguard")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building trainguard: %s", out)
+	bin := buildTrainguard(t)
 
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {

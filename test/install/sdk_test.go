@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/agent"
 	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
@@ -55,4 +56,47 @@ print(importlib.metadata.version("trainguard"), trainguard.__version__, type(mig
 	t.Logf("pip install ./sdk/python; distribution, __version__, migrator: %v", got)
 	assert.Equal(t, []string{version.AppVersion, version.AppVersion, "Migrator"}, got,
 		"the installed SDK's distribution version and trainguard.__version__ are the chart's release")
+}
+
+// TestOfflineSDKInstallNeedsWheel holds the README's offline note to the
+// truth: in a venv without the system's packages (a fresh Python 3.11
+// venv: setuptools, no wheel) the offline line fails as the README says,
+// and in one created as the README says it installs (TestPipInstallSDK).
+// The [torch] extra asks for the torch the README names.
+func TestOfflineSDKInstallNeedsWheel(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "sdk")
+	out, err := exec.Command("cp", "-r", filepath.Join(repoRoot(t), "sdk", "python"), src).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	venv := filepath.Join(tmp, "venv")
+	out, err = exec.Command(python, "-m", "venv", venv).CombinedOutput()
+	require.NoError(t, err, "creating a clean venv: %s", out)
+	py := filepath.Join(venv, "bin", "python")
+	hasWheel := exec.Command(py, "-c", "import wheel").Run() == nil
+	pip := exec.Command(py, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--disable-pip-version-check", src)
+	pip.Env = append(os.Environ(), "PIP_NO_CACHE_DIR=1", "PYTHONNOUSERSITE=1")
+	out, err = pip.CombinedOutput()
+	if hasWheel {
+		require.NoError(t, err, "a venv with wheel installs offline: %s", out)
+	} else {
+		require.Error(t, err, "the README says a venv without wheel cannot build offline")
+		assert.Contains(t, string(out), "bdist_wheel", "the README quotes this failure")
+	}
+
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "python3 -m venv --system-site-packages venv\nvenv/bin/pip install --no-build-isolation --no-index ./sdk/python")
+	pyproject, err := os.ReadFile(filepath.Join(repoRoot(t), "sdk", "python", "pyproject.toml"))
+	require.NoError(t, err)
+	sdkReadme, err := os.ReadFile(filepath.Join(repoRoot(t), "sdk", "python", "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(pyproject), `"torch>=1.13"`)
+	assert.Contains(t, string(sdkReadme), "torch ≥ 1.13", "the extra and the SDK's README name the same torch")
+}
+
+// TestAgentVersionIsTheRelease: trainguard-agent keeps its own copy of
+// the release (it may import nothing of trainguard); it must be the one
+// the chart, the image and `trainguard version` name.
+func TestAgentVersionIsTheRelease(t *testing.T) {
+	assert.Equal(t, version.AppVersion, agent.Version)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/trainguard/trainguard/internal/config"
 )
 
@@ -83,7 +85,7 @@ func OptionsFrom(c config.ReschedulerConfig, namespace string) Options {
 		NodeLostGrace:    c.NodeLostGrace.Duration,
 		GraceOverTime:    c.GraceOverTime.Duration,
 		BadNodeTTL:       c.BadNodeTTL.Duration,
-		MaxBadNodes:      c.MaxBadNodes,
+		MaxBadNodes:      *c.MaxBadNodes,
 		DefaultRetryable: c.UnknownExitCodeRetryable,
 		BackoffBase:      c.BackoffBase.Duration,
 		BackoffMax:       c.BackoffMax.Duration,
@@ -91,12 +93,34 @@ func OptionsFrom(c config.ReschedulerConfig, namespace string) Options {
 		ForceDeleteAfter:       c.ForceDeleteAfter.Duration,
 		LeaseLostAfter:         c.LeaseLostAfter.Duration,
 		NodeEvictionRate:       *c.NodeEvictionRate,
-		NodeEvictionBurst:      c.NodeEvictionBurst,
+		NodeEvictionBurst:      *c.NodeEvictionBurst,
 		UnhealthyZoneThreshold: *c.UnhealthyZoneThreshold,
 
 		UnhealthyClusterThreshold: *c.UnhealthyClusterThreshold,
 		RetryEvictionRate:         *c.RetryEvictionRate,
 		RetryEvictionBurst:        c.RetryEvictionBurst,
+	}
+}
+
+// Config is the inverse of OptionsFrom: the Configuration block these
+// options are, so `trainguard serve --print-config` shows the settings in
+// effect (the file's, with every given flag applied) in the file's format.
+func (o Options) Config() config.ReschedulerConfig {
+	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
+	return config.ReschedulerConfig{
+		Enabled:                  &o.Enabled,
+		NodeLostGrace:            d(o.NodeLostGrace),
+		GraceOverTime:            d(o.GraceOverTime),
+		BadNodeTTL:               d(o.BadNodeTTL),
+		MaxBadNodes:              &o.MaxBadNodes,
+		UnknownExitCodeRetryable: o.DefaultRetryable,
+		BackoffBase:              d(o.BackoffBase),
+		BackoffMax:               d(o.BackoffMax),
+		ForceDeleteAfter:         d(o.ForceDeleteAfter),
+		LeaseLostAfter:           d(o.LeaseLostAfter),
+		NodeEvictionRate:         &o.NodeEvictionRate,
+		NodeEvictionBurst:        &o.NodeEvictionBurst,
+		UnhealthyZoneThreshold:   &o.UnhealthyZoneThreshold,
 	}
 }
 

@@ -1,6 +1,13 @@
-package main
+// Package typecheck checks a decoded JSON document against a Go type the
+// way the API server's schema validation does (kubectl apply
+// --validate=strict): every value of the wrong type, every integer
+// overflow, every unknown field, each with its field path, all at once.
+// `trainguard validate` checks objects with it, and the configuration
+// file is checked with it.
+package typecheck
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -18,24 +25,48 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
-// typeErrors checks a decoded JSON document against the Go type of its
-// kind the way the API server's schema does (kubectl apply --validate=strict),
+// Check checks a decoded JSON document against the Go type of its kind
+// the way the API server's schema does (kubectl apply --validate=strict),
 // and returns every problem, not only the first: a value of the wrong type,
 // an integer outside its type's range, an unknown field. Each line is
-// "<field path>: <message>". v must come from a json.Decoder with UseNumber,
-// so integers are seen exactly.
-func typeErrors(v any, t reflect.Type) (typeErrs, unknown []string) {
-	var out problems
+// "<field path>: <message>". v must come from DecodeJSON (numbers kept
+// exact). Unknown fields of Kubernetes' own types are all reported; in
+// trainguard's partial copies of other types only near misses of known
+// fields (see unknownField).
+func Check(v any, t reflect.Type) (typeErrs, unknown []string) {
+	out := problems{}
 	walkType(v, t, nil, &out)
 	return out.types, out.unknown
 }
 
+// CheckComplete is Check for a type that has every field its documents
+// may hold (trainguard's own configuration): every unknown field is one.
+func CheckComplete(v any, t reflect.Type) (typeErrs, unknown []string) {
+	out := problems{complete: true}
+	walkType(v, t, nil, &out)
+	return out.types, out.unknown
+}
+
+// DecodeJSON decodes a JSON document keeping numbers exact (json.Number).
+func DecodeJSON(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // problems are what walkType found: type errors, and unknown fields apart
 // (for kinds whose newer releases add fields, they are only warnings).
-type problems struct{ types, unknown []string }
+type problems struct {
+	types, unknown []string
+	complete       bool // every unknown field counts, not only near misses
+}
 
 func (p *problems) typeError(path *field.Path, v any, msg string) {
-	p.types = append(p.types, fmt.Sprintf("%s: Invalid value: %s: %s", pathString(path), valueString(v), msg))
+	p.types = append(p.types, fmt.Sprintf("%s: Invalid value: %s: %s", pathString(path), ValueString(v), msg))
 }
 
 func walkType(v any, t reflect.Type, p *field.Path, out *problems) {
@@ -63,7 +94,7 @@ func walkType(v any, t reflect.Type, p *field.Path, out *problems) {
 		walkStruct(v.(map[string]any), t, p, out)
 	case reflect.Map:
 		m := v.(map[string]any)
-		for _, k := range sortedKeys(m) {
+		for _, k := range SortedKeys(m) {
 			walkType(m[k], t.Elem(), p.Key(k), out)
 		}
 	case reflect.Slice:
@@ -80,10 +111,10 @@ func walkType(v any, t reflect.Type, p *field.Path, out *problems) {
 // fields, by their json names (inline members included).
 func walkStruct(m map[string]any, t reflect.Type, p *field.Path, out *problems) {
 	fields := jsonFields(t)
-	for _, k := range sortedKeys(m) {
+	for _, k := range SortedKeys(m) {
 		ft, ok := fields[k]
 		if !ok {
-			if line, typo := unknownField(t, p, k, fields); typo {
+			if line, typo := unknownField(t, p, k, fields); typo || out.complete {
 				out.unknown = append(out.unknown, line)
 			}
 			continue
@@ -262,9 +293,9 @@ func pathString(p *field.Path) string {
 	return p.String()
 }
 
-// valueString renders a bad value as the API server does: strings quoted,
+// ValueString renders a bad value as the API server does: strings quoted,
 // numbers as written, objects and arrays by their type.
-func valueString(v any) string {
+func ValueString(v any) string {
 	switch x := v.(type) {
 	case string:
 		return strconv.Quote(x)
@@ -280,7 +311,8 @@ func valueString(v any) string {
 	return fmt.Sprint(v)
 }
 
-func sortedKeys(m map[string]any) []string {
+// SortedKeys are m's keys in order, so every report lists problems alike.
+func SortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -1,0 +1,97 @@
+// Command gen-crd-fields extracts the field structure (properties, JSON
+// types, x-kubernetes-preserve-unknown-fields) of the operators' real CRDs
+// from the Go module cache into internal/foundations/crdfields, which
+// embeds it: `go generate ./internal/foundations/crdfields/`. Descriptions
+// and value constraints are dropped, so the files stay small.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/foundations/crdfields"
+	"github.com/trainguard/trainguard/test/chart"
+)
+
+// crd is one CRD file of a module and the version of it to extract.
+type crd struct {
+	module, path string
+	gvk          schema.GroupVersionKind
+}
+
+func main() {
+	out := flag.String("o", ".", "directory to write the schemas into")
+	flag.Parse()
+	crds := []crd{
+		{chart.KubeflowTrainingModule, "manifests/base/crds/kubeflow.org_pytorchjobs.yaml", schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}},
+	}
+	for _, c := range crds {
+		if err := extract(c, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "gen-crd-fields:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func extract(c crd, outDir string) error {
+	dir, err := chart.ModuleDir(c.module)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, c.path))
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Spec struct {
+			Versions []struct {
+				Name   string
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s: %w", c.path, err)
+	}
+	for _, v := range doc.Spec.Versions {
+		if v.Name != c.gvk.Version {
+			continue
+		}
+		out, err := json.Marshal(strip(v.Schema.OpenAPIV3Schema))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(outDir, crdfields.FileName(c.gvk)), append(out, '\n'), 0o644) //nolint:gosec // a source file
+	}
+	return fmt.Errorf("%s@%s %s: no version %s", c.module, c.path, c.gvk.Kind, c.gvk.Version)
+}
+
+// strip keeps what field validation needs.
+func strip(s map[string]any) *crdfields.Node {
+	n := &crdfields.Node{}
+	n.Type, _ = s["type"].(string)
+	n.Unknown, _ = s["x-kubernetes-preserve-unknown-fields"].(bool)
+	if props, ok := s["properties"].(map[string]any); ok {
+		n.Props = map[string]*crdfields.Node{}
+		for k, v := range props {
+			if m, ok := v.(map[string]any); ok {
+				n.Props[k] = strip(m)
+			}
+		}
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		n.Items = strip(items)
+	}
+	if add, ok := s["additionalProperties"].(map[string]any); ok {
+		n.Additional = strip(add)
+	}
+	return n
+}

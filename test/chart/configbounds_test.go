@@ -1,0 +1,269 @@
+package chart
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/config"
+)
+
+// everyConfigField sets each Configuration field to a value other than its
+// default, through the chart's values: config.* for the file's settings,
+// the top-level values for those the webhook selectors read too.
+const everyConfigField = `
+clusterWide: true
+excludedNamespaces: [batch-system]
+rescheduler:
+  enabled: false
+config:
+  checkpoint:
+    claim: team-ckpt
+    path: /data/ckpt
+    preStopTimeout: 5m
+    gracePeriodMargin: 45s
+    requireDurable: true
+  taskd:
+    enabled: false
+    port: 9700
+  recoverStrategy: recover,dump
+  faultScheduling: force
+  gpu:
+    resourceName: huawei.com/Ascend910
+    defaultCount: 8
+    defaultFor: AllJobs
+  agent:
+    image: registry.example/agent:2
+    imagePullPolicy: Always
+    path: /opt/tg
+    installCommand: [/agent, install, --quiet]
+  trainingContainer:
+    names: [trainer, pytorch]
+  mutators:
+    gpu: false
+  maxReschedules: 0
+  rescheduler:
+    nodeLostGrace: 2m
+    graceOverTime: 20m
+    badNodeTTL: 3h
+    maxBadNodes: 4
+    unknownExitCodeRetryable: true
+    backoffBase: 20s
+    backoffMax: 10m
+    forceDeleteAfter: 2m
+    leaseLostAfter: 50s
+    nodeEvictionRate: 0.5
+    nodeEvictionBurst: 7
+    unhealthyZoneThreshold: 0.7
+`
+
+// TestEveryConfigurationFieldIsSettableThroughValues: every field of the
+// Configuration can be set through the chart's values and reaches the
+// running binary: the rendered file and the Deployment's own arguments are
+// given to the real `trainguard serve --print-config`, whose effective
+// configuration must hold each value set.
+func TestEveryConfigurationFieldIsSettableThroughValues(t *testing.T) {
+	helm, dir := helmAndChart(t)
+	valuesFile := valuesFile(t, []byte(everyConfigField))
+	objs, err := RenderWith(helm, dir, "trainguard", "trainguard-system", "-f", valuesFile)
+	require.NoError(t, err)
+	_, raw := renderedConfig(t, objs, renderCase{fullname: "trainguard"})
+	configFile := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(configFile, []byte(raw), 0o600))
+	d := deployment(t, objs, renderCase{fullname: "trainguard"})
+	var args []string
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--config=") {
+			a = "--config=" + configFile
+		}
+		args = append(args, a)
+	}
+	serve := exec.Command(buildTrainguard(t), append(args, "--print-config")...)
+	var stderr strings.Builder
+	serve.Stderr = &stderr
+	out, err := serve.Output()
+	require.NoError(t, err, "trainguard serve --print-config: %s", stderr.String())
+	var effective map[string]any
+	require.NoError(t, yaml.Unmarshal(out, &effective))
+	got := leaves("", effective)
+
+	var values map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(everyConfigField), &values))
+	want := leaves("", values["config"].(map[string]any))
+	want["clusterWide"] = true
+	// The chart adds its own always-excluded namespaces; the one set here must be among them.
+	assert.Subset(t, got["excludedNamespaces"], []any{"kube-system", "trainguard-system", "batch-system"})
+	want["excludedNamespaces"] = got["excludedNamespaces"]
+	want["rescheduler.enabled"] = false
+	want["apiVersion"], want["kind"] = config.ConfigAPIVersion, config.ConfigKind
+	for key, v := range want {
+		assert.True(t, sameValue(v, got[key]), "%s: set %v through values, the binary runs with %v", key, v, got[key])
+	}
+	// Every field of the Configuration is in the test (a new field needs a
+	// value here and a way through the chart).
+	for _, f := range configFields("", reflect.TypeOf(config.Config{})) {
+		_, ok := want[f]
+		assert.True(t, ok, "Configuration field %s is not set through the chart's values in this test", f)
+	}
+}
+
+// TestValuesSchemaAgreesWithTheBinary: for values at and beyond every
+// bound, `helm template` (schema and the chart's checks) and the binary's
+// configuration validation give the same verdict, both ways: nothing
+// renders that then crash-loops, and nothing the binary takes is refused.
+func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
+	helm, dir := helmAndChart(t)
+	probes := []struct {
+		path string
+		vals []any
+	}{
+		{"checkpoint.claim", []any{"ckpt", "team.ckpt-1", "Bad_Name", strings.Repeat("a", 254)}},
+		{"checkpoint.path", []any{"/checkpoint", "/.hidden", "/opt/trainguardx", "/etc/ckpt", "/etc", "/lib64/x", "/opt/trainguard/ckpt",
+			"/proc", "/var/run/secrets/x", "/run/secrets", "ckpt", "/ckpt/", "/a/../b", "/a/./b", "/", "//ckpt"}},
+		{"checkpoint.preStopTimeout", []any{"60s", "1h", "59m59s", "3600s", "1.5m", "2h", "3601s", "90m", "0s", "soon", "-1s"}},
+		{"checkpoint.gracePeriodMargin", []any{"0s", "30s", "-1s", "later"}},
+		{"taskd.port", []any{1, 9601, 65535, 0, 65536, -1}},
+		{"recoverStrategy", []any{"recover", "recover,dump", "recover,recover", "recover, dump", "bogus", ""}},
+		{"faultScheduling", []any{"grace", "off", "Grace"}},
+		{"gpu.defaultCount", []any{0, 64, 65, 100, -1}},
+		{"gpu.defaultFor", []any{"AllJobs", "Some"}},
+		{"agent.path", []any{"/opt/x", "/opt/x/", "opt/x", "/opt/../x"}},
+		{"mutators", []any{map[string]any{"gpu": false}, map[string]any{"gpus": false}}},
+		{"maxReschedules", []any{0, 1000, 1001, -1}},
+		{"rescheduler.nodeLostGrace", []any{"10s", "0s"}},
+		{"rescheduler.leaseLostAfter", []any{"40s", "0s"}},
+		{"rescheduler.maxBadNodes", []any{1, 16, 0, -1}},
+		{"rescheduler.nodeEvictionBurst", []any{1, 0}},
+		{"rescheduler.nodeEvictionRate", []any{0, 0.1, -0.1}},
+		{"rescheduler.unhealthyZoneThreshold", []any{0.5, 1, 0, 1.5}},
+		{"rescheduler.backoffMax", []any{"10s", "9s", "1h"}},
+	}
+	for _, p := range probes {
+		for _, v := range p.vals {
+			t.Run(fmt.Sprintf("%s=%v", p.path, v), func(t *testing.T) {
+				block := nested(p.path, v)
+				chartErr := renderConfig(t, helm, dir, block)
+				fileBlock := map[string]any{"apiVersion": config.ConfigAPIVersion, "kind": config.ConfigKind}
+				for k, x := range block {
+					fileBlock[k] = x
+				}
+				file, err := yaml.Marshal(fileBlock)
+				require.NoError(t, err)
+				_, binaryErr := config.ParseConfig(file)
+				assert.Equal(t, binaryErr == nil, chartErr == nil, "binary: %v\nchart: %v", binaryErr, chartErr)
+			})
+		}
+	}
+}
+
+// renderConfig renders the chart with block as config and returns its error.
+func renderConfig(t *testing.T, helm, dir string, block map[string]any) error {
+	t.Helper()
+	values, err := yaml.Marshal(map[string]any{"config": block})
+	require.NoError(t, err)
+	_, err = RenderWith(helm, dir, "trainguard", "trainguard-system", "-f", valuesFile(t, values), "--show-only", "templates/configmap.yaml")
+	return err
+}
+
+// valuesFile writes a values file where helm can read it: -f splits its
+// argument at commas, which a subtest's temporary directory may hold.
+func valuesFile(t *testing.T, content []byte) string {
+	t.Helper()
+	f, err := os.CreateTemp("", "trainguard-values-*.yaml")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.Remove(f.Name()) })
+	_, err = f.Write(content)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	return f.Name()
+}
+
+// nested turns "a.b" and v into {a: {b: v}}.
+func nested(path string, v any) map[string]any {
+	keys := strings.Split(path, ".")
+	out := map[string]any{keys[len(keys)-1]: v}
+	for i := len(keys) - 2; i >= 0; i-- {
+		out = map[string]any{keys[i]: out}
+	}
+	return out
+}
+
+// leaves flattens a decoded YAML mapping to dotted paths; lists and the
+// mutators map are leaves.
+func leaves(prefix string, m map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		key := strings.TrimPrefix(prefix+"."+k, ".")
+		if sub, ok := v.(map[string]any); ok && key != "mutators" {
+			for kk, vv := range leaves(key, sub) {
+				out[kk] = vv
+			}
+			continue
+		}
+		out[key] = v
+	}
+	return out
+}
+
+// configFields lists the dotted json paths of t's leaf fields.
+func configFields(prefix string, t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if strings.Contains(opts, "inline") {
+			out = append(out, configFields(prefix, ft)...)
+			continue
+		}
+		key := strings.TrimPrefix(prefix+"."+name, ".")
+		if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeOf(config.Config{}).PkgPath() {
+			out = append(out, configFields(key, ft)...)
+			continue
+		}
+		out = append(out, key)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sameValue compares a value set through values with the binary's:
+// durations by length (the binary prints 5m0s for 5m), numbers by value.
+func sameValue(want, got any) bool {
+	if ws, ok := want.(string); ok {
+		if gs, ok := got.(string); ok {
+			wd, errW := time.ParseDuration(ws)
+			gd, errG := time.ParseDuration(gs)
+			if errW == nil && errG == nil {
+				return wd == gd
+			}
+		}
+	}
+	return reflect.DeepEqual(want, got)
+}
+
+// buildTrainguard builds the binary the chart runs, once per test.
+func buildTrainguard(t *testing.T) string {
+	t.Helper()
+	root, err := RepoRoot()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "trainguard")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/trainguard")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "building trainguard: %s", out)
+	return bin
+}
