@@ -90,7 +90,7 @@ type ReschedulerConfig struct {
 	// bucket (--retry-eviction-rate, --retry-eviction-burst). A rate of 0
 	// stops exit retries.
 	RetryEvictionRate  *float64 `json:"retryEvictionRate,omitempty"`
-	RetryEvictionBurst int      `json:"retryEvictionBurst,omitempty"`
+	RetryEvictionBurst *int     `json:"retryEvictionBurst,omitempty"`
 }
 
 // CheckpointConfig describes the checkpoint volume and the preStop hook.

@@ -80,7 +80,7 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	require.ErrorContains(t, err, "rescheduler.nodeLostGrace")
 
 	_, _, err = Parse([]byte("rescheduler: {unhealthyClusterThreshold: 1.5, retryEvictionRate: -1, retryEvictionBurst: -2, unhealthyZoneThreshold: 0.0001}\n"))
-	require.ErrorContains(t, err, "rescheduler.unhealthyClusterThreshold: Invalid value: 1.5: must be in (0, 1]")
+	require.ErrorContains(t, err, "rescheduler.unhealthyClusterThreshold: Invalid value: 1.5: must be above 0 and at most 1")
 	require.ErrorContains(t, err, "rescheduler.retryEvictionRate: Invalid value: -1: must not be negative")
 	require.ErrorContains(t, err, "rescheduler.retryEvictionBurst: Invalid value: -2: must be at least 1")
 	assert.NotContains(t, err.Error(), "unhealthyZoneThreshold", "a small share is valid")

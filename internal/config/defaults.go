@@ -154,8 +154,8 @@ func (r *ReschedulerConfig) applyDefaults() {
 	if r.NodeEvictionBurst == nil {
 		r.NodeEvictionBurst = ptr(DefaultNodeEvictionBurst)
 	}
-	if r.RetryEvictionBurst == 0 {
-		r.RetryEvictionBurst = DefaultRetryEvictionBurst
+	if r.RetryEvictionBurst == nil {
+		r.RetryEvictionBurst = ptr(DefaultRetryEvictionBurst)
 	}
 	for _, f := range []struct {
 		field **float64

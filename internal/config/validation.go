@@ -33,20 +33,14 @@ func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
 	if t := *r.UnhealthyZoneThreshold; t <= 0 || t > 1 {
 		errs = append(errs, field.Invalid(p.Child("unhealthyZoneThreshold"), t, "must be above 0 and at most 1 (1 disables the brake)"))
 	}
-	for name, v := range map[string]float64{"unhealthyZoneThreshold": *r.UnhealthyZoneThreshold, "unhealthyClusterThreshold": *r.UnhealthyClusterThreshold} {
-		if v <= 0 || v > 1 {
-			errs = append(errs, field.Invalid(p.Child(name), v, "must be in (0, 1]; 1 disables the brake"))
-		}
+	if t := *r.UnhealthyClusterThreshold; t <= 0 || t > 1 {
+		errs = append(errs, field.Invalid(p.Child("unhealthyClusterThreshold"), t, "must be above 0 and at most 1 (1 disables the brake)"))
 	}
-	for name, v := range map[string]float64{"nodeEvictionRate": *r.NodeEvictionRate, "retryEvictionRate": *r.RetryEvictionRate} {
-		if v < 0 {
-			errs = append(errs, field.Invalid(p.Child(name), v, "must not be negative; 0 stops the action"))
-		}
+	if *r.RetryEvictionRate < 0 {
+		errs = append(errs, field.Invalid(p.Child("retryEvictionRate"), *r.RetryEvictionRate, "must not be negative (0 stops retries of retryable exits)"))
 	}
-	for name, v := range map[string]int{"nodeEvictionBurst": r.NodeEvictionBurst, "retryEvictionBurst": r.RetryEvictionBurst} {
-		if v < 1 {
-			errs = append(errs, field.Invalid(p.Child(name), v, "must be at least 1"))
-		}
+	if *r.RetryEvictionBurst < 1 {
+		errs = append(errs, field.Invalid(p.Child("retryEvictionBurst"), *r.RetryEvictionBurst, "must be at least 1 (to stop retries, set retryEvictionRate: 0)"))
 	}
 	if r.BackoffMax.Duration < r.BackoffBase.Duration {
 		errs = append(errs, field.Invalid(p.Child("backoffMax"), r.BackoffMax.Duration.String(), "must not be below backoffBase"))

@@ -65,6 +65,9 @@ config:
     nodeEvictionRate: 0.5
     nodeEvictionBurst: 7
     unhealthyZoneThreshold: 0.7
+    unhealthyClusterThreshold: 0.6
+    retryEvictionRate: 2
+    retryEvictionBurst: 9
 `
 
 // TestEveryConfigurationFieldIsSettableThroughValues: every field of the
@@ -146,6 +149,9 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 		{"rescheduler.nodeEvictionBurst", []any{1, 0}},
 		{"rescheduler.nodeEvictionRate", []any{0, 0.1, -0.1}},
 		{"rescheduler.unhealthyZoneThreshold", []any{0.5, 1, 0, 1.5}},
+		{"rescheduler.unhealthyClusterThreshold", []any{0.5, 1, 0, 1.5}},
+		{"rescheduler.retryEvictionRate", []any{0, 0.1, -0.1}},
+		{"rescheduler.retryEvictionBurst", []any{1, 0}},
 		{"rescheduler.backoffMax", []any{"10s", "9s", "1h"}},
 	}
 	for _, p := range probes {

@@ -98,7 +98,7 @@ func OptionsFrom(c config.ReschedulerConfig, namespace string) Options {
 
 		UnhealthyClusterThreshold: *c.UnhealthyClusterThreshold,
 		RetryEvictionRate:         *c.RetryEvictionRate,
-		RetryEvictionBurst:        c.RetryEvictionBurst,
+		RetryEvictionBurst:        *c.RetryEvictionBurst,
 	}
 }
 
@@ -121,6 +121,10 @@ func (o Options) Config() config.ReschedulerConfig {
 		NodeEvictionRate:         &o.NodeEvictionRate,
 		NodeEvictionBurst:        &o.NodeEvictionBurst,
 		UnhealthyZoneThreshold:   &o.UnhealthyZoneThreshold,
+
+		UnhealthyClusterThreshold: &o.UnhealthyClusterThreshold,
+		RetryEvictionRate:         &o.RetryEvictionRate,
+		RetryEvictionBurst:        &o.RetryEvictionBurst,
 	}
 }
 
