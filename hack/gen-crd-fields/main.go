@@ -2,7 +2,8 @@
 // types, x-kubernetes-preserve-unknown-fields) of the operators' real CRDs
 // from the Go module cache into internal/foundations/crdfields, which
 // embeds it: `go generate ./internal/foundations/crdfields/`. Descriptions
-// and value constraints are dropped, so the files stay small.
+// are dropped, so the files stay small; enum, minimum, maximum, maxLength,
+// maxItems and required are kept for validation.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -93,5 +95,40 @@ func strip(s map[string]any) *crdfields.Node {
 	if add, ok := s["additionalProperties"].(map[string]any); ok {
 		n.Additional = strip(add)
 	}
+	n.Enum, _ = s["enum"].([]any)
+	n.Minimum = number(s["minimum"])
+	n.Maximum = number(s["maximum"])
+	for _, r := range asSlice(s["required"]) {
+		if name, ok := r.(string); ok {
+			n.Required = append(n.Required, name)
+		}
+	}
+	n.MaxLength = count(s["maxLength"])
+	n.MaxItems = count(s["maxItems"])
 	return n
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+// number is a bound as the CRD writes it (sigs.k8s.io/yaml decodes
+// numbers as float64).
+func number(v any) *json.Number {
+	f, ok := v.(float64)
+	if !ok {
+		return nil
+	}
+	n := json.Number(strconv.FormatFloat(f, 'f', -1, 64))
+	return &n
+}
+
+func count(v any) *int64 {
+	f, ok := v.(float64)
+	if !ok {
+		return nil
+	}
+	n := int64(f)
+	return &n
 }
