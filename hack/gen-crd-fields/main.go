@@ -21,18 +21,43 @@ import (
 	"github.com/trainguard/trainguard/test/chart"
 )
 
-// crd is one CRD file of a module and the version of it to extract.
+// crd is one CRD file of a module and the version of it to extract;
+// release names the operator release when several are embedded (Kubeflow
+// Trainer: the cluster may run any supported one).
 type crd struct {
 	module, path string
 	gvk          schema.GroupVersionKind
+	release      string
+}
+
+// trainerCRDs are Kubeflow Trainer's kinds in each supported release
+// (crdfields.TrainerReleases).
+func trainerCRDs() []crd {
+	var out []crd
+	for _, rel := range crdfields.TrainerReleases {
+		for _, k := range []struct{ kind, file string }{
+			{"TrainJob", "trainjobs"},
+			{"TrainingRuntime", "trainingruntimes"},
+			{"ClusterTrainingRuntime", "clustertrainingruntimes"},
+		} {
+			out = append(out, crd{
+				module:  "github.com/kubeflow/trainer/v2@" + rel,
+				path:    "manifests/base/crds/trainer.kubeflow.org_" + k.file + ".yaml",
+				gvk:     schema.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: k.kind},
+				release: rel,
+			})
+		}
+	}
+	return out
 }
 
 func main() {
 	out := flag.String("o", ".", "directory to write the schemas into")
 	flag.Parse()
 	crds := []crd{
-		{chart.KubeflowTrainingModule, "manifests/base/crds/kubeflow.org_pytorchjobs.yaml", schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}},
+		{chart.KubeflowTrainingModule, "manifests/base/crds/kubeflow.org_pytorchjobs.yaml", schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}, ""},
 	}
+	crds = append(crds, trainerCRDs()...)
 	for _, c := range crds {
 		if err := extract(c, *out); err != nil {
 			fmt.Fprintln(os.Stderr, "gen-crd-fields:", err)
@@ -71,7 +96,7 @@ func extract(c crd, outDir string) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(outDir, crdfields.FileName(c.gvk)), append(out, '\n'), 0o644) //nolint:gosec // a source file
+		return os.WriteFile(filepath.Join(outDir, crdfields.FileNameAt(c.gvk, c.release)), append(out, '\n'), 0o644) //nolint:gosec // a source file
 	}
 	return fmt.Errorf("%s@%s %s: no version %s", c.module, c.path, c.gvk.Kind, c.gvk.Version)
 }

@@ -5,9 +5,11 @@
 // does with fieldValidation=Strict, so a field the CRD does not declare
 // (spec.runPolicy.backoffLimt) is refused offline as online.
 //
-// Only kubeflow.org/v1 PyTorchJob (training-operator v1.9.4) is embedded:
-// KubeDL's CRD is trainguard's own minimal one, and Kubeflow Trainer's
-// kinds are judged against the release the cluster runs (a warning).
+// Embedded: kubeflow.org/v1 PyTorchJob (training-operator v1.9.4) and
+// Kubeflow Trainer's TrainJob, TrainingRuntime and ClusterTrainingRuntime
+// in every supported release (TrainerReleases; a runtime's template is
+// the JobSet spec of the JobSet release Trainer pins). KubeDL's CRD is
+// trainguard's own minimal one: nothing to embed.
 // Value constraints (enum, minimum, maximum, maxLength, maxItems,
 // required) are extracted and checked; patterns, formats and CEL rules
 // are not (the Go types check quantities and int32 ranges).
@@ -54,14 +56,36 @@ type Node struct {
 	MaxItems  *int64       `json:"mi,omitempty"`
 }
 
+// TrainerReleases are the Kubeflow Trainer releases trainguard supports
+// (validators/trainer_versions.go), oldest first; the CRDs of each are
+// embedded, since offline the cluster's release is unknown.
+var TrainerReleases = []string{"v2.0.0", "v2.3.0"}
+
 // FileName is the embedded file of gvk's schema.
 func FileName(gvk schema.GroupVersionKind) string {
-	return strings.ToLower(gvk.Kind) + "." + gvk.Group + "_" + gvk.Version + ".json"
+	return FileNameAt(gvk, "")
+}
+
+// FileNameAt is the embedded file of gvk's schema in an operator release
+// ("" when only one release is embedded).
+func FileNameAt(gvk schema.GroupVersionKind, release string) string {
+	name := strings.ToLower(gvk.Kind) + "." + gvk.Group + "_" + gvk.Version
+	if release != "" {
+		name += "@" + release
+	}
+	return name + ".json"
 }
 
 // For returns the schema of gvk; false when none is embedded.
 func For(gvk schema.GroupVersionKind) (*Node, bool, error) {
-	data, err := files.ReadFile(FileName(gvk))
+	return ForRelease(gvk, "")
+}
+
+// ForRelease returns the schema of gvk in an operator release; false when
+// none is embedded.
+func ForRelease(gvk schema.GroupVersionKind, release string) (*Node, bool, error) {
+	name := FileNameAt(gvk, release)
+	data, err := files.ReadFile(name)
 	if err != nil {
 		return nil, false, nil //nolint:nilerr // no schema for this kind: nothing to check
 	}
@@ -69,7 +93,7 @@ func For(gvk schema.GroupVersionKind) (*Node, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // enum values compare with the object's json.Numbers
 	if err := dec.Decode(&n); err != nil {
-		return nil, false, fmt.Errorf("embedded schema %s: %w", FileName(gvk), err)
+		return nil, false, fmt.Errorf("embedded schema %s: %w", name, err)
 	}
 	return &n, true, nil
 }

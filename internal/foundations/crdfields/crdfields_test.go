@@ -2,6 +2,7 @@ package crdfields
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,11 +25,19 @@ func TestEmbeddedSchemasAreFresh(t *testing.T) {
 	gen := exec.Command("go", "run", "../../../hack/gen-crd-fields", "-o", dir)
 	out, err := gen.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	fresh, err := os.ReadFile(filepath.Join(dir, FileName(pytorchJob)))
+	generated, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	require.NoError(t, err)
-	embedded, err := files.ReadFile(FileName(pytorchJob))
+	embeddedNames, err := fs.Glob(files, "*.json")
 	require.NoError(t, err)
-	assert.Equal(t, string(fresh), string(embedded), "stale; run: go generate ./internal/foundations/crdfields/")
+	require.Len(t, embeddedNames, len(generated), "embedded files: %v", embeddedNames)
+	require.Len(t, generated, 1+3*len(TrainerReleases), "PyTorchJob, and Trainer's three kinds per release")
+	for _, path := range generated {
+		fresh, err := os.ReadFile(path)
+		require.NoError(t, err)
+		embedded, err := files.ReadFile(filepath.Base(path))
+		require.NoError(t, err, "generated but not embedded")
+		assert.Equal(t, string(fresh), string(embedded), "%s stale; run: go generate ./internal/foundations/crdfields/", filepath.Base(path))
+	}
 }
 
 // TestCheckRefusesWhatStrictFieldValidationRefuses: fields the CRD does
