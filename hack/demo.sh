@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: a local kube-apiserver + etcd with trainguard serve wired in,
-# running the sample jobs in examples/demo. See hack/demo/main.go.
+# running the sample jobs in examples/demo (PyTorchJobs, a KubeDL job, a
+# pod, a Kubeflow Trainer runtime and TrainJobs). See hack/demo/main.go.
 #
 #   make demo              run, print the summary, tear everything down
 #   DEMO_KEEP=1 make demo  keep it running (prints a kubeconfig) until Ctrl-C

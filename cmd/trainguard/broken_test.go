@@ -64,6 +64,15 @@ func TestBrokenInputsOfANewUser(t *testing.T) {
 			`PyTorchJob/ml/train: spec.runPolicy.backoffLimt: unknown field "backoffLimt"; did you mean "backoffLimit"?`,
 			`PyTorchJob/ml/train: spec.runPolicy.ttlSecondsAfterFinish: unknown field "ttlSecondsAfterFinish"; did you mean "ttlSecondsAfterFinished"?`,
 		}},
+		{"required-by-crd.yaml", 1, []string{
+			`PyTorchJob/ml/train: spec.elasticPolicy.metrics[0].type: Required value`,
+			`PyTorchJob/ml/train: spec.elasticPolicy.metrics[0].resource.target.type: Required value`,
+			`PyTorchJob/ml/train: spec.pytorchReplicaSpecs[Worker].template.spec.containers[1].name: Required value`,
+		}},
+		{"trainjob-typos.yaml", 1, []string{
+			`TrainJob/ml/train: spec.trainer.numNode: unknown field "numNode"; did you mean "numNodes"?`,
+			`TrainJob/ml/train: spec.trainer.resourcePerNode: unknown field "resourcePerNode"; did you mean "resourcesPerNode"?`,
+		}},
 		{"binary.yaml", 2, []string{`not YAML: the input is binary (a NUL byte at offset 7)`}},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "broken", "*"))

@@ -139,13 +139,67 @@ func structuralProblems(obj map[string]any) (gvk schema.GroupVersionKind, errs, 
 	if gvk.Group != trainerGroup {
 		return gvk, withCRDSchema(gvk, obj, slices.Concat(errs, unknown)), nil
 	}
-	// Offline the cluster's Trainer release is unknown and every release
-	// adds fields (runtimePatches, dependsOn, podGroupPolicy): trainguard
-	// knows v2.0's API, so a field it does not know is only a warning.
-	for _, u := range unknown {
-		warnings = append(warnings, u+" in Trainer v2.0's API (a later release's field? your cluster's Trainer decides)")
-	}
+	// trainguard's Go types are Trainer v2.0's and know only the fields it
+	// reads: the CRDs of every supported release judge unknown fields.
+	errs, warnings = withTrainerSchemas(gvk, obj, errs)
 	return gvk, errs, warnings
+}
+
+// withTrainerSchemas judges a Kubeflow Trainer object against the CRD of
+// every supported Trainer release (crdfields.TrainerReleases), as each
+// release's API server with strict field validation would: offline the
+// cluster's release is unknown, so what every release refuses (a typo:
+// spec.trainer.numNode) is an error, and what only some refuse (v2.3's
+// runtimePatches on a v2.0 cluster) a warning naming them.
+func withTrainerSchemas(gvk schema.GroupVersionKind, obj map[string]any, errs []string) (_, warnings []string) {
+	lines := map[string]string{}       // path: the newest release's line
+	refusedBy := map[string][]string{} // path: the releases refusing it
+	var paths []string
+	schemas := 0
+	for _, rel := range crdfields.TrainerReleases {
+		node, ok, err := crdfields.ForRelease(gvk, rel)
+		if err != nil {
+			return append(errs, err.Error()), nil
+		}
+		if !ok {
+			continue
+		}
+		schemas++
+		for _, line := range crdfields.Check(obj, node) {
+			path := linePath(line)
+			if _, seen := lines[path]; !seen {
+				paths = append(paths, path)
+			}
+			lines[path] = line
+			if !slices.Contains(refusedBy[path], rel) {
+				refusedBy[path] = append(refusedBy[path], rel)
+			}
+		}
+	}
+	for _, path := range paths {
+		line := lines[path]
+		switch {
+		case coveredByTypeError(line, errs):
+		case len(refusedBy[path]) == schemas:
+			errs = append(errs, line)
+		default:
+			var accepting []string
+			for _, rel := range crdfields.TrainerReleases {
+				if !slices.Contains(refusedBy[path], rel) {
+					accepting = append(accepting, rel)
+				}
+			}
+			warnings = append(warnings, fmt.Sprintf("%s (Kubeflow Trainer %s refuses it, %s accepts it: your cluster's release decides)",
+				line, strings.Join(refusedBy[path], ", "), strings.Join(accepting, ", ")))
+		}
+	}
+	return errs, warnings
+}
+
+// linePath is the field path a problem line starts with.
+func linePath(line string) string {
+	path, _, _ := strings.Cut(line, ": ")
+	return path
 }
 
 // withCRDSchema adds what the kind's real CRD schema refuses (unknown
@@ -176,7 +230,7 @@ func withCRDSchema(gvk schema.GroupVersionKind, obj map[string]any, errs []strin
 // coveredByTypeError: the Go type already said what is wrong at this path
 // (an int32 overflow, a quantity), in more precise words.
 func coveredByTypeError(line string, errs []string) bool {
-	path, _, _ := strings.Cut(line, ": ")
+	path := linePath(line)
 	for _, e := range errs {
 		if strings.HasPrefix(e, path+": ") {
 			return true

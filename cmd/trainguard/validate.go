@@ -25,9 +25,10 @@ import (
 
 const validateLong = `Validate reads one or more YAML documents and checks them offline, first as
 the API server and 'kubectl apply --validate=strict' would (apiVersion and
-kind, every value of the wrong type, every integer overflow, unknown fields
-(in a kubeflow.org PyTorchJob, every field its CRD schema does not declare),
-duplicate keys, with their field paths), then with the same rules the
+kind, every value of the wrong type, every integer overflow, unknown fields,
+duplicate keys, with their field paths; a kubeflow.org PyTorchJob and the
+Kubeflow Trainer kinds also against their real CRD schemas: undeclared
+fields, required fields, enums and bounds), then with the same rules the
 validating webhook applies:
 
   - kubeflow.org/v1 PyTorchJob: everything the training operator's webhook
@@ -42,10 +43,12 @@ validating webhook applies:
     webhook and CRD refuse, plus the torch elastic policy (minNodes,
     maxNodes, maxRestarts, metrics); a TrainJob is checked against its
     runtime when the runtime is in the same input. These are the rules of
-    Trainer v2.0's API; a field a later release removed or retyped
-    (mlPolicy.torch.elasticPolicy and numProcPerNode, removed in v2.2; a
-    TrainJob's podSpecOverrides, or a string spec.trainer.numProcPerNode)
-    is a warning, since the cluster's release is not known offline;
+    Trainer v2.0's API. The cluster's release is not known offline, so the
+    object is checked against the CRDs of v2.0.0 and v2.3.0: what both
+    refuse (spec.trainer.numNode) is an error, what only one refuses (v2.3's
+    runtimePatches; mlPolicy.torch.elasticPolicy and numProcPerNode,
+    removed in v2.2; a TrainJob's podSpecOverrides, or a string
+    spec.trainer.numProcPerNode) a warning naming the release;
   - trainguard.io/ and MindCluster annotations and the fault-scheduling label
     on jobs, pod templates, Pods and Namespaces (an unknown trainguard.io/
     key is refused with the nearest known one);
@@ -281,7 +284,13 @@ func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) docume
 	// Offline the cluster's Trainer release is unknown: fields only some
 	// releases have are warned about (the webhook sees them pruned).
 	report.warnings = append(report.warnings, res.Warnings...)
-	report.warnings = append(report.warnings, validators.TrainerVersionWarnings(h.GVK(), raw)...)
+	explained := validators.TrainerVersionWarnings(h.GVK(), raw)
+	// A field the CRDs disagree on that trainer_versions.go knows gets
+	// only its words, which say what to write instead.
+	report.warnings = slices.DeleteFunc(report.warnings, func(w string) bool {
+		return slices.ContainsFunc(explained, func(e string) bool { return linePath(e) == linePath(w) })
+	})
+	report.warnings = append(report.warnings, explained...)
 	return report
 }
 

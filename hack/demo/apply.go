@@ -166,6 +166,8 @@ func apply(ctx context.Context, e *env, docs []doc) ([]*result, error) {
 			} else {
 				r.note = fmt.Sprintf("opted in: label %s=%s mirrored from the annotation", contract.LabelInjectEnabled, contract.InjectEnabled)
 			}
+		case d.obj.GroupVersionKind().Group == "trainer.kubeflow.org":
+			r.note = "admitted by trainguard's Trainer webhook (no Trainer controller here: no pods)"
 		default:
 			r.note = "created"
 		}

@@ -92,8 +92,12 @@ func TestDemo(t *testing.T) {
 	if rejected == 0 {
 		fail("examples/demo has no invalid object")
 	}
+	if line := summaryLine(summary, "TrainJob trainguard-demo/pytorch-mnist"); !strings.Contains(line, "admitted by trainguard's Trainer webhook") {
+		fail("examples/demo's TrainJob: want it admitted by trainguard's Trainer webhook, got %q", line)
+	}
 	for _, want := range []string{
 		`admission webhook "pytorchjobs.validate.trainguard.io" denied the request`,
+		`admission webhook "trainjobs.validate.trainguard.io" denied the request`, // 07-invalid-trainjob.yaml
 		"spec.elasticPolicy.maxReplicas: Invalid value: 2",
 		"spec.elasticPolicy.rdzvHost: Required value",
 		"+ spec.initContainers[trainguard-agent-install]:",

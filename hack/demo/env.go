@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/trainguard/trainguard/test/chart"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -46,7 +48,11 @@ func startEnv(ctx context.Context, o options, work string) (*env, error) {
 	// is noticed, and stop what it started once it returns.
 	ch := make(chan started, 1)
 	go func() {
-		cp, err := controlplane.Start(controlplane.Options{})
+		// Trainer's webhook entries too: examples/demo has TrainJobs.
+		cp, err := controlplane.Start(controlplane.Options{ChartValues: []string{"trainer.enabled=true"}})
+		if err == nil {
+			err = installTrainerCRDs(cp)
+		}
 		ch <- started{cp, err}
 	}()
 	var s started
@@ -100,6 +106,26 @@ func startEnv(ctx context.Context, o options, work string) (*env, error) {
 	}
 	e.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return e, nil
+}
+
+// installTrainerCRDs installs Kubeflow Trainer's and JobSet's CRDs (the
+// releases the chart is tested with, from the Go module cache) before
+// trainguard starts, so it serves their kinds. No Trainer controller runs.
+func installTrainerCRDs(cp *controlplane.ControlPlane) error {
+	all, err := chart.WorkloadCRDs()
+	if err != nil {
+		return err
+	}
+	var paths []string
+	for _, p := range all {
+		if base := filepath.Base(p); strings.HasPrefix(base, "trainer.kubeflow.org_") || strings.HasPrefix(base, "jobset.") {
+			paths = append(paths, p)
+		}
+	}
+	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: paths}); err != nil {
+		return fmt.Errorf("installing the Trainer and JobSet CRDs: %w", err)
+	}
+	return nil
 }
 
 func (e *env) stop() {

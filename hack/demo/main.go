@@ -1,6 +1,7 @@
 // Command demo is `make demo`: it starts etcd and kube-apiserver on loopback
-// (envtest, with the binaries in bin/k8s), installs the PyTorchJob CRDs and
-// trainguard's webhook configurations rendered from the Helm chart, runs the
+// (envtest, with the binaries in bin/k8s), installs the PyTorchJob and
+// Kubeflow Trainer CRDs and trainguard's webhook configurations rendered
+// from the Helm chart (Trainer entries on), runs the
 // real `bin/trainguard serve` as a child process, applies the objects in
 // examples/demo and prints what trainguard injected into each and what it
 // refused. It exits 0 only if every valid object was admitted and injected
@@ -125,7 +126,7 @@ func run(ctx context.Context, o options) (code int) {
 DEMO_KEEP: everything stays up until Ctrl-C.
   kubeconfig:     %s
   trainguard log: %s
-  try:            kubectl --kubeconfig %s -n %s get pytorchjobs.kubeflow.org,pytorchjobs.training.kubedl.io,pods -o yaml
+  try:            kubectl --kubeconfig %s -n %s get pytorchjobs.kubeflow.org,pytorchjobs.training.kubedl.io,trainjobs,pods -o yaml
 `, env.kubeconfig, env.tg.logPath, env.kubeconfig, demoNamespace(results))
 		select {
 		case <-ctx.Done():

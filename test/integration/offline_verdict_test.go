@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -41,11 +40,8 @@ import (
 func TestOfflineVerdictIsTheClusters(t *testing.T) {
 	root, err := repo.Root()
 	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "trainguard")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/trainguard")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building trainguard: %s", out)
+	bin, err := repo.BuildTrainguard(t.TempDir())
+	require.NoError(t, err)
 
 	goldens, err := filepath.Glob(filepath.Join(root, "webhook", "testdata", "*.in.yaml"))
 	require.NoError(t, err)
@@ -64,22 +60,14 @@ func TestOfflineVerdictIsTheClusters(t *testing.T) {
 			continue
 		}
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			cmd := exec.Command(bin, "validate", "-f", path)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			code := 0
-			var exitErr *exec.ExitError
-			if err := cmd.Run(); errors.As(err, &exitErr) {
-				code = exitErr.ExitCode()
-			} else {
-				require.NoError(t, err)
-			}
+			code, stdout, stderr, err := repo.Run(bin, nil, "validate", "-f", path)
+			require.NoError(t, err)
 			if code == 2 {
 				return // unreadable input: kubectl refuses it before any request
 			}
 			refusals := applyAll(t, cs, data)
 			assert.Equal(t, code == 1, len(refusals) > 0,
-				"offline exit %d (%s%s) but the cluster refused %d document(s): %s", code, stdout.String(), stderr.String(), len(refusals), strings.Join(refusals, "; "))
+				"offline exit %d (%s%s) but the cluster refused %d document(s): %s", code, stdout, stderr, len(refusals), strings.Join(refusals, "; "))
 		})
 		checked++
 	}

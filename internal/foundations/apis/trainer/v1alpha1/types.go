@@ -11,8 +11,8 @@
 // API server prunes them before trainguard sees the object, so they are
 // simply nil) and made the TrainJob's spec.trainer.numProcPerNode an
 // int32, which IntOrString decodes too. Fields only newer releases have
-// (runtimePatches, jax, xgboost, flux) are not declared and pass
-// untouched. docs/trainjob.md#trainer-versions has the whole list.
+// (runtimePatches, jax, xgboost, flux) are not declared here; `validate`
+// judges them against each release's CRD (internal/foundations/crdfields). docs/trainjob.md#trainer-versions has the whole list.
 //
 // The runtime's JobSet template is declared down to the pod templates of its
 // replicated jobs, which is all trainguard needs of sigs.k8s.io/jobset.
