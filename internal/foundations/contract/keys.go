@@ -69,6 +69,7 @@ const (
 	InjectionRecoverStrategy = "recover-strategy"
 	InjectionGPU             = "gpu"
 	InjectionAvoidNodes      = "avoid-nodes"
+	InjectionRestartRules    = "restart-rules"
 )
 
 // Names trainguard gives to what it adds to a pod. Fixed so the agent, the
