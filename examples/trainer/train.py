@@ -105,6 +105,11 @@ def main():
     extra = {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))} if args.state_mb > 0 else None
     if extra is not None:
         migrator.register("extra", extra)
+    # Data parallel (gradients averaged by hand, below): every rank holds the
+    # same state after each step, so when a peer dies rank 0 may commit the
+    # last completed step before it exits (a registered DistributedDataParallel
+    # would say so by itself).
+    migrator.replicated()
     if args.bench_raw_save:
         states = {"model": model, "optimizer": optimizer, "metrics": metrics}
         if extra is not None:
@@ -137,7 +142,9 @@ def main():
     # of the block and then raises SystemExit(143) once the agent is done; it
     # leaves the process group itself (the destroy_process_group below is for
     # a run that ends normally). Another rank of the pod, whose all_reduce
-    # fails when rank 0 leaves, exits 143 the same way.
+    # fails when rank 0 leaves, exits 143 the same way. A rank whose peer dies
+    # (its all_reduce fails) exits 138, retryable, after rank 0 committed the
+    # last completed step (docs/checkpoint-protocol.md, "A peer dies").
     for step in range(start, args.steps):
         with migrator.step():
             x, y = batch_for(step, args)

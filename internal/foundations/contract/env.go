@@ -66,5 +66,8 @@ func EnvVars() []EnvVar {
 		// termination checkpoint, and for its own clean exit.
 		{Name: "TRAINGUARD_EXIT_WAIT", SDK: true},
 		{Name: "TRAINGUARD_EXIT_GRACE", SDK: true},
+		// How long a surviving rank 0 may take to commit the last completed
+		// step when a peer is gone (the dying gasp; 0: off).
+		{Name: "TRAINGUARD_DUMP_TIMEOUT", SDK: true},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,4 +79,14 @@ func moduleRoot(t *testing.T) string {
 	root, err := repo.Root()
 	require.NoError(t, err)
 	return root
+}
+
+// The SDK cannot import this package, so it spells the peer-lost exit code
+// again; this ties the two.
+func TestExitPeerLostIsTheSDKs(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "sdk", "python", "trainguard", "_peer.py"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^EXIT_PEER_LOST = (\d+)\b`).FindStringSubmatch(string(src))
+	require.NotNil(t, m, "sdk/python/trainguard/_peer.py must define EXIT_PEER_LOST")
+	assert.Equal(t, strconv.Itoa(ExitPeerLost), m[1], "the SDK's EXIT_PEER_LOST vs contract.ExitPeerLost")
 }

@@ -7,15 +7,13 @@ import (
 )
 
 // Exit codes of a training process that died on its own while its node
-// stayed healthy. Each is >= 128, so kubeflow's ExitCode restart policy
-// retries it too: restarting such a process in place changes where the
-// retry happens (the same node, in seconds), never whether.
+// stayed healthy (with ExitPeerLost, exitcodes.go). Each is >= 128, so
+// kubeflow's ExitCode restart policy retries it too: restarting such a
+// process in place changes where the retry happens (the same node, in
+// seconds), never whether.
 const (
 	// ExitSIGKILL: killed, as the OOM killer does.
 	ExitSIGKILL int32 = 137
-	// ExitPeerLost: the SDK ends a rank with it when a collective failed
-	// because a peer disappeared (SIGUSR1's code, retryable everywhere).
-	ExitPeerLost int32 = 138
 	// ExitSIGSEGV: the process crashed (a segfault in a kernel, a driver).
 	ExitSIGSEGV int32 = 139
 )

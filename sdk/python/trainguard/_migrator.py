@@ -8,6 +8,7 @@ import time
 
 from . import _exit as exiting
 from . import _fence as fence
+from . import _peer as peer
 from . import _periodic as periodic
 from . import _protocol as proto
 from . import _storage as storage
@@ -51,6 +52,15 @@ class Migrator:
         # is done; if it returns, training goes on.
         self.termination_hook = None
         self._sigterm = exiting.SigtermFlag()
+        # A peer's death (docs/checkpoint-protocol.md, "A peer dies"): the
+        # optimizer steps counted, and their count when the last step()
+        # block completed, tell a clean step boundary from a torn one.
+        self._optimizer_steps = peer.OptimizerSteps()
+        self._steps_at_boundary = 0
+        self._replicated = None  # declared by replicated(); None: DDP tells
+        self._last_step_committed = None  # the step of the last checkpoint written or loaded
+        self._peer_lost_handled = False
+        self._hooks = peer.Hooks(self._on_peer_lost)
 
     # ------------------------------------------------------------------ API
 
@@ -74,11 +84,25 @@ class Migrator:
             raise TypeError("trainguard: cannot checkpoint %r (%s): need state_dict/load_state_dict, "
                             "a dict or a list" % (name, type(obj).__name__))
         self._objects[name] = obj
+        self._optimizer_steps.watch(obj)
+
+    def replicated(self, value=True):
+        """Declare that every rank holds the same registered state after each
+        completed step (data parallel: gradients averaged by hand; a
+        registered DistributedDataParallel, or the module it wraps, says so
+        by itself), or, with False, that it does not. When a peer dies, a
+        surviving global rank 0 then commits the last completed step before
+        it exits (the dying gasp), so the crash loses no step."""
+        self._replicated = bool(value)
+        return self
 
     def listening(self):
         """Start the background thread that heartbeats and watches for requests."""
         if self._listener is not None:
             return self
+        # From here on a collective that fails because a peer is gone ends
+        # this rank with a retryable code, wherever it fails.
+        self._hooks.install()
         cfg = self.config
         if proto.names_no_job(cfg.job):
             log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
@@ -104,6 +128,7 @@ class Migrator:
     def close(self):
         """Stop listening (the thread is a daemon; this is for tests and clean exits)."""
         self._stop.set()
+        self._hooks.uninstall()
         self._writer.wait()  # a periodic save in flight is finished, not dropped
         if self._listener is not None:
             self._listener.join(timeout=5)
@@ -141,6 +166,8 @@ class Migrator:
             if key not in self._objects:
                 log.warning("trainguard: checkpoint %s has %r, which nobody registered", name, key)
         self._step = payload["step"]
+        self._last_step_committed = self._step
+        self._steps_at_boundary = self._optimizer_steps.count
         log.info("trainguard: resumed from %s at step %d", name, self._step)
         return {"step": payload["step"], "checkpoint": name, "saved_at": payload.get("saved_at")}
 
@@ -184,17 +211,24 @@ class Migrator:
         the background. Raises trainguard.Fenced when a background save was
         refused because a newer incarnation of the job started. After this
         pod's termination checkpoint it ends training: by default it raises
-        SystemExit(143) once the agent is done (see exit())."""
+        SystemExit(143) once the agent is done (see exit()). A collective
+        in the block that fails because a peer is gone ends this rank with
+        SystemExit(138), retryable, after the dying gasp (replicated())."""
         try:
             yield
-        except Exception:
+        except Exception as e:
             # A collective that fails because a peer of this stopping pod
             # already exited is the end of training, not a crash.
             self._watch_own_ack()
             if self._termination is not None:
                 self._terminate()
+            why = peer.classify(e)
+            if why is not None:
+                self._on_peer_lost(e, why, True, traceback=True)
+                raise SystemExit(peer.EXIT_PEER_LOST) from e
             raise
         self._step += 1
+        self._steps_at_boundary = self._optimizer_steps.count
         self._writer.raise_if_fenced()
         if self._pending:
             self._answer_requests()
@@ -221,6 +255,95 @@ class Migrator:
         raise SystemExit(proto.EXIT_CODE)
 
     # ------------------------------------------------------------ internals
+
+    def _on_peer_lost(self, exc, why, main, traceback=False):
+        """A collective failed because a peer is gone: say so, take the dying
+        gasp (rank 0), and make sure the exit that follows is not stuck."""
+        if self._peer_lost_handled:
+            return
+        self._peer_lost_handled = True
+        cfg = self.config
+        log.error("trainguard: rank %d: a peer is gone (%s: %s: %s); exiting %d (retryable) after step %d",
+                  cfg.rank, why, type(exc).__name__, exc, peer.EXIT_PEER_LOST, self._step,
+                  exc_info=exc if traceback else None)
+        self._stop.set()  # the listener: no request is answered any more
+        try:
+            self._dying_gasp()
+        except Exception as e:  # the exit code matters more than the gasp
+            log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(e).__name__, e)
+        if main and cfg.exit_grace > 0:
+            exiting.start_watchdog(cfg.exit_grace, peer.EXIT_PEER_LOST)
+        exiting.flush_output()
+
+    def _dump_timeout(self):
+        env = os.environ if self._env is None else self._env
+        return max(0.0, proto._duration_seconds(env.get("TRAINGUARD_DUMP_TIMEOUT"), 5.0))
+
+    def _gasp_refusal(self):
+        """Why rank 0 must not commit its state as the last completed step, or ""."""
+        parts = peer.sharded(self._objects)
+        if parts:
+            return ("the state is sharded (%s): rank 0 does not hold all of it" % ", ".join(parts))
+        if self._replicated is False:
+            return "the state is declared not replicated (migrator.replicated(False))"
+        if not self._replicated and peer.data_parallel(self._objects) is None:
+            return ("the SDK cannot tell that every rank holds the same state (no DistributedDataParallel "
+                    "registered); a data-parallel trainer declares it with migrator.replicated()")
+        if self._optimizer_steps.watched == 0:
+            return "no optimizer is registered, so the SDK cannot tell a completed step from a torn one"
+        if self._optimizer_steps.count != self._steps_at_boundary:
+            return ("the optimizer stepped after step %d completed but the step was not marked done "
+                    "(migrator.step() block): the state is between two steps" % self._step)
+        if self._step == 0:
+            return "no step has completed yet"
+        if not os.path.isdir(self.config.checkpoint_dir):
+            return "checkpoint dir %s does not exist" % self.config.checkpoint_dir
+        return ""
+
+    def _dying_gasp(self):
+        """Global rank 0 commits the last completed step through the fenced
+        commit path, bounded by TRAINGUARD_DUMP_TIMEOUT; every other rank
+        leaves it to rank 0 (the state is replicated, or nobody saves)."""
+        cfg = self.config
+        timeout = self._dump_timeout()
+        if cfg.rank != 0 or cfg.world_size < 2 or timeout <= 0:
+            return
+        why_not = self._gasp_refusal()
+        if why_not:
+            log.warning("trainguard: no dying-gasp checkpoint: %s", why_not)
+            return
+        if self._step == self._last_step_committed:
+            log.info("trainguard: dying gasp: step %d is already committed", self._step)
+            return
+        step, started, box = self._step, time.monotonic(), {}
+
+        def gasp():
+            try:
+                self._writer.wait()  # a periodic save in flight: it may be this very step
+                if self._last_step_committed == step:
+                    box["name"] = None
+                    return
+                self._writer.raise_if_fenced()
+                self._claim()
+                box["name"] = self._write(self._payload(copy_state=False))
+            except Exception as e:
+                box["error"] = e
+
+        self._state = "saving"
+        worker = threading.Thread(target=gasp, name="trainguard-dying-gasp", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        took = time.monotonic() - started
+        if worker.is_alive():
+            log.error("trainguard: no dying-gasp checkpoint: step %d not committed within %gs "
+                      "(TRAINGUARD_DUMP_TIMEOUT); exiting without it", step, timeout)
+        elif "error" in box:
+            log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(box["error"]).__name__, box["error"])
+        elif box["name"] is None:
+            log.info("trainguard: dying gasp: step %d was just committed by a periodic save", step)
+        else:
+            log.warning("trainguard: dying gasp: committed %s, the last completed step %d, in %.2fs",
+                        box["name"], step, took)
 
     def _claim(self):
         """Global rank 0 takes this incarnation's generation once, before it
@@ -257,6 +380,7 @@ class Migrator:
             log.error("trainguard: commit %d refused: %s", self.refused_commits, e)
             raise
         self._last_ckpt, self._last_bytes = name, size
+        self._last_step_committed = payload["step"]
         log.info("trainguard: saved %s at step %d (%d bytes)", name, payload["step"], size)
         return name
 

@@ -1,0 +1,214 @@
+"""A peer's death is never a permanent failure.
+
+When one rank of a job dies (SIGKILL by the OOM killer, a segfault, a lost
+node), every other rank's next collective fails: gloo says "Connection
+closed by peer" or "Connection reset by peer", NCCL names a remote error or
+times out. Left alone, the survivor's RuntimeError ends it with exit 1, which
+kubeflow's ExitCode restart policy and trainguard's rescheduler both take as
+the user's own bug: the whole job is marked Failed seconds after one process
+was killed. The SDK ends such a rank with EXIT_PEER_LOST instead, a
+retryable code; an exception raised by the user's own code keeps exit 1.
+
+The classification is narrow on purpose: the exception must be a
+RuntimeError (or torch.distributed's DistBackendError/DistNetworkError, a
+ConnectionError), raised from inside torch (its innermost frame is in torch's
+package: a user's own `raise RuntimeError("Connection reset by peer")` keeps
+the user's verdict), and its type or message must match PATTERNS.
+
+This module never imports torch: it looks at torch only when the trainer has
+imported it.
+"""
+
+import gc
+import logging
+import os
+import re
+import sys
+import threading
+import types
+
+log = logging.getLogger("trainguard")
+
+# 128 + SIGUSR1. kubeflow's ExitCode restart policy retries every code >= 128,
+# the rescheduler's table lists 138 as user-retryable, and no signal a
+# trainer meets by accident sends SIGUSR1. Go: contract.ExitPeerLost.
+EXIT_PEER_LOST = 138
+
+# (why, pattern) in the exception's message. Each names a peer that went away
+# or a collective that waited for one in vain; nothing here matches what a
+# user's own mistake produces (a shape mismatch, an invalid argument).
+PATTERNS = (
+    ("gloo: connection closed by peer", re.compile(r"Connection closed by peer")),
+    ("connection reset by peer", re.compile(r"Connection reset by peer")),
+    ("broken pipe to a peer", re.compile(r"Broken pipe")),
+    ("gloo: collective timed out", re.compile(r"Timed out waiting \d+ ?ms for (?:send|recv) operation")),
+    ("gloo: pair closed after a timeout", re.compile(r"Application timeout caused pair closure")),
+    ("NCCL: remote error", re.compile(r"ncclRemoteError|remote process exit(?:ing|ed) prematurely")),
+    ("NCCL: communicator aborted", re.compile(r"NCCL communicator was aborted")),
+    ("NCCL: collective timed out", re.compile(r"Watchdog caught collective operation timeout")),
+    ("NCCL: operations failed or timed out", re.compile(r"Some NCCL operations have failed or timed out")),
+)
+
+# torch >= 2: the distributed backend and its store raise these (subclasses
+# of RuntimeError). A backend error that says the call itself was wrong is
+# the user's.
+PEER_TYPES = ("DistBackendError", "DistNetworkError")
+USER_ERROR = re.compile(r"invalid (?:usage|argument)", re.IGNORECASE)
+
+# State that rank 0 does not hold in full: a dying gasp of rank 0 alone
+# would commit a part of it.
+SHARDED_TYPES = ("FullyShardedDataParallel", "ZeroRedundancyOptimizer", "ShardedTensor", "DTensor")
+
+
+def _type_names(obj_or_type):
+    t = obj_or_type if isinstance(obj_or_type, type) else type(obj_or_type)
+    return {c.__name__ for c in t.__mro__}
+
+
+def torch_dir():
+    """torch's package directory, or None when the trainer has not imported torch."""
+    torch = sys.modules.get("torch")
+    path = getattr(torch, "__file__", None)
+    return os.path.dirname(os.path.abspath(path)) if path else None
+
+
+def _raised_in(exc, directory):
+    """Whether the innermost frame of exc's traceback is under directory."""
+    tb = exc.__traceback__
+    if tb is None or not directory:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    return filename.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def classify(exc, origin=None):
+    """Why exc means a peer of this rank is gone, or None (the user's own error).
+    origin: the directory the exception must come from (default: torch's)."""
+    if not isinstance(exc, (RuntimeError, ConnectionError)):
+        return None
+    if not _raised_in(exc, origin if origin is not None else torch_dir()):
+        return None
+    names = _type_names(exc)
+    message = str(exc)
+    for name in PEER_TYPES:
+        if name in names and not USER_ERROR.search(message):
+            return "torch.distributed " + name
+    for why, pattern in PATTERNS:
+        if pattern.search(message):
+            return why
+    return None
+
+
+def sharded(objects):
+    """The names of registered objects whose state is sharded across ranks
+    (FSDP, ZeRO, sharded or distributed tensors), a module's submodules included."""
+    out = []
+    for name, obj in objects.items():
+        parts = [obj]
+        modules = getattr(obj, "modules", None)
+        if callable(modules) and "Module" in _type_names(obj):
+            parts = list(modules())
+        if any(_type_names(p) & set(SHARDED_TYPES) for p in parts):
+            out.append(name)
+    return out
+
+
+def data_parallel(objects):
+    """The name of a registered object that is a DistributedDataParallel or
+    the module one wraps (every rank then holds the same parameters after a
+    completed step), or None. Looks for the wrapper among live objects: this
+    runs once, when a peer is gone."""
+    by_id = {}
+    for name, obj in objects.items():
+        if "DistributedDataParallel" in _type_names(obj):
+            return name
+        by_id[id(obj)] = name
+    for o in gc.get_objects():
+        if type(o).__name__ == "DistributedDataParallel" and id(getattr(o, "module", None)) in by_id:
+            return by_id[id(o.module)]
+    return None
+
+
+class OptimizerSteps:
+    """Counts optimizer.step() calls of registered optimizers: a step()
+    block that failed after the optimizer began to step holds a state that is
+    neither the last completed step nor the next. torch >= 2 has step pre
+    hooks; torch 1.13 has none, so the instance's step is wrapped (as a bound
+    method, which LR schedulers wrap again)."""
+
+    def __init__(self):
+        self.count = 0
+        self.watched = 0
+        self._ids = set()
+
+    @staticmethod
+    def is_optimizer(obj):
+        return "Optimizer" in _type_names(obj) and hasattr(obj, "param_groups") and callable(getattr(obj, "step", None))
+
+    def watch(self, obj):
+        if not self.is_optimizer(obj) or id(obj) in self._ids:
+            return
+        self._ids.add(id(obj))
+        self.watched += 1
+        if hasattr(obj, "register_step_pre_hook"):
+            obj.register_step_pre_hook(self._bump)
+            return
+        inner = obj.step
+        counter = self
+
+        def step(_self, *args, **kwargs):
+            counter.count += 1
+            return inner(*args, **kwargs)
+
+        # An LR scheduler made before registration checks for its own mark.
+        if getattr(inner, "_with_counter", False):
+            step._with_counter = True
+        obj.step = types.MethodType(step, obj)
+
+    def _bump(self, *_):
+        self.count += 1
+
+
+class Hooks:
+    """sys.excepthook and threading.excepthook, each chaining the hook that
+    was there before (the user's, or Python's, which prints the traceback).
+    on_peer_lost(exc, why, main) is called after that hook for an exception
+    classify() recognises; in the main thread it returns and the hook then
+    raises SystemExit(EXIT_PEER_LOST), which Python turns into the exit code
+    (atexit handlers still run); in another thread it ends the process."""
+
+    def __init__(self, on_peer_lost):
+        self._on_peer_lost = on_peer_lost
+        self._prev_sys = self._prev_thread = None
+
+    def install(self):
+        if self._prev_sys is not None:
+            return
+        self._prev_sys, sys.excepthook = sys.excepthook, self._sys_hook
+        self._prev_thread, threading.excepthook = threading.excepthook, self._thread_hook
+
+    def uninstall(self):
+        """For tests: put back the hooks found (unless someone replaced ours since)."""
+        if self._prev_sys is None:
+            return
+        if sys.excepthook == self._sys_hook:
+            sys.excepthook = self._prev_sys
+        if threading.excepthook == self._thread_hook:
+            threading.excepthook = self._prev_thread
+        self._prev_sys = self._prev_thread = None
+
+    def _sys_hook(self, etype, value, tb):
+        why = classify(value)
+        self._prev_sys(etype, value, tb)
+        if why is not None:
+            self._on_peer_lost(value, why, True)
+            raise SystemExit(EXIT_PEER_LOST)
+
+    def _thread_hook(self, args):
+        why = classify(args.exc_value)
+        self._prev_thread(args)
+        if why is not None:
+            self._on_peer_lost(args.exc_value, why, False)
+            os._exit(EXIT_PEER_LOST)

@@ -1,0 +1,101 @@
+package checkpoint_test
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+)
+
+// rankPods are the two pods of a 2-rank PyTorchJob sharing the job's
+// checkpoint directory, each running the example trainer as one process
+// (RANK, WORLD_SIZE, MASTER_ADDR as the training operator sets them), not
+// under torchrun: torchrun exits 1 whatever its worker's exit code.
+type rankPods struct {
+	pods [2]pod
+	port int
+}
+
+func newRankPods(t *testing.T) rankPods {
+	master := newPod(t)
+	worker := master
+	worker.name = "job-worker-0"
+	worker.signalDir = filepath.Join(master.ckptDir, ".trainguard", worker.name)
+	return rankPods{pods: [2]pod{master, worker}, port: freePort(t)}
+}
+
+func (r rankPods) start(t *testing.T, args ...string) [2]*proc {
+	var procs [2]*proc
+	for rank, p := range r.pods {
+		procs[rank] = startTrainer(t, p, []string{"OMP_NUM_THREADS=1", "WORLD_SIZE=2", "RANK=" + strconv.Itoa(rank),
+			"LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(r.port)}, args...)
+	}
+	return procs
+}
+
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	var exitErr *exec.ExitError
+	require.True(t, errors.As(err, &exitErr), "%v", err)
+	return exitErr.ExitCode()
+}
+
+// TestPeerKilledDuringAllReduce is issue 28's fault: the worker's trainer is
+// SIGKILLed (the OOM killer) mid-training, and the master's all_reduce fails
+// with "Connection reset/closed by peer". The master must exit with the
+// retryable contract.ExitPeerLost, never 1 (a permanent failure under
+// kubeflow's ExitCode policy), after committing the last step it completed
+// (the dying gasp), and the restarted job must resume at exactly that state:
+// bit-identical to an uninterrupted run of that many steps.
+func TestPeerKilledDuringAllReduce(t *testing.T) {
+	job := newRankPods(t)
+	ranks := job.start(t, "--steps", "100000", "--step-delay", "0.05")
+	ranks[1].waitFor(`rank 1: completed step 5 `, 120*time.Second)
+	ranks[1].signal(syscall.SIGKILL)
+	require.Equal(t, contract.ExitPeerLost, exitCode(t, ranks[0].wait(60*time.Second)), ranks[0].out.String())
+	out := ranks[0].out.String()
+	assert.Contains(t, out, "a peer is gone")
+
+	completed := regexp.MustCompile(`rank 0: completed step (\d+) `).FindAllStringSubmatch(out, -1)
+	require.NotEmpty(t, completed, out)
+	last := completed[len(completed)-1][1]
+	m := regexp.MustCompile(`dying gasp: committed (\S+), the last completed step (\d+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, "no dying-gasp checkpoint: %s", out)
+	assert.Equal(t, last, m[2], "the gasp saved another step than the last one rank 0 completed")
+	pointer := readJSONFile(t, filepath.Join(job.pods[0].ckptDir, "trainguard-latest.json"))
+	assert.Equal(t, m[1], pointer["file"])
+	assert.Equal(t, last, strconv.Itoa(int(pointer["step"].(float64))))
+
+	// An uninterrupted run of that many steps: the gasp holds exactly its
+	// rank 0's state (the loss in its metrics is rank 0's own).
+	ref := newRankPods(t)
+	refDump := filepath.Join(t.TempDir(), "ref")
+	for _, r := range ref.start(t, "--steps", last, "--dump-final", refDump) {
+		require.NoError(t, r.wait(120*time.Second), r.out.String())
+	}
+	compareStates(t, "--checkpoint", job.pods[0].ckptDir, "--name", m[1], refDump+".rank0")
+
+	// The job restarts: both ranks resume from the gasp.
+	job.port = freePort(t)
+	dump := filepath.Join(t.TempDir(), "resumed")
+	next := job.start(t, "--steps", last, "--dump-state", dump)
+	for rank, r := range next {
+		got := r.waitFor(strconv.Itoa(rank)+`: resumed from (\S+) at step (\d+)`, 120*time.Second)
+		assert.Equal(t, m[1], got[1], "rank %d", rank)
+		assert.Equal(t, last, got[2], "rank %d", rank)
+		require.NoError(t, r.wait(120*time.Second), r.out.String())
+	}
+	compareStates(t, dump+".rank0", dump+".rank1", refDump+".rank0")
+}
