@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,8 +56,6 @@ func (e *env) rankCrash(t *testing.T) {
 		{"trainjob-kill", "", "KILL"},
 		{"trainjob-segv", "", "SEGV"},
 	}
-	var mu sync.Mutex
-	rows := map[string]string{}
 	t.Run("jobs", func(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -71,21 +68,16 @@ func (e *env) rankCrash(t *testing.T) {
 					fig, err = e.rankCrashPyTorchJob(ctx, t, ns, c)
 				}
 				if err != nil {
+					e.record("rank crash "+c.name, false, "%s", clip(err.Error()))
 					t.Fatal(err)
 				}
-				mu.Lock()
-				rows[c.name] = fig
-				mu.Unlock()
+				e.record("rank crash "+c.name, true, "%s", fig)
 			})
 		}
 	})
 	if err := e.noBadNode(ctx, ns); err != nil {
+		e.record("rank crash", false, "%v", err)
 		t.Error(err)
-	}
-	for _, c := range cases {
-		if fig, ok := rows[c.name]; ok {
-			e.record("rank crash "+c.name, !t.Failed(), "%s", fig)
-		}
 	}
 }
 
