@@ -212,23 +212,28 @@ func signalExit(sig string) int32 {
 	return 137
 }
 
-// killRankScript sends a signal to the rank 1 trainer of a container: the
-// python3 process running the example trainer with RANK=1 in its
-// environment (not the shell around it, not torchrun), and prints its PID.
-const killRankScript = `for d in /proc/[0-9]*; do
-  c=$(tr '\0' ' ' < $d/cmdline 2>/dev/null) || continue
-  case "$c" in *python3*/opt/trainguard/trainer/train.py*) ;; *) continue;; esac
-  case "$c" in /bin/sh*|*distributed.run*) continue;; esac
-  tr '\0' '\n' < $d/environ 2>/dev/null | grep -qx RANK=1 || continue
-  kill -%s ${d#/proc/} && echo ${d#/proc/} && exit 0
-done
-echo "no rank 1 trainer found" >&2; exit 1`
+// killRankScript sends a signal (argv[1]) to the rank 1 trainer of a
+// container: the python3 process running the example trainer with RANK=1
+// in its environment (not the shell around it, not torchrun), and prints its
+// PID. Python, because the image has no grep or pgrep.
+const killRankScript = `import os, signal, sys
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        argv = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+        env = open("/proc/%s/environ" % p, "rb").read().split(b"\0")
+    except OSError:
+        continue
+    if argv[0].endswith(b"python3") and b"/opt/trainguard/trainer/train.py" in argv and b"torch.distributed.run" not in argv and b"RANK=1" in env:
+        os.kill(int(p), getattr(signal, "SIG" + sys.argv[1]))
+        print(p)
+        sys.exit(0)
+sys.exit("no rank 1 trainer found")`
 
 // killRank signals the rank 1 trainer in pod/container and returns when
 // the signal was sent.
 func (e *env) killRank(ctx context.Context, ns, pod, container, signal string) (time.Time, error) {
 	t := time.Now()
-	if out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "sh", "-c", fmt.Sprintf(killRankScript, signal)); err != nil {
+	if out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", killRankScript, signal); err != nil {
 		return t, fmt.Errorf("kill rank 1 in %s: %w (%s)", pod, err, out)
 	}
 	return t, nil
