@@ -14,6 +14,7 @@ from unittest import mock
 import test_migrator  # noqa: F401  (puts the SDK on sys.path)
 from test_migrator import Base
 
+from trainguard import _fence as fence  # noqa: E402
 from trainguard import _peer as peer  # noqa: E402
 from trainguard import _storage as storage  # noqa: E402
 
@@ -118,6 +119,7 @@ class Classify(unittest.TestCase):
 
 class Hooks(unittest.TestCase):
     def setUp(self):
+        import torch  # noqa: F401  (classify() looks for torch's frames)
         self.seen, self.lost = [], []
         self.hooks = peer.Hooks(lambda exc, why, main: self.lost.append((why, main)))
         self.addCleanup(setattr, sys, "excepthook", sys.excepthook)
@@ -126,11 +128,9 @@ class Hooks(unittest.TestCase):
         threading.excepthook = lambda args: self.seen.append(args.exc_value)
         self.hooks.install()
         self.addCleanup(self.hooks.uninstall)
-        self.peer_error = raised_in(peer.torch_dir() or ORIGIN, RuntimeError(PEER_LOST[1][0]))
+        self.peer_error = raised_in(peer.torch_dir(), RuntimeError(PEER_LOST[1][0]))
 
     def test_a_peer_error_runs_the_user_s_hook_then_exits_138(self):
-        if peer.torch_dir() is None:
-            self.skipTest("needs torch imported")  # classify() looks for torch's frames
         with self.assertRaises(SystemExit) as cm:
             sys.excepthook(type(self.peer_error), self.peer_error, self.peer_error.__traceback__)
         self.assertEqual(138, cm.exception.code)
@@ -144,8 +144,6 @@ class Hooks(unittest.TestCase):
         self.assertEqual([], self.lost)
 
     def test_a_thread_s_peer_error_ends_the_process_with_138(self):
-        if peer.torch_dir() is None:
-            self.skipTest("needs torch imported")
         err = self.peer_error
 
         def fail():
@@ -316,6 +314,27 @@ class DyingGasp(Base):
             train_step(fail="before")
         self.assertIn("not committed within 0.3s", "\n".join(logs.output))
         self.assertIsNone(self.committed_step())
+
+    def test_a_stale_incarnation_s_gasp_is_refused_by_the_fence(self):
+        m, _, train_step = self.trainer()
+        train_step()
+        fence.claim(self.dir, pod="replacement", uid="new")  # the job was recovered elsewhere
+        with self.assertLogs("trainguard", "ERROR") as logs, self.assertRaises(SystemExit) as cm:
+            train_step(fail="before")
+        self.assertEqual(138, cm.exception.code)
+        self.assertIn("no dying-gasp checkpoint: Fenced", "\n".join(logs.output))
+        self.assertIsNone(self.committed_step())
+
+    def test_a_step_already_committed_is_not_written_again(self):
+        m, _, train_step = self.trainer()
+        m.periodic(steps=1)
+        train_step()
+        train_step()  # its periodic save may still be writing when the peer is lost: the gasp waits for it
+        with self.assertLogs("trainguard", "INFO") as logs, self.assertRaises(SystemExit):
+            train_step(fail="before")
+        self.assertEqual(2, self.committed_step())
+        self.assertIn("dying gasp: step 2 is already committed", "\n".join(logs.output))
+        self.assertNotIn("dying gasp: committed", "\n".join(logs.output))
 
     def test_off_with_a_zero_timeout(self):
         m, _, train_step = self.trainer(TRAINGUARD_DUMP_TIMEOUT="0")

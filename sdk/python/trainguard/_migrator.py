@@ -302,23 +302,21 @@ class Migrator:
 
     def _dying_gasp(self):
         """Global rank 0 commits the last completed step through the fenced
-        commit path, bounded by TRAINGUARD_DUMP_TIMEOUT; every other rank
-        leaves it to rank 0 (the state is replicated, or nobody saves)."""
+        commit path; every other rank leaves it to rank 0 (the state is
+        replicated, or nobody saves). All of it, the checks included (they
+        may walk every live object to find a DistributedDataParallel), is
+        bounded by TRAINGUARD_DUMP_TIMEOUT."""
         cfg = self.config
         timeout = self._dump_timeout()
         if cfg.rank != 0 or cfg.world_size < 2 or timeout <= 0:
-            return
-        why_not = self._gasp_refusal()
-        if why_not:
-            log.warning("trainguard: no dying-gasp checkpoint: %s", why_not)
-            return
-        if self._step == self._last_step_committed:
-            log.info("trainguard: dying gasp: step %d is already committed", self._step)
             return
         step, started, box = self._step, time.monotonic(), {}
 
         def gasp():
             try:
+                box["refused"] = self._gasp_refusal()
+                if box["refused"]:
+                    return
                 self._writer.wait()  # a periodic save in flight: it may be this very step
                 if self._last_step_committed == step:
                     box["name"] = None
@@ -339,8 +337,10 @@ class Migrator:
                       "(TRAINGUARD_DUMP_TIMEOUT); exiting without it", step, timeout)
         elif "error" in box:
             log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(box["error"]).__name__, box["error"])
+        elif box.get("refused"):
+            log.warning("trainguard: no dying-gasp checkpoint: %s", box["refused"])
         elif box["name"] is None:
-            log.info("trainguard: dying gasp: step %d was just committed by a periodic save", step)
+            log.info("trainguard: dying gasp: step %d is already committed", step)
         else:
             log.warning("trainguard: dying gasp: committed %s, the last completed step %d, in %.2fs",
                         box["name"], step, took)

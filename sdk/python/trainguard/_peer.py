@@ -20,14 +20,11 @@ imported it.
 """
 
 import gc
-import logging
 import os
 import re
 import sys
 import threading
 import types
-
-log = logging.getLogger("trainguard")
 
 # 128 + SIGUSR1. kubeflow's ExitCode restart policy retries every code >= 128,
 # the rescheduler's table lists 138 as user-retryable, and no signal a
@@ -125,8 +122,13 @@ def data_parallel(objects):
         if "DistributedDataParallel" in _type_names(obj):
             return name
         by_id[id(obj)] = name
+    is_ddp = {}  # by type: the MRO is read once per type, not per object
     for o in gc.get_objects():
-        if type(o).__name__ == "DistributedDataParallel" and id(getattr(o, "module", None)) in by_id:
+        t = type(o)
+        hit = is_ddp.get(t)
+        if hit is None:
+            hit = is_ddp[t] = "DistributedDataParallel" in _type_names(t)
+        if hit and id(getattr(o, "module", None)) in by_id:
             return by_id[id(o.module)]
     return None
 
