@@ -35,7 +35,7 @@ func newTarget(containers ...string) *targetBuilder {
 func defaultPolicy() *contract.Policy {
 	return &contract.Policy{
 		CheckpointPath: "/checkpoint", PreStopTimeout: 60 * time.Second, GracePeriodMargin: 30 * time.Second,
-		TaskD: true, TaskDPort: 9601, RecoverStrategy: "recover", FaultScheduling: "grace",
+		TaskD: true, TaskDPort: 9601, RecoverStrategy: "recover-in-place,recover", FaultScheduling: "grace",
 		GPUResource: "nvidia.com/gpu", GPUCount: 1, AgentImage: version.Image, AgentPullPolicy: corev1.PullIfNotPresent,
 		AgentPath: "/opt/trainguard/bin", AgentInstall: []string{"/" + contract.AgentBinaryName, "install"},
 		TrainingContainers: []string{"pytorch", "ascend"}, MaxReschedules: 10,

@@ -26,9 +26,20 @@ func InjectTemplate(t *Target) []string {
 }
 
 // InjectPodOfInjectedTemplate handles a pod whose template trainguard
-// already injected: only what is decided per pod (where it may run) is added.
+// already injected: only what is decided per pod (its in-place restart
+// rules, where it may run) is added.
 func InjectPodOfInjectedTemplate(t *Target, avoid []string) {
 	setManaged(t)
+	injectPerPod(t, avoid)
+}
+
+// injectPerPod runs the injections decided per pod, in registry order.
+func injectPerPod(t *Target, avoid []string) {
+	for _, in := range Injections() {
+		if in.Pod != nil && t.Policy.Enabled(in.Name) && in.Pod(t) {
+			Mark(t.Meta, []string{in.Name})
+		}
+	}
 	if t.Policy.Enabled(contract.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
 		Mark(t.Meta, []string{contract.InjectionAvoidNodes})
 	}
@@ -74,7 +85,5 @@ func setManaged(t *Target) {
 // another controller): the whole chain, then the per-pod node avoidance.
 func InjectPod(t *Target, avoid []string) {
 	InjectTemplate(t)
-	if t.Policy.Enabled(contract.InjectionAvoidNodes) && AvoidNodes(t, avoid) {
-		Mark(t.Meta, []string{contract.InjectionAvoidNodes})
-	}
+	injectPerPod(t, avoid)
 }

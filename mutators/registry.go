@@ -9,6 +9,10 @@ type Injection struct {
 	// Template applies it to a pod template or a pod; it reports whether
 	// the injection is in place. Nil for an injection decided per pod only.
 	Template func(*Target) bool
+	// Pod applies it to a pod only (never a job's template), when it needs
+	// what only the pod has; nil otherwise. avoid-nodes, which also needs
+	// the rescheduler's record, is applied by InjectPod itself.
+	Pod func(*Target) bool
 }
 
 // Injections is the one registry of injections, in the order they run and
@@ -23,7 +27,9 @@ func Injections() []Injection {
 		{Name: contract.InjectionCheckpoint, Template: Checkpoint},
 		{Name: contract.InjectionRecoverStrategy, Template: RecoverStrategy},
 		{Name: contract.InjectionGPU, Template: GPU},
-		// Decided per pod, with the rescheduler's record (InjectPod).
+		// Decided per pod: the pod's own restartPolicy (Pod), the
+		// rescheduler's record (InjectPod).
+		{Name: contract.InjectionRestartRules, Pod: RestartRules},
 		{Name: contract.InjectionAvoidNodes},
 	}
 }

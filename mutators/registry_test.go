@@ -22,9 +22,14 @@ func TestRegistryIsContractsInjectionNames(t *testing.T) {
 
 // The registry's order is the marker's, which users and tests read.
 func TestRegistryOrderIsTheMarkersOrder(t *testing.T) {
-	assert.Equal(t, []string{"prestop", "taskd", "checkpoint-volume", "recover-strategy", "gpu", "avoid-nodes"}, Names())
+	assert.Equal(t, []string{"prestop", "taskd", "checkpoint-volume", "recover-strategy", "gpu", "restart-rules", "avoid-nodes"}, Names())
 	for _, in := range Injections() {
-		if in.Name != "avoid-nodes" {
+		switch in.Name {
+		case "restart-rules":
+			assert.NotNil(t, in.Pod, "%s runs on pods", in.Name)
+			assert.Nil(t, in.Template, "%s runs on pods only", in.Name)
+		case "avoid-nodes":
+		default:
 			assert.NotNil(t, in.Template, "%s runs on templates", in.Name)
 		}
 	}

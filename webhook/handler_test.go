@@ -62,7 +62,7 @@ func TestHandlerPatchesOptedInPod(t *testing.T) {
 	assert.True(t, out.Response.Allowed)
 	got := applyResponsePatch(t, raw, out.Response)
 	c := got.Spec.Containers[0]
-	assert.Equal(t, "prestop,taskd,recover-strategy", got.Annotations[contract.AnnotationInjected], "a CPU pod gets no GPU default")
+	assert.Equal(t, "prestop,taskd,recover-strategy,restart-rules", got.Annotations[contract.AnnotationInjected], "a CPU pod gets no GPU default")
 	assert.Equal(t, "true", got.Labels[contract.LabelManaged])
 	require.NotNil(t, c.Lifecycle)
 	assert.Equal(t, []string{"/opt/trainguard/bin/trainguard-agent", "prestop", "--timeout=60s"}, c.Lifecycle.PreStop.Exec.Command)

@@ -16,7 +16,7 @@ const (
 	DefaultPreStopTimeout    = 60 * time.Second
 	DefaultGracePeriodMargin = 30 * time.Second
 	DefaultTaskDPort         = 9601
-	DefaultRecoverStrategy   = "recover"
+	DefaultRecoverStrategy   = "recover-in-place,recover" // process faults restart in place, node faults reschedule
 	DefaultFaultScheduling   = "grace"
 	DefaultGPUResource       = "nvidia.com/gpu"
 	DefaultGPUCount          = 1

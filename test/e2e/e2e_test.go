@@ -44,6 +44,7 @@ func TestE2E(t *testing.T) {
 	scenario("kueue-preemption", e.kueuePreemption)
 	scenario("scheduler-preemption", e.schedulerPreemption)
 	scenario("exit-codes", e.exitCodes)
+	scenario("rank-crash", e.rankCrash)
 	scenario("trainguard-down", e.trainguardDown)
 	scenario("upgrade-under-load", e.upgradeUnderLoad)
 	scenario("trainjob-node-crash", e.trainJobCrash)

@@ -15,7 +15,8 @@ import (
 )
 
 // exitCodes: with the operator's ExitCode restart policy, as users write it,
-// a worker that exits 137 is retried on another node; one that exits 1 is not
+// a worker that exits 137 (a process fault) is restarted in place by the
+// kubelet (trainguard's container restart rule); one that exits 1 is not
 // retried and an Event says why.
 func (e *env) exitCodes(t *testing.T) {
 	ctx := context.Background()
@@ -30,7 +31,7 @@ func (e *env) exitCodes(t *testing.T) {
 			t.Fatalf("create %s: %v", j, err)
 		}
 	}
-	retried, err := e.retriedElsewhere(ctx, ns, "exit137-worker-0")
+	retried, err := e.restartedInPlace(ctx, ns, "exit137-worker-0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,36 +42,40 @@ func (e *env) exitCodes(t *testing.T) {
 	e.record("exit codes", true, "137: %s; 1: not retried, Event %q", retried, why)
 }
 
-// retriedElsewhere: the pod's first incarnation exits 137, the next one runs
-// on another node. Incarnations are told apart by the scheduler's Events
-// (one "Scheduled" per pod UID), so a fast retry cannot hide the first one.
-func (e *env) retriedElsewhere(ctx context.Context, ns, name string) (string, error) {
+// restartedInPlace: the pod's trainer exits 137 (a process fault under
+// ExitCode, whose pods run with restartPolicy Never); trainguard's container
+// restart rule makes the kubelet restart it where it is: the same pod (one
+// incarnation scheduled), the same node, running again, its previous run's
+// exit 137, and no bad node recorded.
+func (e *env) restartedInPlace(ctx context.Context, ns, name string) (string, error) {
 	start := time.Now()
 	var msg string
-	err := poll(ctx, 2*time.Second, 5*time.Minute, func() (bool, error) {
-		nodes, err := e.scheduledNodes(ctx, ns, name)
-		if err != nil || len(nodes) < 2 {
-			return false, err
-		}
+	err := poll(ctx, time.Second, 3*time.Minute, func() (bool, error) {
 		cur, err := e.pod(ctx, ns, name)
 		if err != nil || cur == nil || !running(cur) {
 			return false, err
 		}
-		for uid, node := range nodes {
-			if uid == cur.UID {
-				continue
-			}
-			if node == cur.Spec.NodeName {
-				return false, stop(fmt.Errorf("exit 137 retried on the same node %s", node))
-			}
-			msg = fmt.Sprintf("retried %s → %s, running %s after creation", node, cur.Spec.NodeName, time.Since(start).Round(time.Second))
+		code, restarts := lastExit(cur, "pytorch")
+		if code != 137 || restarts < 1 {
+			return false, nil
 		}
-		return msg != "", nil
+		nodes, err := e.scheduledNodes(ctx, ns, name)
+		if err != nil {
+			return false, err
+		}
+		if len(nodes) != 1 {
+			return false, stop(fmt.Errorf("exit 137 was retried as a new pod, not in place: incarnations %v", nodes))
+		}
+		msg = fmt.Sprintf("restarted in place on %s (same pod, restart %d), running again %s after creation", cur.Spec.NodeName, restarts, time.Since(start).Round(time.Second))
+		return true, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("%s: exit 137 not retried on another node: %w", name, err)
+		return "", fmt.Errorf("%s: exit 137 not restarted in place: %w", name, err)
 	}
-	return msg, nil
+	if err := e.noBadNode(ctx, ns); err != nil {
+		return "", err
+	}
+	return msg + ", no bad node recorded", nil
 }
 
 // scheduledNodes maps each incarnation (UID) of the named pod to its node.

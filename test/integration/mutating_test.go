@@ -27,11 +27,16 @@ func templateOf(t *testing.T, u *unstructured.Unstructured, replica string) core
 	return tmpl
 }
 
-// assertInjected checks every injection on a pod template or pod.
-func assertInjected(t *testing.T, meta map[string]string, labels map[string]string, spec corev1.PodSpec) {
+// assertInjected checks every injection on a pod template or, with pod, a pod
+// (restart-rules is decided per pod).
+func assertInjected(t *testing.T, meta map[string]string, labels map[string]string, spec corev1.PodSpec, pod bool) {
 	t.Helper()
-	assert.Equal(t, "prestop,taskd,recover-strategy", meta[contract.AnnotationInjected], "a CPU job gets no GPU default")
-	assert.Equal(t, "recover", meta["recover-strategy"])
+	want := "prestop,taskd,recover-strategy"
+	if pod {
+		want += ",restart-rules"
+	}
+	assert.Equal(t, want, meta[contract.AnnotationInjected], "a CPU job gets no GPU default")
+	assert.Equal(t, "recover-in-place,recover", meta["recover-strategy"])
 	assert.Equal(t, "grace", labels["fault-scheduling"])
 	assert.Equal(t, "true", labels[contract.LabelManaged])
 	c := spec.Containers[0]
@@ -55,9 +60,9 @@ func TestPyTorchJobInOptedInNamespaceIsInjected(t *testing.T) {
 	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(j), got))
 	for _, replica := range []string{"Master", "Worker"} {
 		tmpl := templateOf(t, got, replica)
-		assertInjected(t, tmpl.Annotations, tmpl.Labels, tmpl.Spec)
+		assertInjected(t, tmpl.Annotations, tmpl.Labels, tmpl.Spec, false)
 	}
-	assert.Equal(t, "recover", got.GetAnnotations()["recover-strategy"])
+	assert.Equal(t, "recover-in-place,recover", got.GetAnnotations()["recover-strategy"])
 	assert.Equal(t, "grace", got.GetLabels()["fault-scheduling"])
 }
 
@@ -119,7 +124,7 @@ func TestBarePodIsInjected(t *testing.T) {
 	require.NoError(t, env.c.Create(ctx, p))
 	var got corev1.Pod
 	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(p), &got))
-	assertInjected(t, got.Annotations, got.Labels, got.Spec)
+	assertInjected(t, got.Annotations, got.Labels, got.Spec, true)
 }
 
 func TestServerSideDryRunReturnsMutatedObjectAndPersistsNothing(t *testing.T) {
@@ -127,7 +132,7 @@ func TestServerSideDryRunReturnsMutatedObjectAndPersistsNothing(t *testing.T) {
 	ns := namespace(t, true, nil)
 	p := newPod(ns, "dry").Obj()
 	require.NoError(t, env.c.Create(ctx, p, client.DryRunAll))
-	assertInjected(t, p.Annotations, p.Labels, p.Spec)
+	assertInjected(t, p.Annotations, p.Labels, p.Spec, true)
 	err := env.c.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 	assert.True(t, apierrors.IsNotFound(err), "dry run must not persist the pod: %v", err)
 }

@@ -127,7 +127,7 @@ func TestReinvocationInjectsExactlyOnce(t *testing.T) {
 	}
 	assert.Equal(t, []string{"taskd-port", "ttp-port"}, portNames, "one TaskD port, one MindIO TTP port")
 	assert.Len(t, got.Spec.Volumes, 1, "one agent volume")
-	assert.Equal(t, "prestop,taskd,recover-strategy", got.Annotations[contract.AnnotationInjected])
+	assert.Equal(t, "prestop,taskd,recover-strategy,restart-rules", got.Annotations[contract.AnnotationInjected])
 	assert.Nil(t, got.Spec.Containers[1].Lifecycle, "the sidecar is not a training container")
 	envNames := map[string]int{}
 	for _, e := range got.Spec.Containers[0].Env {

@@ -56,21 +56,23 @@ func TestNodeNotReadyPastGraceDeletesGracefullyAndReplacementAvoidsNode(t *testi
 	assert.NotContains(t, avoidedNodes(t, replacement), good)
 }
 
-// Exit 137 (SIGKILL) is retryable under kubeflow's ExitCode policy: the pod
-// is rescheduled off its node, whether it Failed (restartPolicy Never) or
-// its container is crash-looping (OnFailure).
+// Exit 137 (SIGKILL) is retryable under kubeflow's ExitCode policy: a pod
+// that Failed with it (restartPolicy Never, no restart rule) is rescheduled
+// off its node; so is a crash-looping one whose recover-strategy is
+// `recover` alone.
 func TestExit137IsRescheduled(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		policy corev1.RestartPolicy
 	}{
 		{"failed", corev1.RestartPolicyNever},
-		{"crash-looping", corev1.RestartPolicyOnFailure},
+		{"crash-looping, recover", corev1.RestartPolicyOnFailure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := namespace(t)
 			node := readyNode(t, ns, "a")
-			pod := workerOf(t, pytorchJob(t, ns, "killed", nil)).restartPolicy(tc.policy).onNode(node).create(t)
+			pod := workerOf(t, pytorchJob(t, ns, "killed", nil)).restartPolicy(tc.policy).
+				annotate(contract.AnnotationMindClusterRecoverStrategy, "recover").onNode(node).create(t)
 			exited(t, pod, 137)
 
 			if tc.policy == corev1.RestartPolicyNever {
@@ -90,6 +92,22 @@ func TestExit137IsRescheduled(t *testing.T) {
 			assert.Equal(t, "1", rec.reschedules)
 		})
 	}
+}
+
+// A process fault (issue 28) on a healthy node with the default
+// recover-strategy: the kubelet restarts the container where it is
+// (OnFailure crash loop), so the rescheduler neither evicts the pod nor
+// records its healthy node as bad; each restart is one Event.
+func TestProcessFaultRestartsInPlace(t *testing.T) {
+	ns := namespace(t)
+	node := readyNode(t, ns, "a")
+	pod := workerOf(t, pytorchJob(t, ns, "oom", nil)).restartPolicy(corev1.RestartPolicyOnFailure).onNode(node).create(t)
+	exited(t, pod, 137)
+
+	e := waitEvent(t, pod, resched.ReasonRestartInPlace)
+	assert.Contains(t, e.Note, "restart 2/10")
+	assertUntouched(t, pod) // no eviction, no bad node recorded
+	assert.Equal(t, "RestartInPlace/2", getPod(t, pod).Annotations[contract.AnnotationDecision])
 }
 
 // Exit 1 is a permanent failure: the same code would fail again. The pod is

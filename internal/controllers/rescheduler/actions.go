@@ -212,16 +212,17 @@ func (r *Reconciler) markFailed(ctx context.Context, pod *corev1.Pod) error {
 // pod; the pod's decision annotation remembers it across reconciles,
 // restarts and leader changes.
 func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey, rec *Record, d Decision) error {
-	if pod.Annotations[contract.AnnotationDecision] == d.Reason {
+	if pod.Annotations[contract.AnnotationDecision] == d.once() {
 		return nil
 	}
 	if d.Reason == ReasonRescheduleCapReached {
-		if err := r.markExhausted(ctx, pod, key, rec.Reschedules); err != nil {
+		// In-place restarts count per pod (its restart count); migrations per job (the record).
+		if err := r.markExhausted(ctx, pod, key, max(rec.Reschedules, int(d.restarts))); err != nil {
 			r.metrics.errorsByOp.WithLabelValues("annotate-job").Inc()
 			return err
 		}
 	}
-	if err := r.annotate(ctx, pod, contract.AnnotationDecision, d.Reason); err != nil {
+	if err := r.annotate(ctx, pod, contract.AnnotationDecision, d.once()); err != nil {
 		r.metrics.errorsByOp.WithLabelValues("annotate-pod").Inc()
 		return err
 	}
@@ -250,7 +251,7 @@ func (r *Reconciler) event(obj *corev1.Pod, eventType, reason string, action Act
 
 func eventType(reason string) string {
 	switch reason {
-	case ReasonPermanentFailure, ReasonRescheduleCapReached, ReasonRecreateFailed, ReasonNotRecreatable, ReasonNodeLost, ReasonNodeDrained, ReasonRetryableExit:
+	case ReasonPermanentFailure, ReasonRescheduleCapReached, ReasonNotRetried, ReasonRecreateFailed, ReasonNotRecreatable, ReasonNodeLost, ReasonNodeDrained, ReasonRetryableExit:
 		return corev1.EventTypeWarning
 	}
 	return corev1.EventTypeNormal

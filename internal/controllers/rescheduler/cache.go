@@ -99,7 +99,10 @@ func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 	out.Spec.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
 	out.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
 	for i := range pod.Spec.Containers {
-		out.Spec.Containers[i].Name = pod.Spec.Containers[i].Name
+		c := &pod.Spec.Containers[i]
+		// Its restart policy and rules: whether the kubelet restarts a
+		// process fault in place (contract.RestartsInPlace).
+		out.Spec.Containers[i].Name, out.Spec.Containers[i].RestartPolicy, out.Spec.Containers[i].RestartPolicyRules = c.Name, c.RestartPolicy, c.RestartPolicyRules
 	}
 	out.Status = transformPodStatus(&pod.Status)
 	return out, nil

@@ -33,14 +33,16 @@ func exitCodeClass(code int32) (class exitClass, why string, ok bool) {
 		return exitPermanent, "command not found", true
 	case 128:
 		return exitPermanent, "invalid argument to exit", true
-	case 139:
-		return exitPermanent, "SIGSEGV (invalid memory reference)", true
 	case 130:
 		return exitRetryable, "SIGINT", true
 	case 137:
 		return exitRetryable, "SIGKILL", true
 	case 138:
-		return exitRetryable, "SIGUSR1 (user-retryable)", true
+		return exitRetryable, "SIGUSR1 (user-retryable; the SDK's exit when a peer died)", true
+	case 139:
+		// kubeflow retries every code >= 128; a crashed process restarts
+		// in place, bounded by the job's cap.
+		return exitRetryable, "SIGSEGV (the process crashed)", true
 	case 143:
 		return exitRetryable, "SIGTERM", true
 	}
@@ -73,6 +75,10 @@ type termination struct {
 	class    exitClass
 	exitCode *int32
 	why      string
+	// container is the container whose exit this is and restarts its
+	// restart count, when the end is a container's exit.
+	container string
+	restarts  int32
 }
 
 // classifyTermination looks at a pod that has stopped (phase Failed) or whose
@@ -82,8 +88,8 @@ func classifyTermination(pod *corev1.Pod, trainingNames []string, defaultRetryab
 	if class, ok := podReasonClass(pod.Status.Reason); ok {
 		return termination{class: class, why: fmt.Sprintf("pod reason %s: %s", pod.Status.Reason, pod.Status.Message)}
 	}
-	term := trainingTermination(pod, trainingNames)
-	if term == nil {
+	status := trainingTermination(pod, trainingNames)
+	if status == nil {
 		if pod.Status.Phase != corev1.PodFailed {
 			return termination{class: exitNone}
 		}
@@ -93,17 +99,22 @@ func classifyTermination(pod *corev1.Pod, trainingNames []string, defaultRetryab
 		// Failed without any container status: nothing tells us why.
 		return undefined(nil, "pod failed without a container exit code", defaultRetryable)
 	}
+	term := terminatedState(status)
 	code := term.ExitCode
-	switch {
-	case term.Reason == "OOMKilled":
-		return termination{class: exitRetryable, exitCode: &code, why: "container OOMKilled"}
-	case code == 0:
-		return termination{class: exitSuccess, exitCode: &code, why: "exit code 0"}
-	}
-	if class, why, ok := exitCodeClass(code); ok {
-		return termination{class: class, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
-	}
-	return undefined(&code, fmt.Sprintf("exit code %d", code), defaultRetryable)
+	t := func() termination {
+		switch {
+		case term.Reason == "OOMKilled":
+			return termination{class: exitRetryable, exitCode: &code, why: "container OOMKilled"}
+		case code == 0:
+			return termination{class: exitSuccess, exitCode: &code, why: "exit code 0"}
+		}
+		if class, why, ok := exitCodeClass(code); ok {
+			return termination{class: class, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
+		}
+		return undefined(&code, fmt.Sprintf("exit code %d", code), defaultRetryable)
+	}()
+	t.container, t.restarts = status.Name, status.RestartCount
+	return t
 }
 
 func undefined(code *int32, what string, retryable bool) termination {
@@ -124,34 +135,30 @@ func podReasonClass(reason string) (exitClass, bool) {
 	return exitNone, false
 }
 
-// trainingTermination returns the training container's termination: its
-// current state when terminated, or its last state when the kubelet is
-// backing off restarting it. A sidecar's failure counts only when the
-// training container has not itself terminated.
-func trainingTermination(pod *corev1.Pod, trainingNames []string) *corev1.ContainerStateTerminated {
+// trainingTermination returns the status of the training container when it
+// terminated: its current state, or its last state when the kubelet is
+// backing off restarting it (terminatedState). A sidecar's failure counts
+// only when the training container has not itself terminated.
+func trainingTermination(pod *corev1.Pod, trainingNames []string) *corev1.ContainerStatus {
 	statuses := pod.Status.ContainerStatuses
 	for _, name := range trainingNames {
 		for i := range statuses {
-			if statuses[i].Name == name {
-				if t := terminatedState(&statuses[i]); t != nil {
-					return t
-				}
+			if statuses[i].Name == name && terminatedState(&statuses[i]) != nil {
+				return &statuses[i]
 			}
 		}
 	}
 	if len(pod.Spec.Containers) > 0 {
 		first := pod.Spec.Containers[0].Name
 		for i := range statuses {
-			if statuses[i].Name == first {
-				if t := terminatedState(&statuses[i]); t != nil {
-					return t
-				}
+			if statuses[i].Name == first && terminatedState(&statuses[i]) != nil {
+				return &statuses[i]
 			}
 		}
 	}
 	for i := range statuses {
 		if t := terminatedState(&statuses[i]); t != nil && t.ExitCode != 0 {
-			return t
+			return &statuses[i]
 		}
 	}
 	return nil

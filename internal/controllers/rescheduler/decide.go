@@ -37,12 +37,6 @@ const (
 	FaultSchedulingOff   = "off"
 )
 
-// Recover strategies the rescheduler acts on.
-const (
-	strategyRecover        = "recover"
-	strategyRecoverInPlace = "recover-in-place"
-)
-
 // Input is everything Decide looks at. The controller fills it from its
 // cache; tests fill it by hand.
 type Input struct {
@@ -97,6 +91,23 @@ type Decision struct {
 	NewRound bool
 	// RequeueAfter is set with ActionWait.
 	RequeueAfter time.Duration
+	// Once is what the pod's decision annotation holds once a no-action
+	// decision was reported (Reason when empty): an in-place restart is
+	// reported once per restart, other decisions once per pod.
+	Once string
+
+	// container and restarts are the training container whose exit was
+	// read and its restart count (detect).
+	container string
+	restarts  int32
+}
+
+// once is the decision annotation's value for d (Once, else Reason).
+func (d Decision) once() string {
+	if d.Once != "" {
+		return d.Once
+	}
+	return d.Reason
 }
 
 // Decide is the rescheduler's decision table. It is pure: the same input
@@ -118,8 +129,15 @@ func Decide(in Input, opts Options) Decision {
 	if mode == FaultSchedulingOff {
 		return d.no(ReasonFaultSchedulingOff, "fault-scheduling=off: hands off")
 	}
-	if inPlace(recoverStrategy(pod, in.DefaultRecoverStrategy), d.Cause) {
-		return d.no(ReasonRestartInPlace, "recover-in-place: not migrated; the kubelet restarts the container (needs restartPolicy OnFailure or Always)")
+	strategy := contract.RecoverStrategyOf(pod.Annotations, orDefault(in.DefaultRecoverStrategy, config.DefaultRecoverStrategy))
+	if contract.NoRetry(strategy) {
+		return d.no(ReasonNotRetried, "recover-strategy=exit: not retried")
+	}
+	if restartsInPlace(in, d, opts) && contract.HasStrategy(strategy, contract.StrategyRecoverInPlace) {
+		return restartInPlace(d, in)
+	}
+	if inPlaceOnly(strategy) {
+		return d.no(ReasonRestartInPlace, "recover-in-place: not migrated; the kubelet restarts the container (needs restartPolicy OnFailure or Always, or a container restart rule for the exit code)")
 	}
 	d.Migrate = true
 	d, stop := gate(d, in, opts)
@@ -201,7 +219,8 @@ func detect(in Input, opts Options) Decision {
 		return Decision{Action: ActionNone, Cause: ReasonPermanentFailure, Reason: ReasonPermanentFailure, ExitCode: term.exitCode,
 			Message: term.why + ": permanent failure, not retried"}
 	case exitRetryable:
-		return Decision{Cause: ReasonRetryableExit, ExitCode: term.exitCode, Message: term.why + " is retryable"}
+		return Decision{Cause: ReasonRetryableExit, ExitCode: term.exitCode, Message: term.why + " is retryable",
+			container: term.container, restarts: term.restarts}
 	case exitSuccess:
 		return Decision{Action: ActionNone, ExitCode: term.exitCode}
 	}
@@ -317,27 +336,45 @@ func faultScheduling(pod *corev1.Pod, def string) (mode, note string) {
 	return v, ""
 }
 
-func recoverStrategy(pod *corev1.Pod, def string) string {
-	for _, key := range []string{contract.AnnotationMindClusterRecoverStrategy, contract.AnnotationRecoverStrategy} {
-		if v, ok := pod.Annotations[key]; ok {
-			if _, err := contract.ParseRecoverStrategy(v); err == nil {
-				return v
-			}
-		}
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
 	}
-	if def == "" {
-		return config.DefaultRecoverStrategy
-	}
-	return def
+	return v
 }
 
-// inPlace says whether the pod restarts where it is. A lost or drained node
-// cannot host the restart, so when the strategy lists both recover and
-// recover-in-place, node faults migrate and process faults restart in place.
-func inPlace(strategy, cause string) bool {
-	if !contract.HasStrategy(strategy, strategyRecoverInPlace) {
+// restartsInPlace says whether d is a container's retryable exit that the
+// kubelet restarts where it is: the pod has not failed, its node is not
+// lost, and the container's restart rules (the pod mutator's, for
+// contract.ProcessFaultExitCodes) or restartPolicy restart that code.
+func restartsInPlace(in Input, d Decision, opts Options) bool {
+	if d.Cause != ReasonRetryableExit || d.ExitCode == nil || d.container == "" || in.Pod.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	nodeFault := cause == ReasonNodeLost
-	return !(nodeFault && contract.HasStrategy(strategy, strategyRecover))
+	if classifyNode(in, opts).health == nodeLost {
+		return false
+	}
+	return contract.RestartsInPlace(&in.Pod.Spec, d.container, *d.ExitCode)
+}
+
+// restartInPlace: a process fault on a healthy node. The kubelet restarts
+// the container (its crash-loop back-off spaces repeats: at once, then 10 s
+// doubling to 5 min); trainguard neither evicts nor records the node, and
+// counts the pod's restarts against the job's cap.
+func restartInPlace(d Decision, in Input) Decision {
+	n := int(d.restarts)
+	if n >= in.MaxReschedules {
+		return d.no(ReasonRescheduleCapReached, fmt.Sprintf("in-place restarts reached the job's cap (%d/%d): trainguard does nothing more (the kubelet's crash-loop back-off spaces any further restart)", n, in.MaxReschedules))
+	}
+	d = d.no(ReasonRestartInPlace, fmt.Sprintf("process fault on a healthy node: the kubelet restarts the container in place (restart %d/%d); not migrated, no bad node recorded", n+1, in.MaxReschedules))
+	d.Once = fmt.Sprintf("%s/%d", ReasonRestartInPlace, n+1)
+	return d
+}
+
+// inPlaceOnly says whether a fault the kubelet does not restart by itself
+// (a node fault, or a pod its restartPolicy does not restart) is left
+// where it is: the strategy lists recover-in-place without recover. With
+// both, such faults migrate.
+func inPlaceOnly(strategy string) bool {
+	return contract.HasStrategy(strategy, contract.StrategyRecoverInPlace) && !contract.HasStrategy(strategy, contract.StrategyRecover)
 }

@@ -32,6 +32,7 @@ func TestDecide(t *testing.T) {
 		return want{action: ActionEvict, cause: cause, reason: ReasonGracefulDelete, migrate: true, newRound: true}
 	}
 	permanent := want{action: ActionNone, cause: ReasonPermanentFailure, reason: ReasonPermanentFailure}
+	inPlace := want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace}
 	nothing := want{action: ActionNone}
 
 	cases := []struct {
@@ -51,7 +52,7 @@ func TestDecide(t *testing.T) {
 		{name: "exit 126 permanent", pod: newPod(exited(126, "Error")), node: readyNode(), want: permanent},
 		{name: "exit 127 permanent", pod: newPod(exited(127, "Error")), node: readyNode(), want: permanent},
 		{name: "exit 128 permanent", pod: newPod(exited(128, "ContainerCannotRun")), node: readyNode(), want: permanent},
-		{name: "exit 139 permanent", pod: newPod(exited(139, "Error")), node: readyNode(), want: permanent},
+		{name: "exit 139 retryable", pod: newPod(exited(139, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
 		{name: "exit 130 retryable", pod: newPod(exited(130, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
 		{name: "exit 137 retryable", pod: newPod(exited(137, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
 		{name: "exit 143 retryable", pod: newPod(exited(143, "Error")), node: readyNode(), want: graceful(ReasonRetryableExit)},
@@ -71,11 +72,8 @@ func TestDecide(t *testing.T) {
 		{name: "failed without status, default permanent", pod: newPod(podReason("")), node: readyNode(), want: permanent},
 		{name: "failed without status, default retryable", pod: newPod(podReason("")), node: readyNode(), defaultRetryable: true, want: graceful(ReasonRetryableExit)},
 		{name: "failed after disruption", pod: newPod(podReason(""), disruption), node: readyNode(), want: graceful(ReasonRetryableExit)},
-		{name: "crash loop on retryable code", pod: newPod(func(p *corev1.Pod) {
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "pytorch",
-				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143}}}}
-		}), node: readyNode(), want: graceful(ReasonRetryableExit)},
+		{name: "crash loop on retryable code, recover: migrated", pod: newPod(annotation(rs, "recover"), crashLooping(143, 1)), node: readyNode(),
+			want: graceful(ReasonRetryableExit)},
 		{name: "sidecar failure counts when trainer did not end", pod: newPod(func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodFailed
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{
@@ -144,8 +142,40 @@ func TestDecide(t *testing.T) {
 		{name: "recover-in-place on lost node", pod: newPod(annotation(rs, "recover-in-place")), node: nil,
 			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRestartInPlace}},
 		{name: "both: lost node migrates", pod: newPod(annotation(rs, "recover,recover-in-place")), node: nil, want: graceful(ReasonNodeLost)},
-		{name: "both: retryable exit restarts in place", pod: newPod(annotation(rs, "recover-in-place,recover"), exited(143, "Error")), node: readyNode(),
-			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace}},
+		{name: "both: retryable exit of a failed pod migrates", pod: newPod(annotation(rs, "recover-in-place,recover"), exited(143, "Error")), node: readyNode(),
+			want: graceful(ReasonRetryableExit)},
+		{name: "both: crash loop restarts in place", pod: newPod(annotation(rs, "recover-in-place,recover"), crashLooping(143, 1)), node: readyNode(),
+			want: inPlace},
+		{name: "exit: not retried", pod: newPod(annotation(rs, "exit"), crashLooping(137, 0)), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonNotRetried}},
+		{name: "exit: not retried on a lost node", pod: newPod(annotation(rs, "exit")), node: nil,
+			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonNotRetried}},
+
+		// Process faults (issue 28): restarted in place on a healthy node,
+		// under every restart policy, never migrated, no bad node.
+		{name: "OnFailure: SIGKILL restarts in place", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 0)), node: readyNode(),
+			want: inPlace},
+		{name: "OnFailure: terminated before the restart", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), terminatedRunning(137, 2)), node: readyNode(),
+			want: inPlace},
+		{name: "ExitCode (Never) with the restart rules: SIGSEGV restarts in place", pod: newPod(restartPolicy(corev1.RestartPolicyNever), rules, terminatedRunning(139, 0)), node: readyNode(),
+			want: inPlace},
+		{name: "ExitCode (Never) with the restart rules: peer lost restarts in place", pod: newPod(restartPolicy(corev1.RestartPolicyNever), rules, terminatedRunning(138, 0)), node: readyNode(),
+			want: inPlace},
+		{name: "ExitCode (Never) with the restart rules: SIGTERM is not a process fault", pod: newPod(restartPolicy(corev1.RestartPolicyNever), rules, exited(143, "Error")), node: readyNode(),
+			want: graceful(ReasonRetryableExit)},
+		{name: "ExitCode (Never) without the rules: migrated", pod: newPod(restartPolicy(corev1.RestartPolicyNever), exited(137, "Error")), node: readyNode(),
+			want: graceful(ReasonRetryableExit)},
+		{name: "process fault on a lost node migrates", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 0)), node: nil,
+			want: graceful(ReasonRetryableExit)},
+		{name: "process fault on a NotReady node within grace restarts in place", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 0)), node: notReady(10 * time.Second),
+			want: inPlace},
+		{name: "user's exit 1 crash loop stays permanent", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(1, 3)), node: readyNode(), want: permanent},
+		{name: "in-place restarts below the cap", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 9)), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace, message: "restart 10/10"}},
+		{name: "in-place restarts at the cap", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 10)), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRescheduleCapReached, message: "10/10"}},
+		{name: "in-place restarts at a job's lower cap", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(139, 2)), node: readyNode(), max: 2,
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRescheduleCapReached}},
 		{name: "trainguard.io annotation when MindCluster's is absent", pod: newPod(annotation(contract.AnnotationRecoverStrategy, "recover-in-place")), node: nil,
 			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRestartInPlace}},
 
@@ -219,6 +249,18 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Each in-place restart is reported once (its own decision annotation
+// value); other decisions once per pod.
+func TestDecideInPlaceRestartIsReportedOncePerRestart(t *testing.T) {
+	decide := func(restarts int32) Decision {
+		return Decide(Input{Pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, restarts)), Node: readyNode(), Now: t0, MaxReschedules: 10}, DefaultOptions())
+	}
+	assert.Equal(t, "RestartInPlace/1", decide(0).once())
+	assert.Equal(t, "RestartInPlace/2", decide(1).once())
+	assert.Equal(t, ReasonRescheduleCapReached, decide(10).once())
+	assert.Equal(t, ReasonPermanentFailure, Decide(Input{Pod: newPod(exited(1, "Error")), Node: readyNode(), Now: t0, MaxReschedules: 10}, DefaultOptions()).once())
 }
 
 func TestDecideReportsExitCode(t *testing.T) {

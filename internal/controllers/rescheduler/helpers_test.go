@@ -71,6 +71,36 @@ func exited(code int32, reason string) podOpt {
 	}
 }
 
+// crashLooping: the training container exited with code and the kubelet
+// is backing off its restart number restarts+1; the pod still runs.
+func crashLooping(code, restarts int32) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "pytorch", RestartCount: restarts,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}
+	}
+}
+
+// terminatedRunning: the training container just exited with code, before
+// the kubelet restarted it; the pod still runs.
+func terminatedRunning(code, restarts int32) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "pytorch", RestartCount: restarts,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}
+	}
+}
+
+func restartPolicy(rp corev1.RestartPolicy) podOpt {
+	return func(p *corev1.Pod) { p.Spec.RestartPolicy = rp }
+}
+
+// rules gives the training container the pod mutator's in-place restart rules.
+func rules(p *corev1.Pod) {
+	never := corev1.ContainerRestartPolicyNever
+	p.Spec.Containers[0].RestartPolicy = &never
+	p.Spec.Containers[0].RestartPolicyRules = contract.InPlaceRestartRules()
+}
+
 func podReason(reason string) podOpt {
 	return func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodFailed

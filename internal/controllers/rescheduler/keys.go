@@ -19,6 +19,7 @@ const (
 	ReasonForceDelete          = "ForceDelete"
 	ReasonRestartInPlace       = "RestartInPlace"
 	ReasonFaultSchedulingOff   = "FaultSchedulingOff"
+	ReasonNotRetried           = "NotRetried" // recover-strategy=exit
 	ReasonRescheduleCapReached = "RescheduleCapReached"
 	ReasonBackoffPending       = "BackoffPending"
 	ReasonBarePodRecreated     = "BarePodRecreated"

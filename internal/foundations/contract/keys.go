@@ -69,6 +69,7 @@ const (
 	InjectionRecoverStrategy = "recover-strategy"
 	InjectionGPU             = "gpu"
 	InjectionAvoidNodes      = "avoid-nodes"
+	InjectionRestartRules    = "restart-rules"
 )
 
 // InjectionNames are all the injections' names, in the order they run and
@@ -76,7 +77,7 @@ const (
 // configuration can check its `mutators` switch without depending on the
 // injection code.
 func InjectionNames() []string {
-	return []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionAvoidNodes}
+	return []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionRestartRules, InjectionAvoidNodes}
 }
 
 // Names trainguard gives to what it adds to a pod. Fixed so the agent, the
