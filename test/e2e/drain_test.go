@@ -141,20 +141,57 @@ func (e *env) drainFigures(jobDir, job string, since time.Time, ranks int) (stri
 		return "", fmt.Errorf("newest ack before the resume (%s) predates the drain", ackPath)
 	}
 	acked := int(num(ack, "step"))
+	resumed := -1
 	for rank := 0; rank < ranks; rank++ {
 		got, err := dumpStep(e.root, fmt.Sprintf("%s/resumed.rank%d", dumps, rank))
 		if err != nil {
 			return "", fmt.Errorf("rank %d did not resume: %w", rank, err)
 		}
-		if got != acked {
+		if got < acked {
 			return "", fmt.Errorf("rank %d resumed at step %d, the acknowledged checkpoint is step %d: %d steps lost", rank, got, acked, acked-got)
 		}
+		if resumed >= 0 && got != resumed {
+			return "", fmt.Errorf("ranks resumed at different steps (%d and %d)", resumed, got)
+		}
+		resumed = got
 	}
-	if out, err := hostPython(e.root, "examples/trainer/compare_state.py", "--checkpoint", jobDir, "--name", fmt.Sprint(ack["checkpoint"]), dumps+"/resumed.rank0"); err != nil {
-		return "", fmt.Errorf("resumed state differs from the acknowledged checkpoint: %v %s", err, out)
+	// A rank that kept training after the ack (only the stopping pod stops)
+	// and then lost its stopped peer takes the dying gasp: a later completed
+	// step, committed before the resume. The job must resume from exactly
+	// one committed checkpoint: the acknowledged one, or that later one.
+	name, how := fmt.Sprint(ack["checkpoint"]), "the ack"
+	if resumed > acked {
+		var err error
+		if name, err = e.committedAtStep(jobDir, dumps+"/resumed.rank0", num(ack, "acked_at"), resumedAt); err != nil {
+			return "", fmt.Errorf("all ranks resumed at step %d, after the acknowledged step %d, but not from a checkpoint committed in between: %w", resumed, acked, err)
+		}
+		how = fmt.Sprintf("the survivors' dying gasp %s, %d step(s) after the ack", name, resumed-acked)
 	}
-	return fmt.Sprintf("acked step %d, resumed at %d on all %d ranks (0 steps lost, state identical to the ack; %d later ack(s) by the resumed job); checkpoint %.1f KiB; preStop→ack %.0f ms",
-		acked, acked, ranks, later, num(latest, "size")/1024, (num(ack, "acked_at")-num(req, "requested_at"))*1000), nil
+	if out, err := hostPython(e.root, "examples/trainer/compare_state.py", "--checkpoint", jobDir, "--name", name, dumps+"/resumed.rank0"); err != nil {
+		return "", fmt.Errorf("resumed state differs from %s: %v %s", name, err, out)
+	}
+	return fmt.Sprintf("acked step %d, resumed at %d on all %d ranks (0 steps lost, state identical to %s; %d later ack(s) by the resumed job); checkpoint %.1f KiB; preStop→ack %.0f ms",
+		acked, resumed, ranks, how, later, num(latest, "size")/1024, (num(ack, "acked_at")-num(req, "requested_at"))*1000), nil
+}
+
+// committedAtStep names the committed checkpoint (a trainguard-ckpt-N directory with its
+// commit.json) made between after (Unix seconds) and before whose state is
+// the resumed dump's.
+func (e *env) committedAtStep(jobDir, dump string, after float64, before time.Time) (string, error) {
+	commits, _ := filepath.Glob(filepath.Join(jobDir, "trainguard-ckpt-*", "commit.json"))
+	var tried []string
+	for _, c := range commits {
+		fi, err := os.Stat(c)
+		if err != nil || float64(fi.ModTime().UnixNano())/1e9 < after || fi.ModTime().After(before) {
+			continue
+		}
+		name := filepath.Base(filepath.Dir(c))
+		tried = append(tried, name)
+		if _, err := hostPython(e.root, "examples/trainer/compare_state.py", "--checkpoint", jobDir, "--name", name, dump); err == nil {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("no checkpoint committed between the ack and the resume holds the resumed state (candidates %v)", tried)
 }
 
 // sameFinalState compares every rank's final state of the drained job with
