@@ -99,22 +99,24 @@ func classifyTermination(pod *corev1.Pod, trainingNames []string, defaultRetryab
 		// Failed without any container status: nothing tells us why.
 		return undefined(nil, "pod failed without a container exit code", defaultRetryable)
 	}
-	term := terminatedState(status)
-	code := term.ExitCode
-	t := func() termination {
-		switch {
-		case term.Reason == "OOMKilled":
-			return termination{class: exitRetryable, exitCode: &code, why: "container OOMKilled"}
-		case code == 0:
-			return termination{class: exitSuccess, exitCode: &code, why: "exit code 0"}
-		}
-		if class, why, ok := exitCodeClass(code); ok {
-			return termination{class: class, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
-		}
-		return undefined(&code, fmt.Sprintf("exit code %d", code), defaultRetryable)
-	}()
+	t := classifyExit(terminatedState(status), defaultRetryable)
 	t.container, t.restarts = status.Name, status.RestartCount
 	return t
+}
+
+// classifyExit classifies one terminated container state.
+func classifyExit(term *corev1.ContainerStateTerminated, defaultRetryable bool) termination {
+	code := term.ExitCode
+	switch {
+	case term.Reason == "OOMKilled":
+		return termination{class: exitRetryable, exitCode: &code, why: "container OOMKilled"}
+	case code == 0:
+		return termination{class: exitSuccess, exitCode: &code, why: "exit code 0"}
+	}
+	if class, why, ok := exitCodeClass(code); ok {
+		return termination{class: class, exitCode: &code, why: fmt.Sprintf("exit code %d: %s", code, why)}
+	}
+	return undefined(&code, fmt.Sprintf("exit code %d", code), defaultRetryable)
 }
 
 func undefined(code *int32, what string, retryable bool) termination {
