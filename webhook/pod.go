@@ -91,6 +91,11 @@ func (i *Injector) ownedByJob(pod *corev1.Pod) bool {
 			continue
 		}
 		for _, a := range i.kinds().All() {
+			// A controller of an Uncontrolled kind (a batch Job) may itself
+			// be a CronJob's or a JobSet's, whose pods are injected here.
+			if u, ok := a.(jobs.Uncontrolled); ok && u.UncontrolledOnly() {
+				continue
+			}
 			if gvk := a.GVK(); gvk != corev1.SchemeGroupVersion.WithKind("Pod") && ref.Kind == gvk.Kind {
 				return true
 			}

@@ -100,6 +100,7 @@ func Builtin() Kinds {
 		TrainJob(),
 		TrainingRuntime(),
 		ClusterTrainingRuntime(),
+		BatchJob(),
 	}}
 }
 

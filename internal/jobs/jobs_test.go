@@ -31,7 +31,7 @@ func TestKindsDispatchByGVK(t *testing.T) {
 		assert.False(t, ok, gvk.String())
 	}
 	assert.Len(t, k.With(Pod()).All(), len(k.All())+1)
-	assert.Len(t, k.All(), 6, "With returns a new set and leaves the original alone")
+	assert.Len(t, k.All(), 7, "With returns a new set and leaves the original alone")
 }
 
 func TestTemplatesAreSortedAndSkipNil(t *testing.T) {

@@ -42,6 +42,11 @@ type Kind[T any] struct {
 	OwnerChain []schema.GroupVersionKind
 	// Cluster: the kind is cluster-scoped.
 	Cluster bool
+	// Uncontrolled: only objects without a controller owner are this kind
+	// (batch/v1 Job: a CronJob's or a JobSet's Jobs stay theirs). A pod's
+	// controller of this kind therefore says nothing about who injects the
+	// pod, and an owner chain ends at it only when nothing controls it.
+	Uncontrolled bool
 }
 
 // GVK implements Adapter.
@@ -94,6 +99,9 @@ func (k Kind[T]) JobOfPod(pod *corev1.Pod) (PodOwner, bool) {
 
 // PodOwnerChain implements OwnerChained.
 func (k Kind[T]) PodOwnerChain() []schema.GroupVersionKind { return k.OwnerChain }
+
+// UncontrolledOnly implements Uncontrolled.
+func (k Kind[T]) UncontrolledOnly() bool { return k.Uncontrolled }
 
 // JobLabels implements PodJobFinder.
 func (k Kind[T]) JobLabels() []string { return k.FindLabels }
@@ -166,6 +174,12 @@ type PodJobFinder interface {
 // or through intermediate controllers (see Kind.OwnerChain).
 type OwnerChained interface {
 	PodOwnerChain() []schema.GroupVersionKind
+}
+
+// Uncontrolled is implemented by adapters whose kind is only its objects
+// without a controller owner (see Kind.Uncontrolled).
+type Uncontrolled interface {
+	UncontrolledOnly() bool
 }
 
 // validateMetadata is contract.ValidateMetadata: one set of metadata rules

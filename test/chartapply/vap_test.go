@@ -168,7 +168,7 @@ func TestAdmissionPolicyFencesTheServiceAccount(t *testing.T) {
 			err := do()
 			assert.True(t, refusedByPolicy(err, policy), "%s in namespace %s must be refused, got %v", op, pod.Namespace, err)
 			if err != nil {
-				assert.Contains(t, err.Error(), "trainguard's ServiceAccount may create, update, delete or evict pods, and annotate PyTorchJobs and TrainJobs, only in namespaces trainguard injects", "%s in %s", op, pod.Namespace)
+				assert.Contains(t, err.Error(), "trainguard's ServiceAccount may create, update, delete or evict pods, and annotate jobs (pytorchjobs, trainjobs, jobs), only in namespaces trainguard injects", "%s in %s", op, pod.Namespace)
 			}
 		}
 	}

@@ -187,3 +187,44 @@ the Go code adds it to the names for a JobSet pod of a TrainJob.
 {{- define "trainguard.trainerContainerName" -}}
 node
 {{- end }}
+
+{{/*
+The kinds trainguard handles besides pods, the one list the webhook entries
+(webhooks.yaml, _trainer.tpl), the RBAC (rbac.yaml) and the fence
+(admissionpolicy.yaml) are rendered from. It is internal/jobs.Builtin()'s,
+which test/chart's TestChartKindsAreBuiltin holds it to. Fields:
+  resource, group, version: the API; webhook: the entries' name prefix
+    (the paths are /mutate-<group, dots as dashes>-<version>-<kind lowercased>
+    and /validate-…, as webhook.MutatePath names them);
+  mutate: trainguard injects its pod templates at its admission;
+  trainer: Kubeflow Trainer's, rendered only with Trainer (_trainer.tpl);
+  patched: the rescheduler reads its policy annotations and marks it at the
+    reschedule cap (RBAC get and patch; the fence lets that account only
+    annotate it);
+  cluster: cluster-scoped;
+  uncontrolled: only objects without a controller owner are the kind (a
+    batch Job; a CronJob's or a JobSet's are never sent: their pods are
+    injected as pods).
+*/}}
+{{- define "trainguard.jobKinds" -}}
+- {resource: pytorchjobs, group: kubeflow.org, version: v1, kind: PyTorchJob, webhook: pytorchjobs, mutate: true, patched: true}
+- {resource: pytorchjobs, group: training.kubedl.io, version: v1alpha1, kind: PyTorchJob, webhook: kubedl-pytorchjobs, mutate: true, patched: true}
+- {resource: trainjobs, group: trainer.kubeflow.org, version: v1alpha1, kind: TrainJob, webhook: trainjobs, trainer: true, patched: true}
+- {resource: trainingruntimes, group: trainer.kubeflow.org, version: v1alpha1, kind: TrainingRuntime, webhook: trainingruntimes, trainer: true}
+- {resource: clustertrainingruntimes, group: trainer.kubeflow.org, version: v1alpha1, kind: ClusterTrainingRuntime, webhook: clustertrainingruntimes, trainer: true, cluster: true}
+- {resource: jobs, group: batch, version: v1, kind: Job, webhook: jobs, mutate: true, patched: true, uncontrolled: true}
+{{- end }}
+
+{{/* The endpoint path suffix of a job kind: <group, dots as dashes>-<version>-<kind>. */}}
+{{- define "trainguard.kindPath" -}}
+{{ replace "." "-" .group }}-{{ .version }}-{{ lower .kind }}
+{{- end }}
+
+{{/* The patched kinds' resources, as a CEL list: the fence's workloads. */}}
+{{- define "trainguard.patchedResources" -}}
+{{- $out := list -}}
+{{- range $k := include "trainguard.jobKinds" . | fromYamlArray -}}
+{{- if and $k.patched (not (has $k.resource $out)) -}}{{- $out = append $out $k.resource -}}{{- end -}}
+{{- end -}}
+{{ toJson $out | replace "\"" "'" }}
+{{- end }}

@@ -38,8 +38,10 @@ block anything outside opted-in namespaces.
 {{- define "trainguard.trainerValidatingWebhooks" -}}
 {{- if include "trainguard.trainerEnabled" . }}
 {{- $workloadFailurePolicy := include "trainguard.workloadFailurePolicy" . }}
-{{- range $kind := list (dict "name" "trainjobs" "path" "/validate-trainer-kubeflow-org-v1alpha1-trainjob")
-                       (dict "name" "trainingruntimes" "path" "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime") }}
+{{- range $kind := include "trainguard.jobKinds" . | fromYamlArray }}
+{{- if and $kind.trainer (not $kind.cluster) }}
+{{- $_ := set $kind "name" $kind.resource }}
+{{- $_ := set $kind "path" (printf "/validate-%s" (include "trainguard.kindPath" $kind)) }}
 - name: {{ $kind.name }}.validate.trainguard.io
   {{- include "trainguard.clientConfig" (list $ $kind.path) | nindent 2 }}
   rules:
@@ -67,6 +69,7 @@ block anything outside opted-in namespaces.
     - name: spec-or-checked-metadata-changed
       expression: {{ printf "object.spec != oldObject.spec || %s" (include "trainguard.cel.checkedMetadataChanged" $) | quote }}
   {{- include "trainguard.webhookCommon" $ | nindent 2 }}
+{{- end }}
 {{- end }}
 - name: clustertrainingruntimes.validate.trainguard.io
   {{- include "trainguard.clientConfig" (list . "/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime") | nindent 2 }}

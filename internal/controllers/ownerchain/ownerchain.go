@@ -10,7 +10,6 @@ package ownerchain
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,26 +20,37 @@ import (
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
+// chain is one kind's owner chain (jobs.Kind.OwnerChain); uncontrolled:
+// the job it ends at is the kind's only when nothing controls it
+// (jobs.Kind.Uncontrolled: a batch Job a CronJob made is not a job).
+type chain struct {
+	kinds        []schema.GroupVersionKind
+	uncontrolled bool
+}
+
 // chains are the owner chains of the kinds trainguard handles, each the
 // kinds' adapters declare (jobs.Kind.OwnerChain): fixed kinds and hops, so
-// a tenant's owner references cannot lead anywhere else.
-func chains() [][]schema.GroupVersionKind {
-	var out [][]schema.GroupVersionKind
+// a tenant's owner references cannot lead anywhere else. Several may start
+// at one kind (a batch Job: a TrainJob's first hop, or the job itself);
+// the longer, registered first, is tried first.
+func chains() []chain {
+	var out []chain
 	for _, a := range jobs.Builtin().All() {
 		if c, ok := a.(jobs.OwnerChained); ok && len(c.PodOwnerChain()) > 0 {
-			out = append(out, c.PodOwnerChain())
+			u, _ := a.(jobs.Uncontrolled)
+			out = append(out, chain{kinds: c.PodOwnerChain(), uncontrolled: u != nil && u.UncontrolledOnly()})
 		}
 	}
 	return out
 }
 
 // JobKinds are the jobs a pod's controller reference may name directly
-// (the PyTorchJob kinds trainguard injects).
+// (the PyTorchJob kinds trainguard injects, and batch Jobs).
 func JobKinds() []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
 	for _, c := range chains() {
-		if len(c) == 1 {
-			out = append(out, c[0])
+		if len(c.kinds) == 1 {
+			out = append(out, c.kinds[0])
 		}
 	}
 	return out
@@ -52,30 +62,52 @@ func JobKinds() []schema.GroupVersionKind {
 func TrainJobChain() []schema.GroupVersionKind { return jobs.TrainJob().OwnerChain }
 
 // Job returns the metadata of the job ref (a pod's controller reference)
-// leads to: a PyTorchJob, or through its Job and JobSet a TrainJob. It is
-// nil, with no error, when ref names another kind, or a hop is missing, has
-// another UID or another controller, or its API is not installed. An error
-// is one the caller should report: Forbidden (RBAC lacks a hop) or the API
-// server's failure; it names the hop.
+// leads to: a PyTorchJob, a plain batch Job, or through its Job and JobSet
+// a TrainJob. It is nil, with no error, when ref names another kind, or a
+// hop is missing, has another UID or another controller, or its API is not
+// installed, or the batch Job is another controller's (a CronJob's). An
+// error is one the caller should report: Forbidden (RBAC lacks a hop) or
+// the API server's failure; it names the hop.
 func Job(ctx context.Context, r client.Reader, namespace string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-	i := slices.IndexFunc(chains(), func(c []schema.GroupVersionKind) bool { return c[0] == gvk })
-	if i < 0 {
-		return nil, nil
-	}
-	chain := chains()[i]
-	obj, err := get(ctx, r, namespace, ref)
-	for _, next := range chain[1:] {
-		if obj == nil || err != nil {
+	var first *metav1.PartialObjectMetadata
+	fetched := false
+	for _, c := range chains() {
+		if c.kinds[0] != gvk {
+			continue
+		}
+		if !fetched {
+			var err error
+			if first, err = get(ctx, r, namespace, ref); err != nil || first == nil {
+				return nil, err
+			}
+			fetched = true
+		}
+		obj, err := follow(ctx, r, namespace, first, c.kinds[1:])
+		if err != nil {
 			return nil, err
 		}
+		if obj == nil || (c.uncontrolled && metav1.GetControllerOf(obj) != nil) {
+			continue
+		}
+		return obj, nil
+	}
+	return nil, nil
+}
+
+// follow walks obj's controller references through the hops.
+func follow(ctx context.Context, r client.Reader, namespace string, obj *metav1.PartialObjectMetadata, hops []schema.GroupVersionKind) (*metav1.PartialObjectMetadata, error) {
+	for _, next := range hops {
 		ctrl := metav1.GetControllerOf(obj)
 		if ctrl == nil || schema.FromAPIVersionAndKind(ctrl.APIVersion, ctrl.Kind) != next {
 			return nil, nil
 		}
-		obj, err = get(ctx, r, namespace, *ctrl)
+		var err error
+		if obj, err = get(ctx, r, namespace, *ctrl); obj == nil || err != nil {
+			return nil, err
+		}
 	}
-	return obj, err
+	return obj, nil
 }
 
 // get reads the metadata of the object ref names in namespace, or nil when

@@ -23,6 +23,7 @@ const (
 	EnvCheckpointKey   = "TRAINGUARD_CHECKPOINT_KEY"
 	EnvKubeflowJobName = "TRAINGUARD_KUBEFLOW_JOB_NAME"
 	EnvOperatorJobName = "TRAINGUARD_OPERATOR_JOB_NAME"
+	EnvBatchJobName    = "TRAINGUARD_BATCH_JOB_NAME"
 	// The container's terminationMessagePath, where the agent appends the
 	// checkpoint outcome.
 	EnvTerminationMessagePath = "TRAINGUARD_TERMINATION_MESSAGE_PATH"
@@ -53,6 +54,7 @@ func EnvVars() []EnvVar {
 		// Read by the kubelet only (subPathExpr of the checkpoint mount).
 		{Name: EnvKubeflowJobName, Injected: true},
 		{Name: EnvOperatorJobName, Injected: true},
+		{Name: EnvBatchJobName, Injected: true},
 		{Name: EnvTerminationMessagePath, Injected: true, Agent: true},
 		// The SDK's tunables (docs/checkpoint-protocol.md).
 		{Name: "TRAINGUARD_AFTER_CHECKPOINT", SDK: true},
