@@ -109,5 +109,5 @@ func TestHandlersServeTheDocumentedPaths(t *testing.T) {
 		PathValidateKubeflowJob, PathValidateKubeDLJob, PathValidatePod, PathValidateNamespace} {
 		assert.Contains(t, h, p)
 	}
-	assert.Len(t, h, 14, "8 plus a mutating and a validating endpoint for each Trainer v2 kind")
+	assert.Len(t, h, 16, "8 plus a mutating and a validating endpoint for each Trainer v2 kind and batch Jobs")
 }
