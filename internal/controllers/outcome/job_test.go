@@ -78,9 +78,11 @@ func TestTrainJobChain(t *testing.T) {
 	jsWrongUID.OwnerReferences[0].UID = "not-tj-uid"
 	jobWrongUID := metaOf(jobGVK, "team", "wrong-node-0", "jobwrong-uid", jsWrongUID)
 	plain := metaOf(jobGVK, "team", "plain", "plain-uid", nil)
+	cron := metaOf(schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, "team", "nightly", "cron-uid", nil)
+	ofCron := metaOf(jobGVK, "team", "nightly-1", "ofcron-uid", cron)
 
 	var objs []client.Object
-	for _, o := range []*metav1.PartialObjectMetadata{tj, js, job, otherTJ, jsFar, jobFar, pj, jsPJ, jobPJ, jsLoose, jobLoose, jsWrongUID, jobWrongUID, plain} {
+	for _, o := range []*metav1.PartialObjectMetadata{tj, js, job, otherTJ, jsFar, jobFar, pj, jsPJ, jobPJ, jsLoose, jobLoose, jsWrongUID, jobWrongUID, plain, cron, ofCron} {
 		// The fake client stores kinds its scheme lacks only as unstructured.
 		objs = append(objs, unstructuredOf(o))
 	}
@@ -99,10 +101,11 @@ func TestTrainJobChain(t *testing.T) {
 		"pod names the Job with another UID":    {forged, ""},
 		"Job that does not exist":               {metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "ghost", UID: "job-uid"}, ""},
 		"TrainJob in another namespace":         {ref(jobFar), ""},
-		"JobSet controlled by a PyTorchJob":     {ref(jobPJ), ""},
+		"JobSet controlled by a PyTorchJob":     {ref(jobPJ), ""}, // and its Job is the JobSet's
 		"JobSet owned, but not controlled":      {ref(jobLoose), ""},
 		"JobSet names the TrainJob's UID wrong": {ref(jobWrongUID), ""},
-		"Job without a JobSet":                  {ref(plain), ""},
+		"a user's own Job is the job":           {ref(plain), plain.UID},
+		"a CronJob's Job is nobody's":           {ref(ofCron), ""},
 		"pod names a JobSet directly":           {ref(js), ""},
 		"pod names the TrainJob directly":       {ref(tj), ""},
 	} {
