@@ -45,7 +45,9 @@ func docRules() []docRule {
 	bjob := func(f func(*batchv1.Job)) Object {
 		return object(builders.MakeBatchJob("ml", "ranks").WithAnnotation(contract.AnnotationCheckpointClaim, "ckpt").With(f))
 	}
-	torchrun := func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Command = []string{"torchrun", "--nnodes=4", "train.py"} }
+	torchrun := func(j *batchv1.Job) {
+		j.Spec.Template.Spec.Containers[0].Command = []string{"torchrun", "--nnodes=4", "train.py"}
+	}
 	ep := func(f func(*kubeflowv1.ElasticPolicy)) Object { return object(job().WithElastic(1, 1).WithPolicy(f)) }
 	// The KubeDL examples have a checkpoint claim, so the no-checkpoint warning stays out of their rows.
 	dlJob := func() *builders.KubeDLJobWrapper {
@@ -119,13 +121,19 @@ func docRules() []docRule {
 		{bj, "the first podFailurePolicy rule on the DisruptionTarget condition is Ignore", "spec.podFailurePolicy.rules[0].action", true,
 			bjob(func(j *batchv1.Job) { j.Spec.PodFailurePolicy.Rules[0].Action = batchv1.PodFailurePolicyActionFailJob })},
 		{bj, "torchrun over more than one completion needs completionMode: Indexed", "spec.completionMode", true,
-			bjob(func(j *batchv1.Job) { torchrun(j); j.Spec.Completions = builders.Ptr[int32](4); j.Spec.CompletionMode = nil })},
+			bjob(func(j *batchv1.Job) {
+				torchrun(j)
+				j.Spec.Completions = builders.Ptr[int32](4)
+				j.Spec.CompletionMode = nil
+			})},
 		{bj, "backoffLimit ≥ 1 (a rescheduled pod's failure must not fail the Job)", "spec.backoffLimit", true,
 			bjob(func(j *batchv1.Job) { j.Spec.BackoffLimit = builders.Ptr[int32](0) })},
 		{bj, "backoffLimitPerIndex ≥ 1", "spec.backoffLimitPerIndex", true,
 			bjob(func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = builders.Ptr[int32](0) })},
 		{bj, "the trainguard annotations of the Job and its template follow the annotation rules", "spec.template.metadata.annotations[trainguard.io/gpu-limit]", false,
-			bjob(func(j *batchv1.Job) { j.Spec.Template.Annotations = map[string]string{contract.AnnotationGPULimit: "65"} })},
+			bjob(func(j *batchv1.Job) {
+				j.Spec.Template.Annotations = map[string]string{contract.AnnotationGPULimit: "65"}
+			})},
 
 		{an, "recover-strategy: no empty entry", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "recover,")},
 		{an, "recover-strategy: subset of retry, recover, recover-in-place, elastic-training, dump, exit", "metadata.annotations[trainguard.io/recover-strategy]", false, ann(contract.AnnotationRecoverStrategy, "migrate")},

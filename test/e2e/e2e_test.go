@@ -40,6 +40,7 @@ func TestE2E(t *testing.T) {
 		return // nothing below can work without admission
 	}
 	scenario("drain", e.drain)
+	scenario("indexed-job-drain", e.indexedJobDrain)
 	scenario("trainjob-drain", e.trainJobDrain)
 	scenario("kueue-preemption", e.kueuePreemption)
 	scenario("scheduler-preemption", e.schedulerPreemption)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -121,21 +120,7 @@ func (e *env) startTrainJob(ctx context.Context, t *testing.T, ns, name string, 
 
 // trainJobPod returns the newest live pod of the TrainJob's trainer (nil if none).
 func (e *env) trainJobPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
-	pods, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=" + name})
-	if err != nil {
-		return nil, err
-	}
-	live := []corev1.Pod{}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
-			live = append(live, p)
-		}
-	}
-	if len(live) == 0 {
-		return nil, nil
-	}
-	sort.Slice(live, func(i, j int) bool { return live[i].CreationTimestamp.After(live[j].CreationTimestamp.Time) })
-	return &live[0], nil
+	return e.newestLivePod(ctx, ns, "jobset.sigs.k8s.io/jobset-name="+name)
 }
 
 // trainJobDrain: `kubectl drain` the node of a TrainJob's trainer pod. The

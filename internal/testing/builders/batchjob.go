@@ -62,4 +62,6 @@ func (w *BatchJobWrapper) Obj() *batchv1.Job { return &w.Job }
 func (w *BatchJobWrapper) JSON() []byte { return MustJSON(&w.Job) }
 
 // GVK is batch/v1 Job.
-func (w *BatchJobWrapper) GVK() schema.GroupVersionKind { return batchv1.SchemeGroupVersion.WithKind("Job") }
+func (w *BatchJobWrapper) GVK() schema.GroupVersionKind {
+	return batchv1.SchemeGroupVersion.WithKind("Job")
+}
