@@ -187,6 +187,9 @@ var wantPaths = map[string]string{
 	"kubedl-pytorchjobs-updates.validate.trainguard.io": "/validate-training-kubedl-io-v1alpha1-pytorchjob",
 	"pod-updates.validate.trainguard.io":                "/validate-v1-pod",
 	"namespaces.validate.trainguard.io":                 "/validate-v1-namespace",
+	"jobs.mutate.trainguard.io":                         "/mutate-batch-v1-job",
+	"jobs.validate.trainguard.io":                       "/validate-batch-v1-job",
+	"jobs-updates.validate.trainguard.io":               "/validate-batch-v1-job",
 }
 
 // webhookEntry is the part of a Mutating or Validating webhook every check needs.
