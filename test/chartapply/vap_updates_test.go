@@ -102,6 +102,7 @@ func TestAdmissionPolicyFencesPodAndJobUpdates(t *testing.T) {
 	}
 
 	fenceTrainJobs(t, sa, pod.Namespace, policy)
+	fenceBatchJobs(t, sa, pod.Namespace, policy)
 
 	// Runtimes and JobSets: RBAC (the first fence) grants no write at all.
 	for _, gvr := range []schema.GroupVersionKind{
@@ -143,6 +144,34 @@ func fenceTrainJobs(t *testing.T, sa client.Client, injected, policy string) {
 		}
 		err = sa.Delete(context.Background(), tj.DeepCopy(), client.DryRunAll)
 		assert.True(t, apierrors.IsForbidden(err), "deleting a TrainJob is not trainguard's, got %v", err)
+	}
+}
+
+// fenceBatchJobs: a user's batch Job is a job like a PyTorchJob (RBAC get
+// and patch, the cap mark), fenced alike: only the mark, only in namespaces
+// trainguard injects; suspending it, resizing it, relabelling it or
+// deleting it is refused.
+func fenceBatchJobs(t *testing.T, sa client.Client, injected, policy string) {
+	t.Helper()
+	for _, where := range []string{injected, "kube-system"} {
+		j := job(t, builders.MakeBatchJob(where, "fenceupd-batch").JSON())
+		err := dryPatch(sa, j, types.MergePatchType, exhaustedPatch)
+		if where == injected {
+			assert.NoError(t, err, "the rescheduler marks a Job whose cap is reached")
+		} else {
+			assert.True(t, refusedByPolicy(err, policy), "the mark outside injected namespaces, got %v", err)
+		}
+		for what, patch := range map[string]string{
+			"suspending it":      `{"spec":{"suspend":true}}`,
+			"resizing it":        `{"spec":{"parallelism":50}}`,
+			"a label":            `{"metadata":{"labels":{"app":"hijacked"}}}`,
+			"another annotation": `{"metadata":{"annotations":{"trainguard.io/inject":"disabled"}}}`,
+		} {
+			err := dryPatch(sa, j, types.MergePatchType, patch)
+			assert.True(t, refusedByPolicy(err, policy), "%s of a Job in %s must be refused, got %v", what, where, err)
+		}
+		err = sa.Delete(context.Background(), j.DeepCopy(), client.DryRunAll)
+		assert.True(t, apierrors.IsForbidden(err), "deleting a Job is not trainguard's, got %v", err)
 	}
 }
 
