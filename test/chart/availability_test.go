@@ -147,11 +147,7 @@ func TestChartSwitchesForNetworkPolicyMetricsAndSpread(t *testing.T) {
 // Trainer on, so its TrainJob and TrainingRuntime entries are judged too
 // (issue 24 item 3: their UPDATEs failed closed).
 func TestChartUpdatesFailOpen(t *testing.T) {
-	helm, dir := helmAndChart(t)
-	objs, err := Render(helm, dir, "trainguard", "trainguard-system", "trainer.enabled=true")
-	require.NoError(t, err)
-	m, v, err := WebhookConfigurations(objs)
-	require.NoError(t, err)
+	_, m, v := renderWithTrainer(t)
 	conditions := map[string][]admissionregistrationv1.MatchCondition{}
 	for _, w := range m.Webhooks {
 		conditions[w.Name] = w.MatchConditions
@@ -185,7 +181,8 @@ func TestChartUpdatesFailOpen(t *testing.T) {
 
 	// Switched on, they do, and the training container names come from the
 	// values, like the Go code's.
-	objs, err = Render(helm, dir, "trainguard", "trainguard-system", "webhook.podMatchConditions=true", "config.trainingContainer.names={trainer}")
+	helm, dir := helmAndChart(t)
+	objs, err := Render(helm, dir, "trainguard", "trainguard-system", "webhook.podMatchConditions=true", "config.trainingContainer.names={trainer}")
 	require.NoError(t, err)
 	m, v, err = WebhookConfigurations(objs)
 	require.NoError(t, err)
@@ -212,4 +209,16 @@ func validatingEntry(t *testing.T, v *admissionregistrationv1.ValidatingWebhookC
 	}
 	require.Failf(t, "no such webhook entry", "%s", name)
 	return nil
+}
+
+// renderWithTrainer renders the chart's defaults with Trainer's kinds on
+// and returns its objects and webhook configurations.
+func renderWithTrainer(t *testing.T) ([]*unstructured.Unstructured, *admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	helm, dir := helmAndChart(t)
+	objs, err := Render(helm, dir, "trainguard", "trainguard-system", "trainer.enabled=true")
+	require.NoError(t, err)
+	m, v, err := WebhookConfigurations(objs)
+	require.NoError(t, err)
+	return objs, m, v
 }

@@ -24,11 +24,7 @@ import (
 // get and patch and the fence over its writes; the chart names no kind the
 // binary does not serve.
 func TestChartKindsAreBuiltin(t *testing.T) {
-	helm, dir := helmAndChart(t)
-	objs, err := Render(helm, dir, "trainguard", "trainguard-system", "trainer.enabled=true")
-	require.NoError(t, err)
-	mwc, vwc, err := WebhookConfigurations(objs)
-	require.NoError(t, err)
+	objs, mwc, vwc := renderWithTrainer(t)
 
 	// What the chart renders, by endpoint path: the resources its rules name.
 	mutating, validating := map[string][]string{}, map[string][]string{}

@@ -123,55 +123,52 @@ func TestAdmissionPolicyFencesPodAndJobUpdates(t *testing.T) {
 // in namespaces trainguard injects.
 func fenceTrainJobs(t *testing.T, sa client.Client, injected, policy string) {
 	t.Helper()
-	for _, where := range []string{injected, "kube-system"} {
-		tj := job(t, []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob",`+
-			`"metadata":{"namespace":"`+where+`","name":"fenceupd-trainjob"},"spec":{"runtimeRef":{"name":"torch-distributed"}}}`))
-		err := dryPatch(sa, tj, types.MergePatchType, exhaustedPatch)
-		if where == injected {
-			assert.NoError(t, err, "the rescheduler marks a TrainJob whose cap is reached")
-		} else {
-			assert.True(t, refusedByPolicy(err, policy), "the mark outside injected namespaces, got %v", err)
-		}
-		for what, patch := range map[string]string{
-			"suspending it":       `{"spec":{"suspend":true}}`,
-			"swapping the image":  `{"spec":{"trainer":{"image":"evil.example.com/miner:1"}}}`,
-			"a label":             `{"metadata":{"labels":{"app":"hijacked"}}}`,
-			"another annotation":  `{"metadata":{"annotations":{"trainguard.io/inject":"disabled"}}}`,
-			"the mark and a spec": `{"metadata":{"annotations":{"trainguard.io/reschedules-exhausted":"1"}},"spec":{"suspend":true}}`,
-		} {
-			err := dryPatch(sa, tj, types.MergePatchType, patch)
-			assert.True(t, refusedByPolicy(err, policy), "%s of a TrainJob in %s must be refused, got %v", what, where, err)
-		}
-		err = sa.Delete(context.Background(), tj.DeepCopy(), client.DryRunAll)
-		assert.True(t, apierrors.IsForbidden(err), "deleting a TrainJob is not trainguard's, got %v", err)
-	}
+	fenceMarkOnly(t, sa, injected, policy, func(where string) []byte {
+		return []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob",` +
+			`"metadata":{"namespace":"` + where + `","name":"fenceupd-trainjob"},"spec":{"runtimeRef":{"name":"torch-distributed"}}}`)
+	}, map[string]string{
+		"suspending it":       `{"spec":{"suspend":true}}`,
+		"swapping the image":  `{"spec":{"trainer":{"image":"evil.example.com/miner:1"}}}`,
+		"a label":             `{"metadata":{"labels":{"app":"hijacked"}}}`,
+		"another annotation":  `{"metadata":{"annotations":{"trainguard.io/inject":"disabled"}}}`,
+		"the mark and a spec": `{"metadata":{"annotations":{"trainguard.io/reschedules-exhausted":"1"}},"spec":{"suspend":true}}`,
+	})
 }
 
 // fenceBatchJobs: a user's batch Job is a job like a PyTorchJob (RBAC get
-// and patch, the cap mark), fenced alike: only the mark, only in namespaces
-// trainguard injects; suspending it, resizing it, relabelling it or
-// deleting it is refused.
+// and patch, the cap mark), fenced alike: suspending it, resizing it,
+// relabelling it or deleting it is refused.
 func fenceBatchJobs(t *testing.T, sa client.Client, injected, policy string) {
 	t.Helper()
+	fenceMarkOnly(t, sa, injected, policy, func(where string) []byte {
+		return builders.MakeBatchJob(where, "fenceupd-batch").JSON()
+	}, map[string]string{
+		"suspending it":      `{"spec":{"suspend":true}}`,
+		"resizing it":        `{"spec":{"parallelism":50}}`,
+		"a label":            `{"metadata":{"labels":{"app":"hijacked"}}}`,
+		"another annotation": `{"metadata":{"annotations":{"trainguard.io/inject":"disabled"}}}`,
+	})
+}
+
+// fenceMarkOnly creates the job manifest(where) makes in the injected
+// namespace and in kube-system: trainguard's account may write the cap
+// mark on the first only, and none of attacks (nor a delete) anywhere.
+func fenceMarkOnly(t *testing.T, sa client.Client, injected, policy string, manifest func(where string) []byte, attacks map[string]string) {
+	t.Helper()
 	for _, where := range []string{injected, "kube-system"} {
-		j := job(t, builders.MakeBatchJob(where, "fenceupd-batch").JSON())
+		j := job(t, manifest(where))
 		err := dryPatch(sa, j, types.MergePatchType, exhaustedPatch)
 		if where == injected {
-			assert.NoError(t, err, "the rescheduler marks a Job whose cap is reached")
+			assert.NoError(t, err, "the rescheduler marks a %s whose cap is reached", j.GetKind())
 		} else {
 			assert.True(t, refusedByPolicy(err, policy), "the mark outside injected namespaces, got %v", err)
 		}
-		for what, patch := range map[string]string{
-			"suspending it":      `{"spec":{"suspend":true}}`,
-			"resizing it":        `{"spec":{"parallelism":50}}`,
-			"a label":            `{"metadata":{"labels":{"app":"hijacked"}}}`,
-			"another annotation": `{"metadata":{"annotations":{"trainguard.io/inject":"disabled"}}}`,
-		} {
+		for what, patch := range attacks {
 			err := dryPatch(sa, j, types.MergePatchType, patch)
-			assert.True(t, refusedByPolicy(err, policy), "%s of a Job in %s must be refused, got %v", what, where, err)
+			assert.True(t, refusedByPolicy(err, policy), "%s of a %s in %s must be refused, got %v", what, j.GetKind(), where, err)
 		}
 		err = sa.Delete(context.Background(), j.DeepCopy(), client.DryRunAll)
-		assert.True(t, apierrors.IsForbidden(err), "deleting a Job is not trainguard's, got %v", err)
+		assert.True(t, apierrors.IsForbidden(err), "deleting a %s is not trainguard's, got %v", j.GetKind(), err)
 	}
 }
 
