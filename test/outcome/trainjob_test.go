@@ -79,12 +79,6 @@ func TestForgedTrainJobChainGetsNoJobEvent(t *testing.T) {
 			job := batchJob(t, ns, "pj-node-0", ptr.To(controllerRef(js)))
 			return trainerPod(t, ns, "pj", jobRef(job)), []types.UID{pj.GetUID(), tj.GetUID(), js.GetUID(), job.UID}
 		},
-		// A plain Job: no JobSet, whatever the pod's labels claim.
-		"Job not owned by a JobSet": func(t *testing.T, ns string) (*corev1.Pod, []types.UID) {
-			tj := trainJob(t, ns, "plain")
-			job := batchJob(t, ns, "plain-node-0", nil)
-			return trainerPod(t, ns, "plain", jobRef(job)), []types.UID{tj.GetUID(), job.UID}
-		},
 	}
 	for name, build := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -99,6 +93,23 @@ func TestForgedTrainJobChainGetsNoJobEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A user's own batch Job (no controller) is a job of its own (issue 33):
+// its pod's outcome is its Event, whatever TrainJob the pod's labels claim.
+func TestPlainJobGetsTheEventNotTheTrainJobItsPodClaims(t *testing.T) {
+	ns := namespace(t, true)
+	tj := trainJob(t, ns, "plain")
+	job := batchJob(t, ns, "plain-node-0", nil)
+	pod := trainerPod(t, ns, "plain", jobRef(job))
+	terminateContainer(t, pod, "node", outcome.Outcome{Outcome: outcome.Timeout, Step: 1, Seconds: 60}.Line(), false)
+	ev := waitEvent(t, ns, pod.UID, outcome.ReasonTimeout)
+	require.NotNil(t, ev.Related, "the pod's Event names its Job")
+	assert.Equal(t, job.UID, ev.Related.UID)
+	jobEv := waitEvent(t, ns, job.UID, outcome.ReasonTimeout)
+	assert.Equal(t, "Job", jobEv.Regarding.Kind)
+	barrier(t, ns)
+	assert.Empty(t, eventsAnywhere(t, tj.GetUID()), "the TrainJob the labels claim gets nothing")
 }
 
 // ---- the objects Trainer and JobSet would create, owned as they own them.
