@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 )
 
 // everyConfigField sets each Configuration field to a value other than its
@@ -108,13 +109,13 @@ func TestEveryConfigurationFieldIsSettableThroughValues(t *testing.T) {
 	assert.Subset(t, got["excludedNamespaces"], []any{"kube-system", "trainguard-system", "batch-system"})
 	want["excludedNamespaces"] = got["excludedNamespaces"]
 	want["rescheduler.enabled"] = false
-	want["apiVersion"], want["kind"] = config.ConfigAPIVersion, config.ConfigKind
+	want["apiVersion"], want["kind"] = configv1alpha1.APIVersion, configv1alpha1.Kind
 	for key, v := range want {
 		assert.True(t, sameValue(v, got[key]), "%s: set %v through values, the binary runs with %v", key, v, got[key])
 	}
 	// Every field of the Configuration is in the test (a new field needs a
 	// value here and a way through the chart).
-	for _, f := range configFields("", reflect.TypeOf(config.Config{})) {
+	for _, f := range configFields("", reflect.TypeOf(configv1alpha1.Configuration{})) {
 		_, ok := want[f]
 		assert.True(t, ok, "Configuration field %s is not set through the chart's values in this test", f)
 	}
@@ -159,7 +160,7 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 			t.Run(fmt.Sprintf("%s=%v", p.path, v), func(t *testing.T) {
 				block := nested(p.path, v)
 				chartErr := renderConfig(t, helm, dir, block)
-				fileBlock := map[string]any{"apiVersion": config.ConfigAPIVersion, "kind": config.ConfigKind}
+				fileBlock := map[string]any{"apiVersion": configv1alpha1.APIVersion, "kind": configv1alpha1.Kind}
 				for k, x := range block {
 					fileBlock[k] = x
 				}
@@ -236,7 +237,7 @@ func configFields(prefix string, t reflect.Type) []string {
 			continue
 		}
 		key := strings.TrimPrefix(prefix+"."+name, ".")
-		if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeOf(config.Config{}).PkgPath() {
+		if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeOf(configv1alpha1.Configuration{}).PkgPath() {
 			out = append(out, configFields(key, ft)...)
 			continue
 		}

@@ -115,7 +115,8 @@ type Trainguard struct {
 
 // TrainguardOptions for StartTrainguard.
 type TrainguardOptions struct {
-	Config      *config.Config
+	Config *config.Config
+	// Rescheduler replaces Config's rescheduler block.
 	Rescheduler *rescheduler.Options
 	LeaderElect bool
 	// Port overrides the webhook port (a second manager needs its own).
@@ -155,9 +156,10 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	if cfg == nil {
 		cfg = config.DefaultConfig()
 	}
-	resched := rescheduler.DefaultOptions()
-	if o.Rescheduler != nil {
-		resched = *o.Rescheduler
+	if o.Rescheduler != nil { // on a copy: the caller's Configuration is not changed
+		c := *cfg
+		c.Rescheduler = *o.Rescheduler
+		cfg = &c
 	}
 	wio := cp.Env.WebhookInstallOptions
 	port := wio.LocalServingPort
@@ -171,7 +173,7 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	so := server.Options{
 		Config: cfg, CertDir: certDir, CertMode: o.CertMode, WebhookHost: wio.LocalServingHost, WebhookPort: port,
 		MetricsAddr: orZero(o.MetricsAddr), ProbeAddr: orZero(o.ProbeAddr), Namespace: Namespace, LeaderElect: o.LeaderElect,
-		NamespaceMirror: true, Rescheduler: resched, Log: cp.log, SeveralInProcess: true,
+		NamespaceMirror: true, Log: cp.log, SeveralInProcess: true,
 	}
 	if o.CertMode == server.CertModeSelfManaged {
 		// The names the chart passes as --cert-secret, --webhook-service

@@ -85,7 +85,7 @@ func BenchmarkAdmissionThroughAPIServer(b *testing.B) {
 	if os.Getenv("LOAD_RESCHEDULER") == "off" {
 		// Ablation: what the rescheduler's pod informer and reconciles cost.
 		r := rescheduler.DefaultOptions()
-		r.Enabled = false
+		r.Enabled = ptr(false)
 		opts.Rescheduler = &r
 	}
 	tg, err := cp.StartTrainguard(ctx, opts)
