@@ -88,8 +88,9 @@ Service.
 Every setting of the --config file is a flag too, named after its key in
 kebab-case (agent.image is --agent-image; the rescheduler's block drops its
 prefix: rescheduler.nodeLostGrace is --node-lost-grace, rescheduler.enabled
-is --rescheduler). Precedence: ` + config.Precedence + `. --print-config shows the
-result.`,
+is --rescheduler). Precedence, for every flag:
+` + config.Precedence + `.
+--print-config prints the result and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o, cmd.Flags())
