@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/chart"
@@ -115,7 +115,7 @@ type Trainguard struct {
 
 // TrainguardOptions for StartTrainguard.
 type TrainguardOptions struct {
-	Config *config.Config
+	Config *configv1alpha1.Configuration
 	// Rescheduler replaces Config's rescheduler block.
 	Rescheduler *rescheduler.Options
 	LeaderElect bool
@@ -154,7 +154,7 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	}
 	cfg := o.Config
 	if cfg == nil {
-		cfg = config.DefaultConfig()
+		cfg = configv1alpha1.Default()
 	}
 	if o.Rescheduler != nil { // on a copy: the caller's Configuration is not changed
 		c := *cfg

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
@@ -44,7 +44,7 @@ func TestMetricsNeedAuthenticationAndAuthorization(t *testing.T) {
 
 	asSA := rest.CopyConfig(env.cp.Config)
 	asSA.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + controlplane.Namespace + ":" + serviceAccount}
-	cfg := config.DefaultConfig()
+	cfg := configv1alpha1.Default()
 	*cfg.Rescheduler.Enabled = false
 	mgr, err := server.New(ctx, asSA, server.Options{
 		Config: cfg, CertDir: env.certDir, CertMode: server.CertModeFiles,
