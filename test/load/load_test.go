@@ -48,6 +48,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -630,7 +631,7 @@ func (p *patchingNoop) patch(path string, req admission.Request) ([]byte, error)
 	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	p.tg[path].ServeHTTP(rec, r)
-	out, err := webhook.DecodeReviewResponse(rec.Body.Bytes())
+	out, err := admissionio.DecodeReviewResponse(rec.Body.Bytes())
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package webhook
+package admissionio
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// typedDiff returns the JSON-patch operations that apply to the user's raw
+// TypedDiff returns the JSON-patch operations that apply to the user's raw
 // object the changes between before and after: the same typed object
 // before and after the mutators ran. It walks the two values with
 // reflection, so it allocates only for what changed, and it only ever
@@ -27,7 +27,7 @@ import (
 // then is raw itself consulted, so the unknown fields are kept. Object
 // members are always written with "add", which JSON Patch defines as
 // set-or-replace.
-func typedDiff(types *typeCache, raw []byte, before, after any) ([]jsonpatch.Operation, error) {
+func TypedDiff(types *TypeCache, raw []byte, before, after any) ([]jsonpatch.Operation, error) {
 	d := &differ{segs: make([]string, 0, 16), index: make([]bool, 0, 16), types: types, raw: raw}
 	d.value(reflect.ValueOf(before), reflect.ValueOf(after))
 	if d.err != nil {
@@ -37,7 +37,7 @@ func typedDiff(types *typeCache, raw []byte, before, after any) ([]jsonpatch.Ope
 }
 
 type differ struct {
-	types *typeCache
+	types *TypeCache
 	raw   []byte
 	segs  []string
 	// index[i] is set when segs[i] is an array index.
@@ -180,7 +180,7 @@ func (d *differ) mapEntries(a, b reflect.Value) {
 	if a.Type().Key().Kind() != reflect.String {
 		// JSON object keys are strings; a Go type with other keys would
 		// need its own encoding, which the differ does not guess.
-		d.fail(fmt.Errorf("%s: map key type %s is not a string", joinPointer(d.segs), a.Type().Key()))
+		d.fail(fmt.Errorf("%s: map key type %s is not a string", JoinPointer(d.segs), a.Type().Key()))
 		return
 	}
 	iter := b.MapRange()
@@ -239,7 +239,7 @@ func (d *differ) pop() {
 }
 
 func (d *differ) emit(op string, value any) {
-	d.ops = append(d.ops, jsonpatch.Operation{Operation: op, Path: joinPointer(d.segs), Value: value})
+	d.ops = append(d.ops, jsonpatch.Operation{Operation: op, Path: JoinPointer(d.segs), Value: value})
 }
 
 // fail records the first error; the walk stops at the next value.
@@ -280,12 +280,12 @@ func (d *differ) clean(v reflect.Value) any {
 	}
 	b, err := json.Marshal(boxed(v))
 	if err != nil {
-		d.fail(fmt.Errorf("%s: encoding metadata: %w", joinPointer(d.segs), err))
+		d.fail(fmt.Errorf("%s: encoding metadata: %w", JoinPointer(d.segs), err))
 		return nil
 	}
 	var tree any
 	if err := json.Unmarshal(b, &tree); err != nil {
-		d.fail(fmt.Errorf("%s: re-reading metadata: %w", joinPointer(d.segs), err))
+		d.fail(fmt.Errorf("%s: re-reading metadata: %w", JoinPointer(d.segs), err))
 		return nil
 	}
 	return prune(tree)
@@ -309,11 +309,11 @@ func prune(v any) any {
 	return v
 }
 
-// typeCache remembers, per Go type, what the differ needs to know about it,
+// TypeCache remembers, per Go type, what the differ needs to know about it,
 // so the per-request walk does no tag parsing or interface checks. One
-// lives in each Injector; it only grows, bounded by the types trainguard
+// lives in each webhook Injector; it only grows, bounded by the types trainguard
 // decodes.
-type typeCache struct {
+type TypeCache struct {
 	m sync.Map // reflect.Type → *typeInfo
 }
 
@@ -332,7 +332,7 @@ type fieldInfo struct {
 	plainStruct bool
 }
 
-func (c *typeCache) of(t reflect.Type) *typeInfo {
+func (c *TypeCache) of(t reflect.Type) *typeInfo {
 	if v, ok := c.m.Load(t); ok {
 		return v.(*typeInfo)
 	}

@@ -1,4 +1,4 @@
-package webhook
+package admissionio
 
 import (
 	"encoding/json"

@@ -1,10 +1,10 @@
-package webhook
+package admissionio
 
 import "strings"
 
-// joinPointer builds a JSON pointer (RFC 6901) from path segments, escaping
+// JoinPointer builds a JSON pointer (RFC 6901) from path segments, escaping
 // "~" and "/" (annotation keys such as trainguard.io/injected contain one).
-func joinPointer(segs []string) string {
+func JoinPointer(segs []string) string {
 	var b strings.Builder
 	for _, s := range segs {
 		b.WriteByte('/')
