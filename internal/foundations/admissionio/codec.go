@@ -1,6 +1,7 @@
 package admissionio
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,13 +61,60 @@ func DecodeReviewResponse(body []byte) (*admissionv1.AdmissionReview, error) {
 	return &review, nil
 }
 
-// EncodePatch is the JSON form of a patch, as an AdmissionResponse carries it.
+// EncodePatch is the JSON form of a patch, as an AdmissionResponse carries
+// it, the same as json.Marshal(ops) gives (Operation.MarshalJSON) but in
+// one buffer: Operation.MarshalJSON marshals each operation into its own
+// slice, which encoding/json then validates and copies again, and was a
+// tenth of the pod mutation's allocations.
 func EncodePatch(ops []jsonpatch.Operation) ([]byte, error) {
-	b, err := json.Marshal(ops)
-	if err != nil {
-		return nil, fmt.Errorf("encoding patch: %w", err)
+	var b bytes.Buffer
+	b.Grow(96 * (len(ops) + 1))
+	// One encoder for every value: it writes into b without a slice per
+	// value; the newline it ends each value with is JSON whitespace.
+	enc := json.NewEncoder(&b)
+	b.WriteByte('[')
+	for i, op := range ops {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"op":`)
+		if err := writeString(&b, enc, op.Operation); err != nil {
+			return nil, err
+		}
+		b.WriteString(`,"path":`)
+		if err := writeString(&b, enc, op.Path); err != nil {
+			return nil, err
+		}
+		// As Operation.MarshalJSON: add and replace always carry a value
+		// (null when nil); other operations only a non-nil one.
+		if op.Value != nil || op.Operation == "add" || op.Operation == "replace" {
+			b.WriteString(`,"value":`)
+			if err := enc.Encode(op.Value); err != nil {
+				return nil, fmt.Errorf("encoding patch: %s: %w", op.Path, err)
+			}
+		}
+		b.WriteByte('}')
 	}
-	return b, nil
+	b.WriteByte(']')
+	return b.Bytes(), nil
+}
+
+// writeString writes s as a JSON string: as it is when it is printable
+// ASCII that needs no escape (operations, almost every path), else as
+// encoding/json escapes it (HTML characters included, like json.Marshal).
+func writeString(b *bytes.Buffer, enc *json.Encoder, s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			if err := enc.Encode(s); err != nil {
+				return fmt.Errorf("encoding patch: %w", err)
+			}
+			return nil
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
+	return nil
 }
 
 // ApplyPatch applies a patch to raw JSON, as the API server would.
