@@ -117,6 +117,20 @@ func BenchmarkAdmissionThroughAPIServer(b *testing.B) {
 	}
 }
 
+// trainguardNamespace is the annotations of trainguard's namespace. By
+// default they name a checkpoint claim, as a namespace that trains should
+// (docs/annotations.md#durable-checkpoints): without one every admitted
+// object is also warned about and gets an EphemeralCheckpoints Event, an
+// extra write to the API server per object that the patching no-op does
+// not make. LOAD_CHECKPOINT_CLAIM=off measures that namespace instead.
+func trainguardNamespace() map[string]string {
+	ann := map[string]string{contract.AnnotationInject: contract.InjectEnabled}
+	if os.Getenv("LOAD_CHECKPOINT_CLAIM") != "off" {
+		ann[contract.AnnotationCheckpointClaim] = "load-checkpoints"
+	}
+	return ann
+}
+
 type setup struct {
 	name   string
 	labels map[string]string
@@ -128,7 +142,7 @@ func setups() []setup {
 		{name: "no webhook"},
 		{name: "no-op webhook", labels: map[string]string{noopLabel: "true"}},
 		{name: "patching no-op", labels: map[string]string{patchingLabel: "true"}},
-		{name: "trainguard", ann: map[string]string{contract.AnnotationInject: contract.InjectEnabled}},
+		{name: "trainguard", ann: trainguardNamespace()},
 	}
 }
 
@@ -597,7 +611,7 @@ type patchingNoop struct {
 
 func newPatchingNoop() *patchingNoop {
 	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
+		return trainguardNamespace(), true, nil
 	}
 	s := webhook.NewServer(webhook.Options{Config: config.DefaultConfig(), OwnNamespace: controlplane.Namespace}, optedIn, nil, logr.Discard())
 	return &patchingNoop{tg: s.Handlers(), patches: map[string][]byte{}}
