@@ -28,13 +28,15 @@ func MutateJob(job jobs.Job, adapter jobs.Adapter, p *contract.Policy) []string 
 		labels = l.JobNameLabels()
 	}
 	tpls := job.Templates()
-	// A GPU on one replica type (a Master) means the job wants one on all.
+	// A GPU on one replica type (a Master) means the job wants one on all;
+	// decided once here for every template.
+	decided := false
 	if !p.GPUForAll {
 		specs := make([]*corev1.PodSpec, len(tpls))
 		for i, tpl := range tpls {
 			specs[i] = tpl.Spec
 		}
-		p.GPUForAll = AcceleratorMeant(p, specs...)
+		p.GPUForAll, decided = AcceleratorMeant(p, specs...), true
 	}
 	var applied, warnings []string
 	for _, tpl := range tpls {
@@ -43,7 +45,7 @@ func MutateJob(job jobs.Job, adapter jobs.Adapter, p *contract.Policy) []string 
 		if len(tpl.Spec.Containers) == 0 {
 			continue
 		}
-		t := &Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind, JobNameLabels: labels}
+		t := &Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind, JobNameLabels: labels, noAccelerator: decided && !p.GPUForAll}
 		applied = append(applied, injectTemplate(t)...)
 		warnings = append(warnings, t.Warnings()...)
 	}
