@@ -278,6 +278,9 @@ func (d *differ) clean(v reflect.Value) any {
 	if v.Type() != objectMetaType {
 		return boxed(v)
 	}
+	if m, ok := labelsAndAnnotations(boxed(v).(*metav1.ObjectMeta)); ok {
+		return m
+	}
 	b, err := json.Marshal(boxed(v))
 	if err != nil {
 		d.fail(fmt.Errorf("%s: encoding metadata: %w", JoinPointer(d.segs), err))
@@ -289,6 +292,27 @@ func (d *differ) clean(v reflect.Value) any {
 		return nil
 	}
 	return prune(tree)
+}
+
+// labelsAndAnnotations is clean's answer without the JSON round trip for
+// the metadata trainguard adds to a template that had none: only labels
+// and annotations (what omitempty keeps of them), nothing else set. ok is
+// false for any other metadata. TestLabelsAndAnnotationsIsTheRoundTrip
+// fails when ObjectMeta gains a field this does not know.
+func labelsAndAnnotations(m *metav1.ObjectMeta) (map[string]any, bool) {
+	if m.Name != "" || m.GenerateName != "" || m.Namespace != "" || m.SelfLink != "" || m.UID != "" || m.ResourceVersion != "" ||
+		m.Generation != 0 || !m.CreationTimestamp.IsZero() || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil ||
+		len(m.OwnerReferences) != 0 || len(m.Finalizers) != 0 || len(m.ManagedFields) != 0 {
+		return nil, false
+	}
+	out := make(map[string]any, 2)
+	if len(m.Labels) > 0 {
+		out["labels"] = m.Labels
+	}
+	if len(m.Annotations) > 0 {
+		out["annotations"] = m.Annotations
+	}
+	return out, true
 }
 
 func prune(v any) any {
