@@ -300,6 +300,7 @@ func (d *differ) clean(v reflect.Value) any {
 // false for any other metadata. TestLabelsAndAnnotationsIsTheRoundTrip
 // fails when ObjectMeta gains a field this does not know.
 func labelsAndAnnotations(m *metav1.ObjectMeta) (map[string]any, bool) {
+	//nolint:staticcheck // SelfLink is deprecated but still a field a tenant can set, so it must go through the round trip.
 	if m.Name != "" || m.GenerateName != "" || m.Namespace != "" || m.SelfLink != "" || m.UID != "" || m.ResourceVersion != "" ||
 		m.Generation != 0 || !m.CreationTimestamp.IsZero() || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil ||
 		len(m.OwnerReferences) != 0 || len(m.Finalizers) != 0 || len(m.ManagedFields) != 0 {
