@@ -74,9 +74,11 @@ type PodRequest struct {
 	// Kinds are the job kinds whose templates trainguard injects: a pod
 	// one of them controls was the job's to opt in.
 	Kinds jobs.Kinds
-	// AvoidNodes returns the nodes the pod must avoid (the rescheduler's
-	// record); it is called only for a pod that is injected. Nil: none.
-	AvoidNodes func() ([]string, error)
+	// Record reads the rescheduler's record of the pod's job: the nodes
+	// the pod must avoid, and whether the job's in-place restarts were
+	// stopped at its cap. It is called only for a pod that is injected.
+	// Nil: no record.
+	Record func() (avoid []string, inPlaceStopped bool, err error)
 }
 
 // MutatePod handles a pod: only what is decided per pod for a pod whose
@@ -98,12 +100,13 @@ func MutatePod(r PodRequest) (warnings []string, skip string, err error) {
 		}
 	}
 	var avoid []string
-	if r.AvoidNodes != nil {
-		if avoid, err = r.AvoidNodes(); err != nil {
+	var stopped bool
+	if r.Record != nil {
+		if avoid, stopped, err = r.Record(); err != nil {
 			return nil, "", err
 		}
 	}
-	t := &Target{Meta: &pod.ObjectMeta, Spec: &pod.Spec, Policy: p}
+	t := &Target{Meta: &pod.ObjectMeta, Spec: &pod.Spec, Policy: p, InPlaceStopped: stopped}
 	if injected {
 		setManaged(t)
 	} else {

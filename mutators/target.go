@@ -34,7 +34,11 @@ type Target struct {
 	// noAccelerator: the job's templates were all looked at for an
 	// accelerator (MutateJob) and none wants one, so GPU need not look again.
 	noAccelerator bool
-	warnings      []string
+	// InPlaceStopped: the rescheduler stopped the in-place restarts of the
+	// pod's job at its cap (its record, which no tenant can write); the pod
+	// gets no restart rules (RestartRules).
+	InPlaceStopped bool
+	warnings       []string
 }
 
 // Warnf records an admission warning. Every conflict that makes a mutator

@@ -90,7 +90,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	}
 	var more []string
 	if pod, isPod := job.(jobs.PodJob); isPod {
-		more, skip, err = mutators.MutatePod(mutators.PodRequest{Pod: pod.Pod, Policy: p, Kinds: i.kinds(), AvoidNodes: i.avoidNodes(ctx, pod.Pod, req.Namespace)})
+		more, skip, err = mutators.MutatePod(mutators.PodRequest{Pod: pod.Pod, Policy: p, Kinds: i.kinds(), Record: i.fromRecord(ctx, pod.Pod, req.Namespace)})
 	} else {
 		more = mutators.MutateJob(job, adapter, p)
 	}

@@ -7,14 +7,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// avoidNodes returns how the mutators ask the rescheduler's record which
-// nodes the pod must avoid (nil without a record). A pod being created may
-// not carry its namespace yet; the request does.
-func (i *Injector) avoidNodes(ctx context.Context, pod *corev1.Pod, namespace string) func() ([]string, error) {
+// fromRecord returns how the mutators ask the rescheduler's record which
+// nodes the pod must avoid and whether its job's in-place restarts were
+// stopped at the cap (nil without a record). A pod being created may not
+// carry its namespace yet; the request does.
+func (i *Injector) fromRecord(ctx context.Context, pod *corev1.Pod, namespace string) func() ([]string, bool, error) {
 	if i.Avoider == nil {
 		return nil
 	}
-	return func() ([]string, error) {
+	return func() ([]string, bool, error) {
 		lookup := pod
 		if pod.Namespace == "" && namespace != "" {
 			shallow := *pod
@@ -23,8 +24,12 @@ func (i *Injector) avoidNodes(ctx context.Context, pod *corev1.Pod, namespace st
 		}
 		nodes, err := i.Avoider.AvoidNodes(ctx, lookup)
 		if err != nil {
-			return nil, fmt.Errorf("reading bad nodes for pod: %w", err)
+			return nil, false, fmt.Errorf("reading bad nodes for pod: %w", err)
 		}
-		return nodes, nil
+		stopped, err := i.Avoider.InPlaceStopped(ctx, lookup)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading the in-place restarts of the pod's job: %w", err)
+		}
+		return nodes, stopped, nil
 	}
 }
