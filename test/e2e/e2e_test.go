@@ -49,6 +49,7 @@ func TestE2E(t *testing.T) {
 	scenario("upgrade-under-load", e.upgradeUnderLoad)
 	scenario("trainjob-node-crash", e.trainJobCrash)
 	scenario("partition", e.partition)
+	scenario("goodput", e.goodputShort) // disrupts nodes: after every scenario that needs them healthy
 	scenario("node-crash", e.nodeCrash) // uninstalls trainguard for the plain-Kubernetes half
 	scenario("install-self-managed", func(t *testing.T) {
 		if _, err := e.helm(ctx, "uninstall", releaseName, "-n", releaseNS, "--wait"); err != nil {
