@@ -435,7 +435,11 @@ func (r *Runner) collectOnce(ctx context.Context) {
 				if prev && !restarted(&p) {
 					continue
 				}
-				raw, err := r.cs.CoreV1().Pods(a.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "pytorch", Timestamps: true, Previous: prev}).DoRaw(ctx)
+				// bounded: a partitioned node's kubelet never answers (its
+				// log is read again once it is healed)
+				c, cancel := context.WithTimeout(ctx, 5*time.Second)
+				raw, err := r.cs.CoreV1().Pods(a.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "pytorch", Timestamps: true, Previous: prev}).DoRaw(c)
+				cancel()
 				if err == nil {
 					lines = append(lines, strings.Split(string(raw), "\n")...)
 				}
