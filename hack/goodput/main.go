@@ -22,7 +22,11 @@ import (
 	"github.com/trainguard/trainguard/test/goodput"
 )
 
+// exitCode is main's, set where a deferred cleanup must still run.
+var exitCode int
+
 func main() {
+	defer func() { os.Exit(exitCode) }()
 	seed := flag.Int64("seed", 1, "the chaos schedule's seed: the same seed gives the same schedule")
 	duration := flag.Duration("duration", 30*time.Minute, "wall time of the measured window")
 	interval := flag.Duration("interval", 3*time.Minute, "one disruption per interval (the first is left undisturbed)")
@@ -77,7 +81,9 @@ func main() {
 	}
 	res, err := r.Run(ctx)
 	if err != nil {
-		fail(err)
+		fmt.Fprintln(os.Stderr, "goodput:", err)
+		exitCode = 2 // after the cleanup
+		return
 	}
 	table := fmt.Sprintf("goodput, seed %d, interval %s, step delay %gs, checkpoint every %d steps, %s\n%s",
 		*seed, *interval, *stepDelay, *saveEvery, res.Start.UTC().Format("2006-01-02 15:04 MST"), res.Table())
@@ -93,7 +99,8 @@ func main() {
 	}
 	fmt.Printf("wrote %s/{progress,events}.csv and table.md\n", *out)
 	if len(res.Corrupt) > 0 {
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, "goodput: training state not consistent (see the table)")
+		exitCode = 1
 	}
 }
 

@@ -225,9 +225,9 @@ func (r *Runner) setup(ctx context.Context) error {
 		return err
 	}
 	objs := []*unstructured.Unstructured{
-		obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "", "goodput-flavor", nil),
-		obj("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", "", lowWPC, map[string]any{"value": int64(100)}),
-		obj("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", "", highWPC, map[string]any{"value": int64(1000)}),
+		obj("ResourceFlavor", "", "goodput-flavor", nil),
+		obj("WorkloadPriorityClass", "", lowWPC, map[string]any{"value": int64(100)}),
+		obj("WorkloadPriorityClass", "", highWPC, map[string]any{"value": int64(1000)}),
 	}
 	for _, o := range objs {
 		if err := r.create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -238,7 +238,7 @@ func (r *Runner) setup(ctx context.Context) error {
 		if err := r.namespace(ctx, a); err != nil {
 			return fmt.Errorf("%s: namespace: %w", a.Name, err)
 		}
-		cq := obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", "", a.Namespace, nil)
+		cq := obj("ClusterQueue", "", a.Namespace, nil)
 		cq.Object["spec"] = map[string]any{
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": a.Namespace}},
 			"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
@@ -250,7 +250,7 @@ func (r *Runner) setup(ctx context.Context) error {
 				}}},
 			}},
 		}
-		lq := obj("kueue.x-k8s.io/v1beta2", "LocalQueue", a.Namespace, queue, map[string]any{"clusterQueue": a.Namespace})
+		lq := obj("LocalQueue", a.Namespace, queue, map[string]any{"clusterQueue": a.Namespace})
 		for _, o := range []*unstructured.Unstructured{cq, lq} {
 			if err := r.create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
@@ -290,8 +290,9 @@ func (r *Runner) Cleanup(ctx context.Context) {
 	_ = r.cs.CoreV1().Namespaces().Delete(ctx, urgentNS(r.cfg.Arms), metav1.DeleteOptions{})
 }
 
-func obj(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
+// obj is a Kueue object.
+func obj(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind}}
 	u.SetName(name)
 	if ns != "" {
 		u.SetNamespace(ns)
@@ -500,12 +501,12 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, func()) {
 	switch ev.Kind {
 	case RankKill, RankRaise:
 		ap.Target = fmt.Sprintf("rank %d of every arm", ev.Slot)
-		ap.Note = r.perArm(ctx, func(a Arm) string { return r.hitRank(ctx, a, ev) })
+		ap.Note = r.perArm(func(a Arm) string { return r.hitRank(ctx, a, ev) })
 		return ap, nothing
 	case KueuePreempt:
 		ap.Target = "every arm's queue"
 		hold := r.cfg.Interval / 3
-		ap.Note = r.perArm(ctx, func(a Arm) string {
+		ap.Note = r.perArm(func(a Arm) string {
 			if err := r.create(ctx, r.highJob(a, hold)); err != nil {
 				return "high job: " + err.Error()
 			}
@@ -568,7 +569,7 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, func()) {
 }
 
 // perArm runs f for every arm at once and joins the notes.
-func (r *Runner) perArm(ctx context.Context, f func(Arm) string) string {
+func (r *Runner) perArm(f func(Arm) string) string {
 	notes := make([]string, len(r.cfg.Arms))
 	var wg sync.WaitGroup
 	for i, a := range r.cfg.Arms {

@@ -30,7 +30,7 @@ const (
 // Kinds is every kind, in the order the short form's permutation starts from.
 var Kinds = []Kind{Drain, Crash, Partition, KueuePreempt, SchedPreempt, RankKill, RankRaise}
 
-// NodeKind: the disruption hits a node rather than a job.
+// NodeKind says whether the disruption hits a node rather than a job.
 func (k Kind) NodeKind() bool { return k == Drain || k == Crash || k == Partition || k == SchedPreempt }
 
 // Event is one disruption of the schedule.
