@@ -30,6 +30,7 @@ func main() {
 	seed := flag.Int64("seed", 1, "the chaos schedule's seed: the same seed gives the same schedule")
 	duration := flag.Duration("duration", 30*time.Minute, "wall time of the measured window")
 	interval := flag.Duration("interval", 3*time.Minute, "one disruption per interval (the first is left undisturbed)")
+	repair := flag.Duration("repair", 5*time.Minute, "how long a crashed node stays dead before the hook restores it")
 	kinds := flag.String("kinds", "", "comma-separated disruption kinds (default: all)")
 	short := flag.Bool("short", false, "the short form: every kind once, one per interval (ignores -duration and -kinds)")
 	scheduleOnly := flag.Bool("schedule-only", false, "print the schedule and exit")
@@ -69,7 +70,7 @@ func main() {
 	defer cancel()
 	c := goodput.Config{
 		Kubectl: *kubectl, Hook: *hook, Image: *image, PullPolicy: *pull, Claim: *claim,
-		Arms: goodput.Arms(*prefix), Events: evs, Interval: *interval,
+		Arms: goodput.Arms(*prefix), Events: evs, Interval: *interval, Repair: *repair,
 		StepDelay: *stepDelay, SaveEvery: *saveEvery,
 	}
 	if !*short {

@@ -59,10 +59,14 @@ type Config struct {
 	Claim      string // the RWX claim every arm's namespace gets (through the hook)
 	Arms       []Arm
 	Events     []Event
-	Interval   time.Duration // the last event's interval; also how long node disruptions last
-	Duration   time.Duration // 0: the last event's time + Interval
-	StepDelay  float64       // seconds the trainer sleeps per step (a fixed step time)
-	SaveEvery  int           // periodic checkpoint every N steps
+	Interval   time.Duration // the last event's interval; also how long drains, partitions and preemptions last
+	// Repair is how long a crashed node stays dead (a dead machine waits
+	// for a person; 0: 5 minutes); restored at the end of the run at the
+	// latest.
+	Repair    time.Duration
+	Duration  time.Duration // 0: the last event's time + Interval
+	StepDelay float64       // seconds the trainer sleeps per step (a fixed step time)
+	SaveEvery int           // periodic checkpoint every N steps
 	// Namespace makes an arm's namespace with the claim; nil: created here
 	// (opted in when the arm is trainguard's) and the claim made by the hook.
 	Namespace func(ctx context.Context, arm Arm) error
@@ -130,6 +134,9 @@ func New(cfg Config, cs kubernetes.Interface, dyn dynamic.Interface) *Runner {
 	if cfg.Logf == nil {
 		cfg.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
 	}
+	if cfg.Repair == 0 {
+		cfg.Repair = 5 * time.Minute
+	}
 	if cfg.PullPolicy == "" {
 		cfg.PullPolicy = string(corev1.PullIfNotPresent)
 	}
@@ -160,29 +167,57 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	}
 	res := &Result{Start: time.Now()}
 	r.cfg.Logf("goodput: every arm trains; schedule starts at %s, ends after %s", res.Start.Format(time.RFC3339), r.cfg.Duration)
-	var heal func()
+	var heals []heal
+	defer func() { healDue(heals, time.Time{}) }() // an aborted run leaves no node broken
 	for _, ev := range r.cfg.Events {
 		if err := sleepUntil(ctx, res.Start.Add(ev.At)); err != nil {
 			return nil, err
 		}
-		if heal != nil {
-			heal()
+		heals = healDue(heals, time.Now())
+		ap, h := r.apply(ctx, ev)
+		if h.f != nil {
+			heals = append(heals, h)
 		}
-		var ap Applied
-		ap, heal = r.apply(ctx, ev)
 		r.cfg.Logf("goodput: %s: %s on %s: %s", ev.At.Round(time.Second), ev.Kind, ap.Target, ap.Note)
 		res.Events = append(res.Events, ap)
 	}
-	if err := sleepUntil(ctx, res.Start.Add(r.cfg.Duration)); err != nil {
+	end := res.Start.Add(r.cfg.Duration)
+	for _, h := range heals { // a crashed node may come back inside the last interval
+		if !h.due.IsZero() && h.due.Before(end) {
+			if err := sleepUntil(ctx, h.due); err != nil {
+				return nil, err
+			}
+			heals = healDue(heals, time.Now())
+		}
+	}
+	if err := sleepUntil(ctx, end); err != nil {
 		return nil, err
 	}
 	res.End = time.Now()
-	if heal != nil {
-		heal()
-	}
+	heals = healDue(heals, time.Time{})
 	r.collectOnce(ctx)
 	r.analyse(res)
 	return res, nil
+}
+
+// heal ends a disruption: at the next disruption (due zero) or at due.
+type heal struct {
+	due time.Time
+	f   func()
+}
+
+// healDue runs the heals due by now (zero now: all of them) and returns
+// the others.
+func healDue(hs []heal, now time.Time) []heal {
+	var left []heal
+	for _, h := range hs {
+		if now.IsZero() || h.due.IsZero() || !h.due.After(now) {
+			h.f()
+		} else {
+			left = append(left, h)
+		}
+	}
+	return left
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {
@@ -494,10 +529,11 @@ func (r *Runner) waitTraining(ctx context.Context, n int, timeout time.Duration)
 
 // ---- disruptions ----
 
-// apply starts one disruption and returns how to end it (at the next one).
-func (r *Runner) apply(ctx context.Context, ev Event) (Applied, func()) {
+// apply starts one disruption and returns how to end it (at the next one,
+// or for a crashed node after the repair time).
+func (r *Runner) apply(ctx context.Context, ev Event) (Applied, heal) {
 	ap := Applied{Event: ev, T: time.Now()}
-	nothing := func() {}
+	nothing := heal{}
 	switch ev.Kind {
 	case RankKill, RankRaise:
 		ap.Target = fmt.Sprintf("rank %d of every arm", ev.Slot)
@@ -512,12 +548,12 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, func()) {
 			}
 			return fmt.Sprintf("high-priority job for %s", hold)
 		})
-		return ap, func() {
+		return ap, heal{f: func() {
 			for _, a := range r.cfg.Arms {
 				bg := metav1.DeletePropagationBackground
 				_ = r.dyn.Resource(pytorchJobs).Namespace(a.Namespace).Delete(ctx, jobName+"-high", metav1.DeleteOptions{PropagationPolicy: &bg})
 			}
-		}
+		}}
 	}
 	node, hosted, err := r.targetNode(ctx, ev.Slot)
 	ap.Target = node
@@ -533,7 +569,7 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, func()) {
 				r.cfg.Logf("goodput: drain %s: %v", node, err)
 			}
 		}()
-		return ap, func() { _, _ = r.run(ctx, r.cfg.Kubectl, "uncordon", node) }
+		return ap, heal{f: func() { _, _ = r.run(context.Background(), r.cfg.Kubectl, "uncordon", node) }}
 	case Crash, Partition:
 		do, undo := "crash", "restore"
 		if ev.Kind == Partition {
@@ -542,12 +578,17 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, func()) {
 		if _, err := r.run(ctx, r.cfg.Hook, do, node); err != nil {
 			ap.Note += "; hook: " + err.Error()
 		}
-		return ap, func() {
-			if _, err := r.run(ctx, r.cfg.Hook, undo, node); err != nil {
+		var due time.Time
+		if ev.Kind == Crash {
+			due = ap.T.Add(r.cfg.Repair)
+			ap.Note += fmt.Sprintf("; repaired after %s", r.cfg.Repair)
+		}
+		return ap, heal{due: due, f: func() {
+			if _, err := r.run(context.Background(), r.cfg.Hook, undo, node); err != nil {
 				r.cfg.Logf("goodput: %s %s: %v", undo, node, err)
 			}
-			r.waitReady(ctx, node)
-		}
+			r.waitReady(context.Background(), node)
+		}}
 	case SchedPreempt:
 		cpu, err := r.urgentCPU(ctx, node)
 		if err != nil {
@@ -560,9 +601,9 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, func()) {
 		} else {
 			ap.Note += fmt.Sprintf("; urgent pod asks %dm CPU", cpu)
 		}
-		return ap, func() {
-			_ = r.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
-		}
+		return ap, heal{f: func() {
+			_ = r.cs.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+		}}
 	}
 	ap.Note = "unknown kind"
 	return ap, nothing
