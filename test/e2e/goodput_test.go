@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,15 @@ func (e *env) goodputShort(t *testing.T) {
 	}
 	table := res.Table()
 	t.Log(table)
+	// the curves, for hack/goodput/plot.py
+	progress, events := res.CSV()
+	out := clusterDir + "-goodput"
+	if err := os.MkdirAll(out, 0o755); err == nil {
+		_ = os.WriteFile(out+"/progress.csv", []byte(progress), 0o644)
+		_ = os.WriteFile(out+"/events.csv", []byte(events), 0o644)
+		_ = os.WriteFile(out+"/table.md", []byte(goodput.Format(goodputSeed, evs)+table), 0o644)
+		t.Logf("goodput curves in %s (hack/goodput/plot.py %s docs/goodput.png)", out, out)
+	}
 	tg, _ := res.ByName("trainguard")
 	var figs []string
 	for _, a := range res.Arms {
