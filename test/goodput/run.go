@@ -413,7 +413,6 @@ func (r *Runner) job(a Arm) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
 		"spec": map[string]any{
-			"runPolicy":           map[string]any{"backoffLimit": int64(1000)},
 			"pytorchReplicaSpecs": map[string]any{"Master": spec(), "Worker": spec()},
 		},
 	}}
