@@ -182,13 +182,17 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		res.Events = append(res.Events, ap)
 	}
 	end := res.Start.Add(r.cfg.Duration)
-	for _, h := range heals { // a crashed node may come back inside the last interval
-		if !h.due.IsZero() && h.due.Before(end) {
-			if err := sleepUntil(ctx, h.due); err != nil {
-				return nil, err
-			}
-			heals = healDue(heals, time.Now())
+	for i := 0; i < len(heals); { // a crashed node may come back inside the last interval
+		h := heals[i]
+		if h.due.IsZero() || !h.due.Before(end) {
+			i++
+			continue
 		}
+		if err := sleepUntil(ctx, h.due); err != nil {
+			return nil, err
+		}
+		heals = slices.Delete(heals, i, i+1)
+		h.f()
 	}
 	if err := sleepUntil(ctx, end); err != nil {
 		return nil, err

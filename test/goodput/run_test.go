@@ -83,3 +83,19 @@ func TestUrgentPodNeedsEveryLowerPriorityPodsCPU(t *testing.T) {
 	// all but the critical pod's 300m: it fits only when both training pods go
 	assert.Equal(t, int64(1700), cpu)
 }
+
+func TestHealsRunWhenDue(t *testing.T) {
+	var ran []string
+	h := func(name string, due time.Time) heal {
+		return heal{due: due, f: func() { ran = append(ran, name) }}
+	}
+	now := time.Now()
+	left := healDue([]heal{h("uncordon", time.Time{}), h("restore", now.Add(time.Minute))}, now)
+	assert.Equal(t, []string{"uncordon"}, ran, "a drain ends at the next disruption, a dead node stays dead")
+	require.Len(t, left, 1)
+	left = healDue(left, now.Add(time.Minute))
+	assert.Equal(t, []string{"uncordon", "restore"}, ran)
+	assert.Empty(t, left)
+	healDue([]heal{h("last", now.Add(time.Hour))}, time.Time{})
+	assert.Equal(t, "last", ran[2], "the end of the run heals everything")
+}
