@@ -655,7 +655,9 @@ func (r *Runner) hitRank(ctx context.Context, a Arm, ev Event) string {
 	} else {
 		args = append(args, fmt.Sprintf("open(%q, 'w').close()", raiseAt))
 	}
-	if out, err := r.run(ctx, r.cfg.Kubectl, args...); err != nil {
+	c, cancel := context.WithTimeout(ctx, 30*time.Second) // a silent kubelet never answers an exec
+	defer cancel()
+	if out, err := r.run(c, r.cfg.Kubectl, args...); err != nil {
 		return fmt.Sprintf("%s: not applied (%s)", pod, firstLine(out))
 	}
 	return pod
