@@ -162,7 +162,15 @@ func ImpactOf(s Series, step time.Duration, at, end time.Time) Impact {
 		}
 	}
 	if resume == nil {
-		im.Stalled = gained <= 0
+		// kept training: rank 0 still completes steps at the interval's
+		// end (a job that stopped without restarting has not)
+		last := time.Time{}
+		for _, p := range s {
+			if p.Rank == 0 && !p.Resume && !p.T.Before(at) && p.T.Before(end) {
+				last = p.T
+			}
+		}
+		im.Stalled = gained <= 0 || last.Before(end.Add(-max(10*step, 5*time.Second)))
 		return im
 	}
 	im.Restarted, im.Resumed = true, resume.Step

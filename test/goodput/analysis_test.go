@@ -69,6 +69,10 @@ func TestImpactOfAStallAndOfNothing(t *testing.T) {
 	assert.False(t, kept.Stalled)
 	assert.Equal(t, time.Duration(0), kept.LostTime)
 	assert.Equal(t, "kept training / 0 / 0s", kept.String())
+	// steps until 49 s, then nothing until the interval's end: it stopped
+	stopped := ImpactOf(s, time.Second, t0.Add(45*time.Second), t0.Add(120*time.Second))
+	assert.True(t, stopped.Stalled)
+	assert.Equal(t, "not training again / - / 1m11s", stopped.String())
 }
 
 func TestCorruptionIsFound(t *testing.T) {
