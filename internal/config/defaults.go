@@ -24,6 +24,12 @@ const (
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
 
+	// Priority boost defaults (docs/preemption.md): small next to the
+	// usual gaps between priority classes, which bound it anyway.
+	DefaultMaxBoost         = 100
+	MaxMaxBoost             = 1000000
+	DefaultBoostMinInterval = time.Minute
+
 	// Rescheduler defaults (docs/rescheduler.md); the rescheduler reads
 	// them from the defaulted Configuration (rescheduler.OptionsFrom).
 	DefaultNodeLostGrace = 60 * time.Second
@@ -76,6 +82,13 @@ func DefaultConfig() *Config {
 func (c *Config) applyDefaults() {
 	c.APIVersion, c.Kind = ConfigAPIVersion, ConfigKind
 	c.Rescheduler.applyDefaults()
+	if c.PriorityBoost.MaxBoost == nil {
+		v := int32(DefaultMaxBoost)
+		c.PriorityBoost.MaxBoost = &v
+	}
+	if c.PriorityBoost.MinInterval == nil {
+		c.PriorityBoost.MinInterval = &metav1.Duration{Duration: DefaultBoostMinInterval}
+	}
 	if c.Checkpoint.Path == "" {
 		c.Checkpoint.Path = DefaultCheckpointPath
 	}
@@ -173,7 +186,7 @@ func (r *ReschedulerConfig) applyDefaults() {
 func (c *Config) defaulted() bool {
 	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
 		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.MaxBadNodes != nil &&
-		c.Rescheduler.NodeEvictionBurst != nil
+		c.Rescheduler.NodeEvictionBurst != nil && c.PriorityBoost.MaxBoost != nil && c.PriorityBoost.MinInterval != nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -26,6 +26,7 @@ import (
 	"github.com/trainguard/trainguard/certs"
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/controllers/optin"
+	"github.com/trainguard/trainguard/internal/controllers/boost"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/webhook"
@@ -181,6 +182,10 @@ func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options
 	// Checkpoint outcomes (issue 14): shares the rescheduler's pod cache and RBAC.
 	if err := outcome.Setup(mgr, o.Config, o.Rescheduler.Enabled); err != nil {
 		return fmt.Errorf("setting up checkpoint outcome reader: %w", err)
+	}
+	// Work at risk and Kueue's priority boost (issue 30): shares the pod cache.
+	if err := boost.Setup(mgr, o.Config, o.Namespace, o.Rescheduler.Enabled); err != nil {
+		return fmt.Errorf("setting up priority boost: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding healthz: %w", err)
