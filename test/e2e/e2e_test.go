@@ -42,6 +42,7 @@ func TestE2E(t *testing.T) {
 	scenario("drain", e.drain)
 	scenario("trainjob-drain", e.trainJobDrain)
 	scenario("kueue-preemption", e.kueuePreemption)
+	scenario("checkpoint-aware-preemption", e.checkpointAwarePreemption)
 	scenario("scheduler-preemption", e.schedulerPreemption)
 	scenario("exit-codes", e.exitCodes)
 	scenario("rank-crash", e.rankCrash)
