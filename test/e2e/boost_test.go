@@ -176,16 +176,48 @@ func (e *env) boostRound(ctx context.Context, t *testing.T, ns string) (string, 
 	freshDir := filepath.Join(e.pvDir(ns), ns, "pytorchjob.kubeflow.org", "fresh")
 	committed := latestStep(freshDir)
 	t.Logf("high arrives: fresh at step %d (last commit %d), deaf at step %d (no commit, boost %s)", freshStep, committed, deafStep, boost)
+	freshPods, err := e.jobPods(ctx, ns, "fresh")
+	if err != nil {
+		return "", err
+	}
+	vs := victimsOf(freshPods)
 	arrived := time.Now()
 	if err := e.createJob(ctx, boostJob(ns, "high", kueueHigh, "200m", 10)); err != nil {
 		return "", fmt.Errorf("create high: %w", err)
 	}
-	victim, err := e.preempted(ctx, ns, "fresh", "deaf")
-	if err != nil {
-		return "", err
+	// One loop follows the suspension, fresh's pod and high's pod, so that
+	// the quota question (may high start while fresh still checkpoints?)
+	// is answered with the times each was seen.
+	var victim string
+	var suspendedAt, highUp time.Time
+	err = poll(ctx, 250*time.Millisecond, 4*time.Minute, func() (bool, error) {
+		if victim == "" {
+			for _, j := range []string{"fresh", "deaf"} {
+				if e.suspended(ctx, pytorchJobs, ns, j, "runPolicy") {
+					victim, suspendedAt = j, time.Now()
+				}
+			}
+		}
+		if err := e.observeVictims(ctx, ns, vs); err != nil {
+			return false, err
+		}
+		if highUp.IsZero() {
+			if up, _ := e.podsUp(ctx, ns, "training.kubeflow.org/job-name=high", 1); up {
+				highUp = time.Now()
+			}
+		}
+		return victim != "" && (victim != "fresh" || !vs[0].gone.IsZero()) && !highUp.IsZero(), nil
+	})
+	if err != nil && victim == "" {
+		return "", fmt.Errorf("Kueue suspended neither job: %w", err)
 	}
 	figures := fmt.Sprintf("deaf's Workload boost %s, fresh's none; at the preemption fresh was at step %d (last periodic commit %d), deaf at step %d (never committed); Kueue preempted %q %.1f s after high arrived",
-		boost, freshStep, committed, deafStep, victim, time.Since(arrived).Seconds())
+		boost, freshStep, committed, deafStep, victim, suspendedAt.Sub(arrived).Seconds())
+	if victim == "fresh" && !vs[0].gone.IsZero() && !highUp.IsZero() {
+		figures += fmt.Sprintf("; fresh's pod gone %.1f s after the suspension, high's pod running %.1f s after it (%s)",
+			vs[0].gone.Sub(suspendedAt).Seconds(), highUp.Sub(suspendedAt).Seconds(),
+			map[bool]string{true: "high started before fresh's pod was gone", false: "high started only after fresh's pod was gone"}[highUp.Before(vs[0].gone)])
+	}
 	if len(atRisk) > 0 {
 		figures += fmt.Sprintf("; trainguard_work_at_risk_steps %v", atRisk)
 	}
