@@ -25,8 +25,8 @@ import (
 
 	"github.com/trainguard/trainguard/certs"
 	"github.com/trainguard/trainguard/internal/config"
-	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/controllers/boost"
+	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/webhook"
