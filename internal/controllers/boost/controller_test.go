@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/testing/builders"
@@ -58,7 +58,7 @@ func setup(t *testing.T, enabled bool, fetch Fetcher, objs ...client.Object) (*R
 	require.NoError(t, clientgoscheme.AddToScheme(s))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Annotations: map[string]string{contract.AnnotationInject: "enabled"}}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(append(objs, ns)...).Build()
-	cfg := config.DefaultConfig()
+	cfg := configv1alpha1.Default()
 	cfg.PriorityBoost.Enabled = enabled
 	return &Reconciler{
 		Client: c, Params: ParamsFrom(cfg), Fetch: fetch, Clock: clocktesting.NewFakePassiveClock(now),

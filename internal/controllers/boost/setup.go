@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -19,7 +19,7 @@ import (
 const saturateAfter = 10 * time.Minute
 
 // ParamsFrom turns the configuration into the policy's knobs.
-func ParamsFrom(cfg *config.Config) Params {
+func ParamsFrom(cfg *configv1alpha1.Configuration) Params {
 	b := cfg.WithDefaults().PriorityBoost
 	return Params{
 		Enabled: b.Enabled, MaxBoost: *b.MaxBoost, SaturateAfter: saturateAfter,
@@ -31,7 +31,7 @@ func ParamsFrom(cfg *config.Config) Params {
 // shares its pod cache) and Kueue's Workload API is served. Without the
 // configuration's priorityBoost.enabled it still computes and exports the
 // work at risk, and writes nothing.
-func Setup(mgr ctrl.Manager, cfg *config.Config, ownNamespace string, enabled bool) error {
+func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, ownNamespace string, enabled bool) error {
 	lg := mgr.GetLogger().WithName("priority-boost")
 	if !enabled {
 		return nil
