@@ -30,6 +30,8 @@ def parse_args():
     p.add_argument("--step-delay", type=float, default=float(env("TRAIN_STEP_DELAY", "0")),
                    help="seconds to sleep per step, so tests can stop it mid-run")
     p.add_argument("--save-every", type=int, default=0, help="periodic background checkpoint every N steps (0: off)")
+    p.add_argument("--no-listen", action="store_true",
+                   help="never call migrator.listening(): a trainer without trainguard's listener (tests)")
     p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
     p.add_argument("--dump-state", default="", help="after resume, torch.save the state to PATH.rank<R>")
     p.add_argument("--dump-final", default="", help="at the end, torch.save the state to PATH.rank<R>")
@@ -123,7 +125,8 @@ def main():
     # before joining the process group: a stale rank 0 that still holds the
     # other ranks (a partitioned node) is fenced at its next commit, and only
     # then do they come to this one (docs/checkpoint-protocol.md, Fencing).
-    migrator.listening()
+    if not args.no_listen:
+        migrator.listening()
     if args.save_every:
         migrator.periodic(steps=args.save_every)
     if world > 1:

@@ -142,7 +142,9 @@ YAML
 
 # Kueue's own default overlay with: the local image on the infra node, little
 # CPU, our manager configuration (hack/cluster/manifests/kueue-config.yaml:
-# only queue-labelled jobs, PyTorchJob + TrainJob), and without the
+# only queue-labelled jobs, PyTorchJob + TrainJob), PriorityBoost on (the
+# checkpoint-aware preemption; gates go on the command line only: Kueue
+# refuses them in both places), and without the
 # visibility APIServices (an aggregated API that is not served would break
 # discovery, and with it namespace deletion, for the whole cluster).
 # FailureRecoveryPolicy (alpha, off by default) is on for the goodput
@@ -168,7 +170,7 @@ patches:
     metadata: {name: any}
 - target: {kind: Deployment, name: kueue-controller-manager}
   patch: |
-    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--feature-gates=VisibilityOnDemand=false,FailureRecoveryPolicy=true"}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--feature-gates=VisibilityOnDemand=false,FailureRecoveryPolicy=true,PriorityBoost=true"}
 YAML
     infra_patch kueue-controller-manager kueue | sed 's/requests: {cpu: 20m, memory: 64Mi}/requests: {cpu: 20m, memory: 128Mi}, limits: {memory: 512Mi}/'
   } >"$k/kustomization.yaml"

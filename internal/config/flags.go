@@ -134,6 +134,13 @@ func BindFlags(fs *pflag.FlagSet, c *configv1alpha1.Configuration) {
 			"--node-eviction-rate, so one tenant's failing jobs never delay another's recovery from a lost node. 0 stops exit retries")
 	b.Int(&r.RetryEvictionBurst, "rescheduler.retryEvictionBurst",
 		"pods of one namespace evicted at once for a retryable exit before --retry-eviction-rate applies (a whole job's workers)")
+	pb := &c.PriorityBoost
+	b.Bool(&pb.Enabled, "priorityBoost.enabled",
+		"write kueue.x-k8s.io/priority-boost on training jobs' Kueue Workloads from their work at risk; only once Kueue runs "+
+			"with its PriorityBoost feature gate, which trainguard cannot see (docs/preemption.md)")
+	b.Int32(pb.MaxBoost, "priorityBoost.maxBoost",
+		"highest priority boost, 0-1000000; each job's also stays strictly below the next priority class above its own")
+	b.Duration(&pb.MinInterval.Duration, "priorityBoost.minInterval", "at most one priority-boost change per Workload this often")
 }
 
 // binder names each flag after its Configuration path (FlagName) and

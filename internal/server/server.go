@@ -25,6 +25,7 @@ import (
 
 	"github.com/trainguard/trainguard/certs"
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/controllers/boost"
 	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
@@ -184,6 +185,10 @@ func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options
 	// Checkpoint outcomes (issue 14): shares the rescheduler's pod cache and RBAC.
 	if err := outcome.Setup(mgr, o.Config, *o.Config.Rescheduler.Enabled); err != nil {
 		return fmt.Errorf("setting up checkpoint outcome reader: %w", err)
+	}
+	// Work at risk and Kueue's priority boost (issue 30): shares the pod cache.
+	if err := boost.Setup(mgr, o.Config, o.Namespace, *o.Config.Rescheduler.Enabled); err != nil {
+		return fmt.Errorf("setting up priority boost: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding healthz: %w", err)

@@ -56,6 +56,10 @@ config:
   mutators:
     gpu: false
   maxReschedules: 0
+  priorityBoost:
+    enabled: true
+    maxBoost: 250
+    minInterval: 90s
   rescheduler:
     nodeLostGrace: 2m
     graceOverTime: 20m
@@ -244,6 +248,8 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 		{"agent.path", []any{"/opt/x", "/opt/x/", "opt/x", "/opt/../x"}},
 		{"mutators", []any{map[string]any{"gpu": false}, map[string]any{"gpus": false}}},
 		{"maxReschedules", []any{0, 1000, 1001, -1}},
+		{"priorityBoost.maxBoost", []any{0, 100, 1000000, 1000001, -1}},
+		{"priorityBoost.minInterval", []any{"1m", "1h", "3601s", "0s", "-1s", "soon"}},
 		{"rescheduler.nodeLostGrace", []any{"10s", "0s"}},
 		{"rescheduler.leaseLostAfter", []any{"40s", "0s"}},
 		{"rescheduler.maxBadNodes", []any{1, 16, 0, -1}},

@@ -15,6 +15,9 @@ const (
 	KubeflowTrainingModule = "github.com/kubeflow/training-operator@v1.9.4"
 	TrainerModule          = "github.com/kubeflow/trainer/v2@v2.3.0"
 	JobSetModule           = "sigs.k8s.io/jobset@v0.12.0"
+	// KueueModule is the Kueue the cluster runs (hack/cluster/lib.sh
+	// KUEUE_VERSION): its Workload is what the priority boost annotates.
+	KueueModule = "sigs.k8s.io/kueue@v0.19.2"
 )
 
 // WorkloadCRDs returns the paths of the CRDs of every kind trainguard
@@ -46,6 +49,20 @@ func WorkloadCRDs() ([]string, error) {
 		filepath.Join(trainerCRDs, "trainer.kubeflow.org_trainingruntimes.yaml"),
 		filepath.Join(trainerCRDs, "trainer.kubeflow.org_clustertrainingruntimes.yaml"),
 		filepath.Join(jobset, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"),
+	}, nil
+}
+
+// KueueCRDs are Kueue's Workload and WorkloadPriorityClass CRDs, from the
+// Go module cache.
+func KueueCRDs() ([]string, error) {
+	kueue, err := ModuleDir(KueueModule)
+	if err != nil {
+		return nil, err
+	}
+	bases := filepath.Join(kueue, "config", "components", "crd", "bases")
+	return []string{
+		filepath.Join(bases, "kueue.x-k8s.io_workloads.yaml"),
+		filepath.Join(bases, "kueue.x-k8s.io_workloadpriorityclasses.yaml"),
 	}, nil
 }
 

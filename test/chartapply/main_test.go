@@ -50,6 +50,11 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	crds = append(crds, workloads...)
+	kueue, err := chart.KueueCRDs()
+	if err != nil {
+		return 1, err
+	}
+	crds = append(crds, kueue...)
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDInstallOptions: envtest.CRDInstallOptions{

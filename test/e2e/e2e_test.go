@@ -43,6 +43,7 @@ func TestE2E(t *testing.T) {
 	scenario("indexed-job-drain", e.indexedJobDrain)
 	scenario("trainjob-drain", e.trainJobDrain)
 	scenario("kueue-preemption", e.kueuePreemption)
+	scenario("checkpoint-aware-preemption", e.checkpointAwarePreemption)
 	scenario("scheduler-preemption", e.schedulerPreemption)
 	scenario("exit-codes", e.exitCodes)
 	scenario("rank-crash", e.rankCrash)

@@ -35,6 +35,7 @@ extraArgs: [%s]
 config:
   checkpoint: {claim: %s, preStopTimeout: 30s}
   gpu: {defaultCount: 0}
+  priorityBoost: {enabled: true}   # the cluster's Kueue runs with PriorityBoost
 %s`, certManager, infraLabel, infraLabel, args, claimName, extra)
 }
 

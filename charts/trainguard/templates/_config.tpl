@@ -34,6 +34,13 @@ binary's verdicts, both ways.
 {{- fail (printf "config.recoverStrategy: Invalid value: %q: a strategy is listed twice" .) -}}
 {{- end -}}
 {{- end -}}
+{{- $pb := get $cfg "priorityBoost" | default dict -}}
+{{- if hasKey $pb "minInterval" -}}
+{{- $s := include "trainguard.seconds" $pb.minInterval | float64 -}}
+{{- if or (le $s 0.0) (gt $s 3600.0) -}}
+{{- fail (printf "config.priorityBoost.minInterval: Invalid value: %q: must be positive and at most 1h0m0s" (toString $pb.minInterval)) -}}
+{{- end -}}
+{{- end -}}
 {{- $r := get $cfg "rescheduler" | default dict -}}
 {{- range $name := list "nodeLostGrace" "graceOverTime" "badNodeTTL" "backoffBase" "backoffMax" "forceDeleteAfter" "leaseLostAfter" -}}
 {{- if hasKey $r $name -}}

@@ -26,6 +26,12 @@ const (
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
 
+	// Priority boost defaults (docs/preemption.md): small next to the
+	// usual gaps between priority classes, which bound it anyway.
+	DefaultMaxBoost         = 100
+	MaxMaxBoost             = 1000000
+	DefaultBoostMinInterval = time.Minute
+
 	// Rescheduler defaults (docs/rescheduler.md).
 	DefaultNodeLostGrace = 60 * time.Second
 	DefaultGraceOverTime = 900 * time.Second
@@ -100,6 +106,12 @@ func Decode(raw []byte) (*Configuration, error) {
 // empty list or string).
 func fill(c *Configuration) {
 	setReschedulerDefaults(&c.Rescheduler)
+	if c.PriorityBoost.MaxBoost == nil {
+		c.PriorityBoost.MaxBoost = ptr(int32(DefaultMaxBoost))
+	}
+	if c.PriorityBoost.MinInterval == nil {
+		c.PriorityBoost.MinInterval = &metav1.Duration{Duration: DefaultBoostMinInterval}
+	}
 	if c.Checkpoint.Path == "" {
 		c.Checkpoint.Path = DefaultCheckpointPath
 	}
@@ -202,7 +214,7 @@ func setZeroDefaults(r *ReschedulerConfig) {
 func (c *Configuration) defaulted() bool {
 	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
 		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.NodeEvictionRate != nil &&
-		c.Rescheduler.RetryEvictionRate != nil
+		c.Rescheduler.RetryEvictionRate != nil && c.PriorityBoost.MaxBoost != nil && c.PriorityBoost.MinInterval != nil
 }
 
 func ptr[T any](v T) *T { return &v }

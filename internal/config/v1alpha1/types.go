@@ -62,6 +62,23 @@ type Configuration struct {
 	MaxReschedules *int `json:"maxReschedules,omitempty"`
 	// Rescheduler configures the rescheduling controller.
 	Rescheduler ReschedulerConfig `json:"rescheduler"`
+	// PriorityBoost: Kueue priority boost from each job's work at risk
+	// (docs/preemption.md).
+	PriorityBoost PriorityBoostConfig `json:"priorityBoost"`
+}
+
+// PriorityBoostConfig says whether trainguard writes kueue.x-k8s.io/priority-boost on
+// the Workloads of training jobs from their work at risk.
+type PriorityBoostConfig struct {
+	// Enabled says Kueue runs with its PriorityBoost feature gate (alpha,
+	// off by default): without it Kueue ignores the annotation, so
+	// trainguard writes none unless this is true.
+	Enabled bool `json:"enabled,omitempty"`
+	// MaxBoost bounds every boost; each job's is further kept strictly
+	// below the next (Workload)PriorityClass above its own priority.
+	MaxBoost *int32 `json:"maxBoost,omitempty"`
+	// MinInterval: at most one boost change per Workload this often.
+	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
 }
 
 // ReschedulerConfig holds the rescheduler's settings (docs/rescheduler.md);

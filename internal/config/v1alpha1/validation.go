@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -106,5 +107,18 @@ func Validate(c *Configuration) field.ErrorList {
 	// The annotation's own parser: 0 (never reschedule) up to its cap.
 	_, err = contract.ParseMaxReschedules(fmt.Sprint(*c.MaxReschedules))
 	check(field.NewPath("maxReschedules"), fmt.Sprint(*c.MaxReschedules), err)
+	errs = append(errs, c.PriorityBoost.validate(field.NewPath("priorityBoost"))...)
 	return append(errs, ValidateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
+}
+
+func (b *PriorityBoostConfig) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if m := *b.MaxBoost; m < 0 || m > MaxMaxBoost {
+		errs = append(errs, field.Invalid(p.Child("maxBoost"), m,
+			fmt.Sprintf("must be between 0 and %d (each job's boost also stays below the next priority class)", MaxMaxBoost)))
+	}
+	if d := b.MinInterval.Duration; d <= 0 || d > time.Hour {
+		errs = append(errs, field.Invalid(p.Child("minInterval"), d.String(), "must be positive and at most 1h0m0s"))
+	}
+	return errs
 }

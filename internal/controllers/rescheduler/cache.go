@@ -97,6 +97,9 @@ func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 	out.Spec.NodeName = pod.Spec.NodeName
 	out.Spec.RestartPolicy = pod.Spec.RestartPolicy
 	out.Spec.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
+	// The priority-boost controller reads the trainer's status at the
+	// pod's IP (never a host-network pod's, which is the node's).
+	out.Spec.HostNetwork = pod.Spec.HostNetwork
 	out.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
@@ -109,7 +112,7 @@ func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 }
 
 func transformPodStatus(s *corev1.PodStatus) corev1.PodStatus {
-	out := corev1.PodStatus{Phase: s.Phase, Reason: s.Reason, Message: truncate(s.Message)}
+	out := corev1.PodStatus{Phase: s.Phase, Reason: s.Reason, Message: truncate(s.Message), PodIP: s.PodIP, StartTime: s.StartTime}
 	for _, c := range s.Conditions {
 		if c.Type == corev1.DisruptionTarget {
 			out.Conditions = append(out.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})

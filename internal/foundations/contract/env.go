@@ -71,5 +71,8 @@ func EnvVars() []EnvVar {
 		// How long a surviving rank 0 may take to commit the last completed
 		// step when a peer is gone (the dying gasp; 0: off).
 		{Name: "TRAINGUARD_DUMP_TIMEOUT", SDK: true},
+		// The port of the SDK's work-at-risk status (StatusPort; 0 or off:
+		// not served), which the priority-boost controller reads.
+		{Name: "TRAINGUARD_STATUS_PORT", SDK: true},
 	}
 }

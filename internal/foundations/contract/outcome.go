@@ -40,3 +40,12 @@ func CheckpointOutcomeLine(message string) string {
 	}
 	return ""
 }
+
+// The trainer SDK's work-at-risk status (sdk/python/trainguard/_status.py):
+// local rank 0 of every listening pod serves it on StatusPort (unless its
+// TRAINGUARD_STATUS_PORT says otherwise), and the priority-boost controller
+// reads it. Its body is the tenant's, read as hostile input.
+const (
+	StatusPort = 9602
+	StatusPath = "/trainguard/status"
+)

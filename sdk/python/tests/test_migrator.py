@@ -44,7 +44,8 @@ class Base(unittest.TestCase):
     def env(self, **extra):
         e = {"TRAINGUARD_CHECKPOINT_DIR": self.dir, "TRAINGUARD_SIGNAL_DIR": self.signal,
              "TRAINGUARD_POD_NAME": "pod-0", "TRAINGUARD_AFTER_CHECKPOINT": "continue",
-             "TRAINGUARD_EXIT_GRACE": "0"}  # the exit tests catch SystemExit: no watchdog may end the run
+             "TRAINGUARD_EXIT_GRACE": "0",  # the exit tests catch SystemExit: no watchdog may end the run
+             "TRAINGUARD_STATUS_PORT": "0"}  # no fixed port shared by parallel runs; test_status.py picks free ones
         e.update(extra)
         return e
 

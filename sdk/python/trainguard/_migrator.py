@@ -11,6 +11,7 @@ from . import _fence as fence
 from . import _peer as peer
 from . import _periodic as periodic
 from . import _protocol as proto
+from . import _status as status
 from . import _storage as storage
 from . import _wake as wake
 
@@ -69,6 +70,9 @@ class Migrator:
         self._steps_at_boundary = 0
         self._replicated = None  # declared by replicated(); None: DDP tells
         self._last_step_committed = None  # the step of the last checkpoint written or loaded
+        self._last_commit_at = None  # saved_at of the last checkpoint this process wrote
+        self._last_save_seconds = None  # how long that write took
+        self._status = None  # the work-at-risk server (_status.py), local rank 0 while listening
         self._peer_lost_handled = False
         self._hooks = peer.Hooks(self._on_peer_lost)
         # A peer that restarted while this rank waits on it (peer.Peers).
@@ -153,12 +157,39 @@ class Migrator:
         self._waker = wake.Waker()
         self._listener = threading.Thread(target=self._listen, name="trainguard-listener", daemon=True)
         self._listener.start()
+        self._serve_status()
         return self
+
+    def _serve_status(self):
+        port = status.port_from_env(os.environ if self._env is None else self._env)
+        if self.config.local_rank != 0 or port == 0:
+            return
+        try:
+            self._status = status.Server(port, self.status)
+        except OSError as e:
+            log.warning("trainguard: not serving the work-at-risk status on port %d: %s", port, e)
+
+    def status(self):
+        """What a preemption now would cost (served by _status.py): this
+        process's step, the job's last committed checkpoint (this process's
+        own, else the pointer global rank 0 wrote) and how long the last save
+        took."""
+        committed_step, committed_at = self._last_step_committed, self._last_commit_at
+        if committed_at is None:
+            ptr = storage.read_pointer(self.config.checkpoint_dir)
+            if ptr is not None and isinstance(ptr.get("step"), int) and isinstance(ptr.get("saved_at"), (int, float)):
+                committed_step, committed_at = ptr["step"], ptr["saved_at"]
+        return {"format": status.FORMAT, "now": time.time(), "step": self._step,
+                "committed_step": committed_step, "committed_at": committed_at,
+                "save_seconds": self._last_save_seconds}
 
     def close(self):
         """Stop listening (the thread is a daemon; this is for tests and clean exits)."""
         self._stop.set()
         self._hooks.uninstall()
+        if self._status is not None:
+            self._status.close()
+            self._status = None
         self._writer.wait()  # a periodic save in flight is finished, not dropped
         if self._listener is not None:
             self._listener.join(timeout=5)
@@ -478,6 +509,7 @@ class Migrator:
         return name
 
     def _write(self, payload):
+        started = time.monotonic()
         try:
             name, size = storage.write_checkpoint(self.config, payload, self._generation, self._root_dir())
         except fence.Fenced as e:
@@ -486,6 +518,7 @@ class Migrator:
             raise
         self._last_ckpt, self._last_bytes = name, size
         self._last_step_committed = payload["step"]
+        self._last_commit_at, self._last_save_seconds = payload["saved_at"], time.monotonic() - started
         log.info("trainguard: saved %s at step %d (%d bytes)", name, payload["step"], size)
         return name
 
