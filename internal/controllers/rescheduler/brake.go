@@ -40,6 +40,17 @@ const minUnhealthyNodes = 3
 // Leases) silent, so the loss of the one node of a tiny cluster is handled.
 const minSilentClusterNodes = 2
 
+// brakeSilence is how long a Lease must be silent to count against the
+// zone and cluster brakes: half of --lease-lost-after, two missed renewals
+// of a kubelet renewing every quarter of it. Silence that starts at once
+// (a stall, a partition) passes the bound over a whole renewal interval,
+// node after node; counting only Leases past the bound admitted the first
+// nodes before the share reached the threshold (issue 34: 30 pods evicted
+// in a 200-node stall). At half the bound, every Lease that stopped with
+// the first one already counts when the first is acted on. Counting more
+// can only hold more: the brakes never act.
+func brakeSilence(lostAfter time.Duration) time.Duration { return lostAfter / 2 }
+
 // clusterZone labels the cluster brake in trainguard_rescheduler_brake_engaged;
 // parentheses cannot occur in a zone label's value.
 const clusterZone = "(cluster)"
@@ -335,7 +346,7 @@ func (r *Reconciler) clusterState(ctx context.Context) (zoneState, error) {
 	if err != nil {
 		return zoneState{}, err
 	}
-	c.silentLeases, c.leases = r.leases.silentCount(r.opts.LeaseLostAfter)
+	c.silentLeases, c.leases = r.leases.silentCount(brakeSilence(r.opts.LeaseLostAfter))
 	b.mu.Lock()
 	b.cluster = c
 	b.mu.Unlock()
@@ -364,7 +375,7 @@ func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, err
 
 // countCarriers counts the nodes in scope that carry managed pods, and how
 // many of them are unhealthy: Ready not True, or the kubelet silent for
-// --lease-lost-after.
+// brakeSilence.
 func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Node) bool) (zoneState, error) {
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
@@ -385,7 +396,7 @@ func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Nod
 		}
 		z.carrier++
 		silent, known := r.leases.silentFor(n.Name)
-		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= r.opts.LeaseLostAfter) {
+		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= brakeSilence(r.opts.LeaseLostAfter)) {
 			z.unhealthy++
 		}
 	}

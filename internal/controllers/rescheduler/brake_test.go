@@ -128,11 +128,21 @@ func TestClusterBrake(t *testing.T) {
 		name    string
 		silent  int
 		engaged bool
+		// othersRenewedAt: when, after the first Leases' last renewal, the
+		// others renewed last (0: just now, at the judgement).
+		othersRenewedAt time.Duration
 	}{
-		{"all six silent: a stale view, not six dead kubelets", 6, true},
-		{"four of six", 4, true},
-		{"three of six: half is not more than half", 3, false},
-		{"one of six: a lost node", 1, false},
+		{"all six silent: a stale view, not six dead kubelets", 6, true, 0},
+		{"four of six", 4, true, 0},
+		{"three of six: half is not more than half", 3, false, 0},
+		{"one of six: a lost node", 1, false, 0},
+		// Every Lease stops at once, but their deadlines are spread over a
+		// renewal interval: when the first passes --lease-lost-after the
+		// others have missed renewals too. Counting only Leases past the
+		// bound let the first nodes through (issue 34's stall at 200
+		// nodes: 30 pods evicted before the brake engaged).
+		{"a stall's onset: one past the bound, five silent 35 s", 1, true, 6 * time.Second},
+		{"one past the bound, five silent 15 s: a lost node among healthy ones", 1, false, 26 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var objs []client.Object
@@ -147,10 +157,15 @@ func TestClusterBrake(t *testing.T) {
 			for i := range 6 {
 				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter)
 			}
-			h.clock.Step(41 * time.Second)
-			for i := tc.silent; i < 6; i++ { // the others renewed just now
-				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(40*time.Second)), h.r.opts.LeaseLostAfter)
+			renewAt := tc.othersRenewedAt
+			if renewAt == 0 {
+				renewAt = 41 * time.Second
 			}
+			h.clock.Step(renewAt)
+			for i := tc.silent; i < 6; i++ {
+				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(renewAt)), h.r.opts.LeaseLostAfter)
+			}
+			h.clock.Step(41*time.Second - renewAt)
 			node := &corev1.Node{}
 			require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
 			hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
