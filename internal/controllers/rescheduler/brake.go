@@ -140,8 +140,12 @@ func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *cor
 	if err != nil {
 		return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the cluster's health: " + err.Error(), after: brakeRecheck}
 	}
+	wasOn := b.isEngaged(clusterZone)
 	if h := b.judgeCluster(ctx, c); h != nil {
 		return h
+	}
+	if wasOn {
+		return r.restartSilence(ctx, func(*corev1.Node) bool { return true }, "the cluster brake")
 	}
 	if node != nil {
 		zone := zoneOf(node)
@@ -149,8 +153,12 @@ func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *cor
 		if err != nil {
 			return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the zone's health: " + err.Error(), after: brakeRecheck}
 		}
+		wasOn := b.isEngaged(zone)
 		if h := b.judgeZone(ctx, zone, z); h != nil {
 			return h
+		}
+		if wasOn {
+			return r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, fmt.Sprintf("zone %q's brake", zone))
 		}
 	}
 	if d.Cause != ReasonNodeLost {
@@ -268,6 +276,36 @@ func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 		message: fmt.Sprintf("node %s looked silent for %s in trainguard's cache, but the API server has its Lease renewed at %s: "+
 			"the cached view is stale (a stalled watch), not the kubelet; nothing is evicted or deleted",
 			node, seen.silent.Round(time.Second), renew.UTC().Format(time.RFC3339))}
+}
+
+// restartSilence runs when a brake releases: like the node lifecycle
+// controller leaving full disruption, every node in scope counts as renewed
+// now. The Leases of a stall or a partition come back one after another
+// over a renewal interval; the brake releases once most are back, and the
+// rest, silent past every bound, were evicted and force-deleted at once
+// (issue 34: 4 of 200 nodes, 40 pods, when a 200-node stall ended). A node
+// that really died meanwhile is lost a --lease-lost-after later. The pod
+// being judged was decided on the old silence: it looks again.
+func (r *Reconciler) restartSilence(ctx context.Context, inScope func(*corev1.Node) bool, what string) *hold {
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return &hold{reason: ReasonPartitionSuspected, message: "cannot list the nodes after " + what + " released: " + err.Error(), after: brakeRecheck}
+	}
+	names := map[string]bool{}
+	for i := range nodes.Items {
+		if inScope(&nodes.Items[i]) {
+			names[nodes.Items[i].Name] = true
+		}
+	}
+	r.leases.restart(names)
+	return &hold{reason: ReasonPartitionSuspected, after: brakeRecheck,
+		message: what + " just released: every node it held counts as renewed now and is judged afresh"}
+}
+
+func (b *brakes) isEngaged(zone string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.engaged[zone]
 }
 
 // setEngaged records a brake's state and exports it; changed says it flipped.

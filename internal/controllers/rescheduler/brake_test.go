@@ -254,3 +254,37 @@ func TestRetryBucketIsPerNamespace(t *testing.T) {
 	opts.RetryEvictionRate = 0
 	assert.NotNil(t, newBrakes(opts, clk, newMetrics()).takeRetry("a"), "rate 0 stops exit retries")
 }
+
+// TestBrakeReleaseRestartsSilence: a stall ends, most Leases are renewed
+// again and the cluster brake releases; the nodes not renewed yet must not
+// be acted on for the silence the brake covered (issue 34: 40 pods of 4
+// nodes evicted and force-deleted the moment a 200-node stall ended).
+func TestBrakeReleaseRestartsSilence(t *testing.T) {
+	var objs []client.Object
+	for i := range 6 {
+		n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionTrue, time.Hour)
+		n.Labels = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", i/2)}
+		objs = append(objs, n, newPod(func(p *corev1.Pod) {
+			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+		}))
+	}
+	h := newHarness(t, false, objs...)
+	for i := range 6 {
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter)
+	}
+	h.clock.Step(60 * time.Second)
+	node := &corev1.Node{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
+	hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+	require.NotNil(t, hold, "all six silent: the cluster brake holds")
+	for i := 2; i < 6; i++ { // four come back; n0 and n1 not yet
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(60*time.Second)), h.r.opts.LeaseLostAfter)
+	}
+	h.clock.Step(2 * time.Second) // past the cached cluster state
+	hold = h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+	assert.Zero(t, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "two of six silent: released")
+	require.NotNil(t, hold, "the pod decided on the stall's silence looks again")
+	silent, known := h.r.leases.silentFor("n0")
+	require.True(t, known)
+	assert.Less(t, silent, h.r.opts.LeaseLostAfter, "n0's silence restarts when the brake releases")
+}
