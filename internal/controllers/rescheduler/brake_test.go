@@ -145,18 +145,7 @@ func TestClusterBrake(t *testing.T) {
 		{"one past the bound, five silent 15 s: a lost node among healthy ones", 1, false, 26 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var objs []client.Object
-			for i := range 6 {
-				n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionTrue, time.Hour)
-				n.Labels = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", i/2)}
-				objs = append(objs, n, newPod(func(p *corev1.Pod) {
-					p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
-				}))
-			}
-			h := newHarness(t, false, objs...)
-			for i := range 6 {
-				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter)
-			}
+			h := sixNodesInThreeZones(t)
 			renewAt := tc.othersRenewedAt
 			if renewAt == 0 {
 				renewAt = 41 * time.Second
@@ -260,18 +249,7 @@ func TestRetryBucketIsPerNamespace(t *testing.T) {
 // be acted on for the silence the brake covered (issue 34: 40 pods of 4
 // nodes evicted and force-deleted the moment a 200-node stall ended).
 func TestBrakeReleaseRestartsSilence(t *testing.T) {
-	var objs []client.Object
-	for i := range 6 {
-		n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionTrue, time.Hour)
-		n.Labels = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", i/2)}
-		objs = append(objs, n, newPod(func(p *corev1.Pod) {
-			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
-		}))
-	}
-	h := newHarness(t, false, objs...)
-	for i := range 6 {
-		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter)
-	}
+	h := sixNodesInThreeZones(t)
 	h.clock.Step(60 * time.Second)
 	node := &corev1.Node{}
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
@@ -287,4 +265,23 @@ func TestBrakeReleaseRestartsSilence(t *testing.T) {
 	silent, known := h.r.leases.silentFor("n0")
 	require.True(t, known)
 	assert.Less(t, silent, h.r.opts.LeaseLostAfter, "n0's silence restarts when the brake releases")
+}
+
+// sixNodesInThreeZones: one managed pod on each of six nodes, two per zone,
+// every Lease seen renewed at t0.
+func sixNodesInThreeZones(t *testing.T) *harness {
+	t.Helper()
+	var objs []client.Object
+	for i := range 6 {
+		n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionTrue, time.Hour)
+		n.Labels = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", i/2)}
+		objs = append(objs, n, newPod(func(p *corev1.Pod) {
+			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+		}))
+	}
+	h := newHarness(t, false, objs...)
+	for i := range 6 {
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter)
+	}
+	return h
 }
