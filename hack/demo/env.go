@@ -145,5 +145,6 @@ func startTrainguard(ctx context.Context, o options, work, kubeconfig, certDir s
 	if err != nil {
 		return nil, err
 	}
-	return p, p.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort), 60*time.Second)
+	err = p.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort), 60*time.Second)
+	return p, err
 }

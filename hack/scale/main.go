@@ -46,8 +46,9 @@ func main() {
 	}
 	o.Scenarios = strings.Split(*scenarios, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := scale.Run(ctx, o); err != nil {
+	_, err := scale.Run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
 	}

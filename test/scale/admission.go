@@ -21,7 +21,7 @@ import (
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
-// AdmissionReport: pod creation latency in bursts of 64 (one job's pods
+// AdmissionReport is pod creation latency in bursts of 64 (one job's pods
 // arriving together), through trainguard and through a no-op webhook
 // registered like trainguard's, interleaved in the same run.
 type AdmissionReport struct {

@@ -36,7 +36,7 @@ func (e *env) managedPods(ctx context.Context) ([]corev1.Pod, error) {
 	return e.listPods(ctx, client.MatchingLabels{contract.LabelManaged: "true"})
 }
 
-// SteadyReport: trainguard at rest with the whole population.
+// SteadyReport is trainguard at rest with the whole population.
 type SteadyReport struct {
 	RSSMiB, PeakRSSMiB, CPUPercent         float64
 	RequestsPerSec, WritesPerSec           float64
@@ -199,7 +199,7 @@ func quantile(xs []float64, q float64) float64 {
 	return s[int(q*float64(len(s)-1))]
 }
 
-// OutageReport: one zone's Leases stop.
+// OutageReport is what happens when one zone's Leases stop.
 type OutageReport struct {
 	Brake                                 bool
 	Flags                                 []string `json:",omitempty"`
@@ -403,7 +403,7 @@ func (e *env) restore(ctx context.Context, group, zone string) error {
 	return err
 }
 
-// StallReport: every Lease stops at once.
+// StallReport is what happens when every Lease stops at once.
 type StallReport struct {
 	BrakeAfter            float64 // seconds after the stop
 	HeldFor               float64
@@ -476,7 +476,7 @@ func (e *env) stall(ctx context.Context) (*StallReport, error) {
 	return r, nil
 }
 
-// ChurnReport: training pods failing with exit 137.
+// ChurnReport is training pods failing with exit 137.
 type ChurnReport struct {
 	Failed, Evicted                int
 	Reasons                        map[string]int
