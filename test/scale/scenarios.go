@@ -436,9 +436,9 @@ func (e *env) stall(ctx context.Context) (*StallReport, error) {
 	} else {
 		r.BrakeAfter = time.Since(start).Seconds()
 	}
-	// Hold as long again past the Lease deadline: the force-delete bound
-	// passes too.
-	time.Sleep(time.Until(start.Add(2*lease + 10*time.Second)))
+	// Hold 15 s past the last Lease deadline (the force-delete bound is
+	// the same as the Lease's at the chart's 40 s and in the smoke run).
+	time.Sleep(time.Until(start.Add(lease + 15*time.Second)))
 	r.HeldFor = time.Since(start).Seconds()
 	s1, err := e.scrape(ctx)
 	if err != nil {
@@ -466,7 +466,9 @@ func (e *env) stall(ctx context.Context) (*StallReport, error) {
 	}
 	// The end of a stall is as dangerous as its start: Leases come back
 	// one by one, and the brake releases before the last are renewed.
-	time.Sleep(lease + 10*time.Second)
+	// The last come back within a renewal interval (a quarter of the
+	// Lease) of the first.
+	time.Sleep(lease/2 + 5*time.Second)
 	s2, err := e.scrape(ctx)
 	if err != nil {
 		return nil, err
