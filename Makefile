@@ -215,7 +215,7 @@ e2e-images: build ## Build every image the local cluster runs (tarballs in bin/c
 
 .PHONY: e2e
 e2e: cluster ## Scenarios on the local cluster (drain, TrainJob drain, Kueue preemption, scheduler preemption, exit codes, rank crash, trainguard down, upgrade, TrainJob node crash, partition, node crash); one table. E2E_KEEP=1 keeps the cluster.
-	set -o pipefail; rc=0; KUBECONFIG=/tmp/trainguard-cluster/kubeconfig $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/ \
+	set -o pipefail; rc=0; KUBECONFIG=/tmp/trainguard-cluster/kubeconfig $(GO) test -tags e2e -count=1 -parallel 8 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/ \
 		2>&1 | tee /tmp/trainguard-e2e.log | grep -E '^ *(--- |ok|FAIL|panic)|_test.go:[0-9]+: |^\||^e2e' || rc=$$?; \
 	echo "full log: /tmp/trainguard-e2e.log"; \
 	[ -n "$(E2E_KEEP)" ] || bash hack/cluster/down.sh; exit $$rc

@@ -41,9 +41,20 @@ const (
 //     workers in place after one died, up to the job's reschedule cap
 //     (PET_MAX_RESTARTS), noticing within a second (PET_MONITOR_INTERVAL);
 //     its container never stops. Values the user or the operator set win.
+//
+// Neither once the rescheduler stopped the job's in-place restarts at its
+// cap (Target.InPlaceStopped).
 func RestartRules(t *Target) bool {
 	c := t.TrainingContainer()
 	if c == nil || !contract.HasStrategy(contract.RecoverStrategyOf(t.Meta.Annotations, t.Policy.RecoverStrategy), contract.StrategyRecoverInPlace) {
+		return false
+	}
+	if t.InPlaceStopped {
+		// The job's in-place restarts reached its cap: its restart policy
+		// decides from here. Only the record (trainguard's) says so; a
+		// tenant can only make this stricter (a recover-strategy without
+		// recover-in-place), never lift it.
+		t.Warnf("the job's in-place restarts reached its cap (trainguard.io/max-reschedules): no restart rules, the pod's restartPolicy decides")
 		return false
 	}
 	ensureEnv(c, corev1.EnvVar{Name: EnvTorchrunMaxRestarts, Value: strconv.Itoa(t.Policy.MaxReschedules)})

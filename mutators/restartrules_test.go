@@ -98,3 +98,20 @@ func TestRestartRulesArePerPod(t *testing.T) {
 	assert.NotNil(t, tg.Spec.Containers[0].RestartPolicyRules)
 	assert.Contains(t, Marked(tg.Meta.Annotations), contract.InjectionRestartRules)
 }
+
+// Once the rescheduler stopped the job's in-place restarts at its cap (its
+// record), a new pod gets no restart rules and no torchrun restarts, and no
+// tenant annotation brings them back.
+func TestRestartRulesStoppedAtTheJobsCap(t *testing.T) {
+	tg := newTarget("pytorch").with(func(s *corev1.PodSpec) { s.RestartPolicy = corev1.RestartPolicyNever }).build()
+	tg.Meta.Annotations = map[string]string{contract.AnnotationMindClusterRecoverStrategy: contract.StrategyRecoverInPlace}
+	tg.InPlaceStopped = true
+	assert.False(t, RestartRules(tg))
+	c := &tg.Spec.Containers[0]
+	assert.Nil(t, c.RestartPolicyRules)
+	assert.Nil(t, c.RestartPolicy)
+	_, ok := envValue(c, EnvTorchrunMaxRestarts)
+	assert.False(t, ok)
+	require.Len(t, tg.Warnings(), 1)
+	assert.Contains(t, tg.Warnings()[0], "reached its cap")
+}

@@ -31,7 +31,11 @@ type Target struct {
 	// the job's name (from the kind's adapter); they name the job's
 	// checkpoint directory below Kind's.
 	JobNameLabels []jobs.JobNameLabel
-	warnings      []string
+	// InPlaceStopped: the rescheduler stopped the in-place restarts of the
+	// pod's job at its cap (its record, which no tenant can write); the pod
+	// gets no restart rules (RestartRules).
+	InPlaceStopped bool
+	warnings       []string
 }
 
 // Warnf records an admission warning. Every conflict that makes a mutator

@@ -31,11 +31,11 @@ func (i *Injector) mutatePod(ctx context.Context, pod jobs.PodJob, p *contract.P
 			return nil, skip, nil
 		}
 	}
-	avoid, err := i.avoidNodes(ctx, pod.Pod, namespace)
+	avoid, stopped, err := i.fromRecord(ctx, pod.Pod, namespace)
 	if err != nil {
 		return nil, "", err
 	}
-	t := &mutators.Target{Meta: &pod.ObjectMeta, Spec: &pod.Spec, Policy: p}
+	t := &mutators.Target{Meta: &pod.ObjectMeta, Spec: &pod.Spec, Policy: p, InPlaceStopped: stopped}
 	if injected {
 		mutators.InjectPodOfInjectedTemplate(t, avoid)
 	} else {
@@ -64,11 +64,12 @@ func trainingPod(pod *corev1.Pod, names []string) (warnings []string, skip strin
 		names, strings.Join(keys, ", "), pod.Spec.Containers[0].Name, names, contract.AnnotationInject, contract.InjectEnabled)}, ""
 }
 
-// avoidNodes asks the rescheduler's record which nodes the pod must avoid.
-// A pod being created may not carry its namespace yet; the request does.
-func (i *Injector) avoidNodes(ctx context.Context, pod *corev1.Pod, namespace string) ([]string, error) {
+// fromRecord asks the rescheduler's record which nodes the pod must avoid
+// and whether its job's in-place restarts were stopped at the cap. A pod
+// being created may not carry its namespace yet; the request does.
+func (i *Injector) fromRecord(ctx context.Context, pod *corev1.Pod, namespace string) ([]string, bool, error) {
 	if i.Avoider == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	lookup := pod
 	if pod.Namespace == "" && namespace != "" {
@@ -78,9 +79,13 @@ func (i *Injector) avoidNodes(ctx context.Context, pod *corev1.Pod, namespace st
 	}
 	nodes, err := i.Avoider.AvoidNodes(ctx, lookup)
 	if err != nil {
-		return nil, fmt.Errorf("reading bad nodes for pod: %w", err)
+		return nil, false, fmt.Errorf("reading bad nodes for pod: %w", err)
 	}
-	return nodes, nil
+	stopped, err := i.Avoider.InPlaceStopped(ctx, lookup)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the in-place restarts of the pod's job: %w", err)
+	}
+	return nodes, stopped, nil
 }
 
 // ownedByJob reports whether a job of a kind trainguard handles controls

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,6 +174,23 @@ func TestAdmissionPolicyFencesTheServiceAccount(t *testing.T) {
 		}
 	}
 
+	// The rescheduler's Warning on a job at its in-place restart cap
+	// (InPlaceRestartCapReached): an Event about the PyTorchJob, allowed in
+	// an injected namespace only.
+	jobEvent := func(namespace string) error {
+		ev := &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "job.cap"},
+			EventTime:  metav1.NowMicro(), Type: corev1.EventTypeWarning, Reason: "InPlaceRestartCapReached", Action: "Evict",
+			ReportingController: "trainguard-rescheduler", ReportingInstance: "trainguard-rescheduler-x",
+			Regarding: corev1.ObjectReference{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Namespace: namespace, Name: "job", UID: "uid"},
+			Note:      "in-place restarts of the job reached its cap (1/1)",
+		}
+		return sa.Create(ctx, ev, client.DryRunAll)
+	}
+	assert.NoError(t, jobEvent("fence-in"), "the cap's Event on a job in an injected namespace is allowed")
+	err := jobEvent("fence-out")
+	assert.True(t, refusedByPolicy(err, policy), "an Event in a namespace trainguard does not inject must be refused, got %v", err)
+
 	// Namespaces: the opt-in label only.
 	nsPatch := func(name, patch string) error {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -194,7 +212,7 @@ func TestAdmissionPolicyFencesTheServiceAccount(t *testing.T) {
 	}
 
 	// RBAC, the first fence: no ConfigMap outside its own namespace.
-	err := sa.Get(ctx, client.ObjectKey{Namespace: "fence-in", Name: "anything"}, &corev1.ConfigMap{})
+	err = sa.Get(ctx, client.ObjectKey{Namespace: "fence-in", Name: "anything"}, &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsForbidden(err), "reading a tenant's ConfigMap is forbidden, got %v", err)
 	err = sa.List(ctx, &corev1.ConfigMapList{})
 	assert.True(t, apierrors.IsForbidden(err), "listing ConfigMaps cluster-wide is forbidden, got %v", err)

@@ -233,8 +233,9 @@ func (e *env) noBadNode(ctx context.Context, ns string) error {
 		return err
 	}
 	for _, cm := range cms.Items {
-		if strings.HasPrefix(cm.Name, "bad-nodes-"+ns+".") {
-			return fmt.Errorf("the rescheduler recorded a bad node for a preempted job: ConfigMap %s/%s %v", releaseNS, cm.Name, cm.Data)
+		// A record may hold a job's in-place restart count; never a node.
+		if strings.HasPrefix(cm.Name, "bad-nodes-"+ns+".") && cm.Data["nodes"] != "" && cm.Data["nodes"] != "{}" {
+			return fmt.Errorf("the rescheduler recorded a bad node: ConfigMap %s/%s %v", releaseNS, cm.Name, cm.Data)
 		}
 	}
 	return nil

@@ -43,8 +43,9 @@ const (
 // restarts its workers itself (PET_MAX_RESTARTS). Asserted for each job:
 // never Failed, every rank resumed at the same step, the pods are the same
 // pods on the same nodes (the operator and the Job retried nothing, the
-// JobSet did not restart), no bad node recorded. The six jobs run side by
-// side.
+// JobSet did not restart), no bad node recorded. A seventh job's rank
+// segfaults on every start (a bug, not a fault): its in-place restarts
+// stop at the job's cap (rankCrashCap). The seven jobs run side by side.
 func (e *env) rankCrash(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(ctx, t, "e2e-rank-crash", true)
@@ -74,6 +75,15 @@ func (e *env) rankCrash(t *testing.T) {
 				e.record("rank crash "+c.name, true, "%s", fig)
 			})
 		}
+		t.Run("exitcode-cap", func(t *testing.T) {
+			t.Parallel()
+			fig, err := e.rankCrashCap(ctx, t, ns)
+			if err != nil {
+				e.record("rank crash at the cap", false, "%s", clip(err.Error()))
+				t.Fatal(err)
+			}
+			e.record("rank crash at the cap", true, "%s", fig)
+		})
 	})
 	if err := e.noBadNode(ctx, ns); err != nil {
 		e.record("rank crash", false, "%v", err)
@@ -203,6 +213,87 @@ func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c 
 	}
 	return fmt.Sprintf("TrainJob (torchrun, 2 ranks), SIG%s of rank 1: kill → training again %s (target %s); every rank resumed at step %d; %s; torchrun restarted its workers, container restarts %d, same pod on the same node; %s",
 		c.signal, trained.Sub(tKill).Round(100*time.Millisecond), rankCrashTarget, resumed, lost, containerRestarts, counts), nil
+}
+
+// segvLoopScript segfaults two seconds after every start, as a bug in a
+// native kernel would. python3 is not PID 1 (sh waits for it), and the
+// fault is a real one: sh exits 139.
+const segvLoopScript = `python3 -c 'import ctypes, time; time.sleep(2); ctypes.string_at(0)'; exit $?`
+
+// rankCrashCap (issue 28, bounded): a PyTorchJob under restartPolicy Never
+// with trainguard.io/max-reschedules=1 whose worker segfaults on every
+// start. trainguard's restart rules restart it in place once; at the cap
+// the rescheduler stops the job's in-place restarts (Warning
+// InPlaceRestartCapReached on the job, the stop in its record, the pod
+// evicted once, no bad node), the worker's replacement has no restart
+// rules, and the job ends by the operator's own policy (Never: Failed),
+// not restarted for ever.
+func (e *env) rankCrashCap(ctx context.Context, t *testing.T, ns string) (string, error) {
+	const job = "rc-cap"
+	pj := pytorchJob(ns, job, replica{1, "Never", sleepScript}, replica{1, "Never", segvLoopScript}, false)
+	pj.SetAnnotations(map[string]string{"trainguard.io/max-reschedules": "1"})
+	start := time.Now()
+	if err := e.createJob(ctx, pj); err != nil {
+		return "", fmt.Errorf("create PyTorchJob: %w", err)
+	}
+	defer func() { _ = e.dyn.Resource(pytorchJobs).Namespace(ns).Delete(ctx, job, metav1.DeleteOptions{}) }()
+	worker := job + "-worker-0"
+	var first *corev1.Pod
+	var maxRestarts int32
+	err := poll(ctx, time.Second, 4*time.Minute, func() (bool, error) {
+		if p, _ := e.pod(ctx, ns, worker); p != nil {
+			if first == nil {
+				first = p
+			}
+			if p.UID == first.UID {
+				_, n := lastExit(p, "pytorch")
+				maxRestarts = max(maxRestarts, n)
+			}
+		}
+		cond, err := e.jobCondition(ctx, ns, job)
+		return err == nil && cond == "Failed", nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s: not Failed by its restartPolicy Never after the cap (the first worker restarted %d times): %w", job, maxRestarts, err)
+	}
+	ended := time.Since(start)
+	if first == nil || len(first.Spec.Containers[0].RestartPolicyRules) == 0 {
+		return "", fmt.Errorf("%s: the first worker pod had no restart rules (restartPolicy Never)", job)
+	}
+	if maxRestarts > 2 {
+		return "", fmt.Errorf("%s: the first worker restarted in place %d times, past the cap of 1", job, maxRestarts)
+	}
+	if p, _ := e.pod(ctx, ns, worker); p != nil && p.UID != first.UID && len(p.Spec.Containers[0].RestartPolicyRules) > 0 {
+		return "", fmt.Errorf("%s: the worker's replacement got restart rules after the cap", job)
+	}
+	evs, err := e.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	note := ""
+	for _, ev := range evs.Items {
+		if ev.Regarding.Kind == "PyTorchJob" && ev.Regarding.Name == job && ev.Reason == "InPlaceRestartCapReached" && ev.Type == corev1.EventTypeWarning {
+			note = ev.Note
+		}
+	}
+	if !strings.Contains(note, "(1/1") {
+		return "", fmt.Errorf("%s: no Warning InPlaceRestartCapReached Event on the job naming 1/1 (got %q)", job, note)
+	}
+	cms, err := e.cs.CoreV1().ConfigMaps(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: "trainguard.io/bad-nodes=true"})
+	if err != nil {
+		return "", err
+	}
+	stopped := false
+	for _, cm := range cms.Items {
+		if strings.HasPrefix(cm.Name, "bad-nodes-"+ns+"."+job+"-") {
+			stopped = cm.Data["inPlaceStopped"] == "true"
+		}
+	}
+	if !stopped {
+		return "", fmt.Errorf("%s: the job's record does not say its in-place restarts stopped", job)
+	}
+	return fmt.Sprintf("Never, max-reschedules 1, worker SIGSEGV on every start: restarted in place %d time(s), then InPlaceRestartCapReached on the job (%q), the stop recorded, no restart rules on new pods; the job Failed by its own policy %s after its creation",
+		maxRestarts, clip(note), ended.Round(time.Second)), nil
 }
 
 func signalExit(sig string) int32 {

@@ -2,14 +2,17 @@ package rescheduler
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
@@ -108,6 +111,66 @@ func TestProcessFaultRestartsInPlace(t *testing.T) {
 	assert.Contains(t, e.Note, "restart 2/10")
 	assertUntouched(t, pod) // no eviction, no bad node recorded
 	assert.Equal(t, "RestartInPlace/2", getPod(t, pod).Annotations[contract.AnnotationDecision])
+}
+
+// Bounded (issue 28): a rank that keeps crashing under kubeflow's ExitCode
+// (restartPolicy Never) restarts in place only by trainguard's restart
+// rules; at the job's cap the rescheduler records the stop, says so on the
+// job (Warning Event, cap annotation), evicts the pod once (no bad node),
+// the operator's replacement is admitted without the rules, and its own
+// process fault is left to the operator. Before, the kubelet restarted the
+// rank in place for ever.
+func TestInPlaceRestartsStopAtTheJobsCap(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	node := readyNode(t, ns, "a")
+	job := pytorchJob(t, ns, "segv-loop", map[string]string{contract.AnnotationMaxReschedules: "1"})
+	pod := workerOf(t, job).onNode(node).create(t)
+	require.Equal(t, contract.InPlaceRestartRules(), pod.Spec.Containers[0].RestartPolicyRules, "Never: the webhook injects the restart rules")
+	// The kubelet restarted it in place once (the rules) and it crashed again.
+	setPodStatus(t, pod, func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodRunning
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: "pytorch", Image: "example.com/train:1", Started: ptr.To(false), RestartCount: 1,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 139, Reason: "Error", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
+	})
+
+	e := waitEvent(t, pod, resched.ReasonInPlaceRestartCapReached)
+	assert.Equal(t, corev1.EventTypeWarning, e.Type)
+	assert.Contains(t, e.Note, "1/1")
+	waitTerminating(t, pod)
+	rec := record(t, pod)
+	require.NotNil(t, rec)
+	assert.Empty(t, rec.nodes, "a process fault records no bad node")
+	assert.Equal(t, "true", rec.cm.Data["inPlaceStopped"])
+	assert.Equal(t, "1", rec.cm.Data["inPlaceRestarts"])
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(job.GroupVersionKind())
+	require.NoError(t, env.c.Get(ctx, client.ObjectKeyFromObject(job), got))
+	assert.Equal(t, "1", got.GetAnnotations()[contract.AnnotationReschedulesExhausted])
+	require.Eventually(t, func() bool {
+		var list eventsv1.EventList
+		require.NoError(t, env.c.List(ctx, &list, client.InNamespace(ns)))
+		for _, ev := range list.Items {
+			if ev.Regarding.Kind == "PyTorchJob" && ev.Regarding.Name == job.GetName() && ev.Reason == resched.ReasonInPlaceRestartCapReached {
+				return ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Note, "(1/1, seen at pod segv-loop-worker-0, exit code 139)")
+			}
+		}
+		return false
+	}, waitFor, tick, "a Warning Event on the job names the count and the cap")
+
+	// The operator's replacement: no restart rules any more.
+	confirmDeletion(t, pod)
+	replacement := workerOf(t, job).onNode(node).create(t)
+	assert.Nil(t, replacement.Spec.Containers[0].RestartPolicyRules, "the job's new pods get no restart rules")
+	assert.Nil(t, replacement.Spec.Containers[0].RestartPolicy)
+	assert.NotContains(t, replacement.Annotations[contract.AnnotationInjected], contract.InjectionRestartRules)
+	// Its process fault fails the pod (Never): the operator's policy decides,
+	// trainguard neither evicts it nor records its node.
+	exited(t, replacement, 139)
+	e = waitEvent(t, replacement, resched.ReasonInPlaceRestartCapReached)
+	assert.Contains(t, e.Note, "left to the operator's restart policy")
+	assertUntouched(t, replacement)
 }
 
 // Exit 1 is a permanent failure: the same code would fail again. The pod is

@@ -34,7 +34,7 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 		r.report(ctx, pod, key, d)
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
 	case d.Action == ActionNone:
-		return reconcile.Result{}, r.reportOnce(ctx, pod, key, rec, d)
+		return reconcile.Result{}, r.reportOnce(ctx, pod, key, cm, rec, d)
 	}
 	if h := r.checkBrakes(ctx, pod, node, d); h != nil {
 		return r.holdBack(ctx, pod, key, d, h), nil
@@ -42,11 +42,19 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 	if stale, err := r.staleCache(ctx, pod); stale || err != nil {
 		return reconcile.Result{RequeueAfter: staleRetry}, err
 	}
+	if d.StopInPlace {
+		// Before the eviction, as a bad node is: the replacement must not
+		// get the restart rules again.
+		if err := r.recordInPlace(ctx, pod, key, cm, rec, d); err != nil {
+			r.metrics.errorsByOp.WithLabelValues("record").Inc()
+			return reconcile.Result{}, err
+		}
+	}
 	if d.Migrate {
 		err := r.recordBadNode(ctx, pod, key, cm, rec, d)
 		var nr notRecreatable
 		if errors.As(err, &nr) {
-			return reconcile.Result{}, r.reportOnce(ctx, pod, key, rec, d.no(ReasonNotRecreatable, string(nr)))
+			return reconcile.Result{}, r.reportOnce(ctx, pod, key, cm, rec, d.no(ReasonNotRecreatable, string(nr)))
 		}
 		if err != nil {
 			r.metrics.errorsByOp.WithLabelValues("record").Inc()
@@ -211,9 +219,13 @@ func (r *Reconciler) markFailed(ctx context.Context, pod *corev1.Pod) error {
 // reportOnce reports a no-action decision the first time it is made for the
 // pod; the pod's decision annotation remembers it across reconciles,
 // restarts and leader changes.
-func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey, rec *Record, d Decision) error {
+func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
 	if pod.Annotations[contract.AnnotationDecision] == d.once() {
 		return nil
+	}
+	if err := r.recordInPlace(ctx, pod, key, cm, rec, d); err != nil {
+		r.metrics.errorsByOp.WithLabelValues("record").Inc()
+		return err
 	}
 	if d.Reason == ReasonRescheduleCapReached {
 		// In-place restarts count per pod (its restart count); migrations per job (the record).
@@ -251,7 +263,7 @@ func (r *Reconciler) event(obj *corev1.Pod, eventType, reason string, action Act
 
 func eventType(reason string) string {
 	switch reason {
-	case ReasonPermanentFailure, ReasonRescheduleCapReached, ReasonNotRetried, ReasonRecreateFailed, ReasonNotRecreatable, ReasonNodeLost, ReasonNodeDrained, ReasonRetryableExit:
+	case ReasonPermanentFailure, ReasonRescheduleCapReached, ReasonInPlaceRestartCapReached, ReasonNotRetried, ReasonRecreateFailed, ReasonNotRecreatable, ReasonNodeLost, ReasonNodeDrained, ReasonRetryableExit:
 		return corev1.EventTypeWarning
 	}
 	return corev1.EventTypeNormal
@@ -282,6 +294,60 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 		rec.Reschedules++
 		rec.RoundStart = now
 	}
+	if err := r.writeRecord(ctx, pod, key, cm, rec); err != nil {
+		return fmt.Errorf("recording node %s as bad for %s: %w", pod.Spec.NodeName, key, err)
+	}
+	r.metrics.badNodes.Inc()
+	return nil
+}
+
+// recordInPlace keeps the job's in-place restart count (the highest seen)
+// and, at the cap, the stop in its record, and reports the stop once on
+// the job: a Warning Event and the reschedules-exhausted annotation.
+// Nothing is written when the record already says as much.
+func (r *Reconciler) recordInPlace(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+	stop := d.StopInPlace && !rec.InPlaceStopped
+	if d.InPlaceRestarts <= rec.InPlaceRestarts && !stop {
+		return nil
+	}
+	rec.InPlaceRestarts = max(rec.InPlaceRestarts, d.InPlaceRestarts)
+	rec.InPlaceStopped = rec.InPlaceStopped || d.StopInPlace
+	if err := r.writeRecord(ctx, pod, key, cm, rec); err != nil {
+		return fmt.Errorf("recording the in-place restarts of %s: %w", key, err)
+	}
+	if !stop {
+		return nil
+	}
+	if err := r.markExhausted(ctx, pod, key, rec.InPlaceRestarts); err != nil {
+		return err
+	}
+	r.jobEvent(ctx, pod, corev1.EventTypeWarning, ReasonInPlaceRestartCapReached, d.Action,
+		fmt.Sprintf("in-place restarts of the job reached its cap (%d/%d, seen at pod %s, exit code %d): trainguard restarts it in place no more; the job's restart policy decides from here",
+			rec.InPlaceRestarts, d.inPlaceCap, pod.Name, deref(d.ExitCode)))
+	return nil
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// jobEvent reports on the pod's job (a bare pod: on the pod itself).
+func (r *Reconciler) jobEvent(ctx context.Context, pod *corev1.Pod, eventType, reason string, action Action, msg string) {
+	job, err := r.jobOf(ctx, pod)
+	if err != nil || job == nil {
+		r.recorder.Eventf(pod, nil, eventType, reason, string(action), "%s", msg)
+		return
+	}
+	r.recorder.Eventf(job, pod, eventType, reason, string(action), "%s", msg)
+}
+
+// writeRecord writes rec into the job's record (created when cm is nil),
+// with the resourceVersion read: a stale cache fails and retries instead of
+// losing a count.
+func (r *Reconciler) writeRecord(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record) error {
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		rec.JobUID = ref.UID
 	}
@@ -304,11 +370,7 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 	} else {
 		err = r.client.Update(ctx, cm)
 	}
-	if err != nil {
-		return fmt.Errorf("recording node %s as bad for %s: %w", pod.Spec.NodeName, key, err)
-	}
-	r.metrics.badNodes.Inc()
-	return nil
+	return err
 }
 
 // stash reads the bare pod from the API server (the cache holds only a

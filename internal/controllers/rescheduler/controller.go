@@ -265,6 +265,11 @@ func (r *Reconciler) input(pod *corev1.Pod, node *corev1.Node, rec *Record, jobA
 			Reschedules:  rec.Reschedules,
 			RoundStart:   rec.RoundStart,
 			NodeRecorded: rec.Recorded(pod.Spec.NodeName, now),
+			// The count and the stop are the job's, kept in trainguard's
+			// namespace: nothing a tenant writes can raise the count's
+			// allowance or lift the stop.
+			InPlaceRestarts: rec.InPlaceRestarts,
+			InPlaceStopped:  rec.InPlaceStopped,
 		},
 	}
 }

@@ -2,9 +2,12 @@ package rescheduler
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -69,6 +72,10 @@ type History struct {
 	// NodeRecorded says the pod's node is already recorded (unexpired) for the
 	// job: the pod belongs to an incident already counted.
 	NodeRecorded bool
+	// InPlaceRestarts is the job's in-place restarts so far (the record's).
+	InPlaceRestarts int
+	// InPlaceStopped says the job's in-place restarts already reached its cap.
+	InPlaceStopped bool
 }
 
 // Decision is what to do with one pod, and why.
@@ -89,6 +96,13 @@ type Decision struct {
 	Migrate bool
 	// NewRound counts this reschedule against the job's cap.
 	NewRound bool
+	// InPlaceRestarts is the job's in-place restart count to record (the
+	// highest seen); 0 records nothing.
+	InPlaceRestarts int
+	// StopInPlace ends the job's in-place restarts: the record says so
+	// before anything else is done, so the job's pods created from then on
+	// get no restart rules.
+	StopInPlace bool
 	// RequeueAfter is set with ActionWait.
 	RequeueAfter time.Duration
 	// Once is what the pod's decision annotation holds once a no-action
@@ -100,6 +114,8 @@ type Decision struct {
 	// read and its restart count (detect).
 	container string
 	restarts  int32
+	// inPlaceCap is the cap the in-place restarts were held against.
+	inPlaceCap int
 }
 
 // once is the decision annotation's value for d (Once, else Reason).
@@ -135,6 +151,13 @@ func Decide(in Input, opts Options) Decision {
 	}
 	if restartsInPlace(in, d, opts) && contract.HasStrategy(strategy, contract.StrategyRecoverInPlace) {
 		return restartInPlace(d, in)
+	}
+	if in.History.InPlaceStopped && processFault(d) && classifyNode(in, opts).health != nodeLost {
+		// The job's in-place restarts are over (its pods created since have
+		// no restart rules): migrating would record a healthy node as bad
+		// and retry without end. The operator's own restart policy decides.
+		return d.no(ReasonInPlaceRestartCapReached, fmt.Sprintf("the job's in-place restarts reached its cap (%d/%d): a process fault on a healthy node is left to the operator's restart policy (not migrated, no bad node recorded)",
+			in.History.InPlaceRestarts, in.MaxReschedules))
 	}
 	if inPlaceOnly(strategy) {
 		return d.no(ReasonRestartInPlace, "recover-in-place: not migrated; the kubelet restarts the container (needs restartPolicy OnFailure or Always, or a container restart rule for the exit code)")
@@ -360,15 +383,65 @@ func restartsInPlace(in Input, d Decision, opts Options) bool {
 // restartInPlace: a process fault on a healthy node. The kubelet restarts
 // the container (its crash-loop back-off spaces repeats: at once, then 10 s
 // doubling to 5 min); trainguard neither evicts nor records the node, and
-// counts the pod's restarts against the job's cap.
+// counts the job's in-place restarts against its cap: the highest restart
+// count seen on any of its pods, kept in the record (the job's ranks
+// restart together, so peers of one incident are counted once, and a pod
+// that replaces another continues the count).
 func restartInPlace(d Decision, in Input) Decision {
-	n := int(d.restarts)
-	if n >= in.MaxReschedules {
-		return d.no(ReasonRescheduleCapReached, fmt.Sprintf("in-place restarts reached the job's cap (%d/%d): trainguard does nothing more (the kubelet's crash-loop back-off spaces any further restart)", n, in.MaxReschedules))
+	n := max(int(d.restarts), in.History.InPlaceRestarts)
+	d.InPlaceRestarts = n
+	if n >= in.MaxReschedules || in.History.InPlaceStopped {
+		return inPlaceCapReached(d, in, n)
 	}
-	d = d.no(ReasonRestartInPlace, fmt.Sprintf("process fault on a healthy node: the kubelet restarts the container in place (restart %d/%d); not migrated, no bad node recorded", n+1, in.MaxReschedules))
-	d.Once = fmt.Sprintf("%s/%d", ReasonRestartInPlace, n+1)
+	d = d.no(ReasonRestartInPlace, fmt.Sprintf("process fault on a healthy node: the kubelet restarts the container in place (the job's in-place restart %d/%d); not migrated, no bad node recorded", n+1, in.MaxReschedules))
+	// Reported once per restart of this pod.
+	d.Once = fmt.Sprintf("%s/%d", ReasonRestartInPlace, d.restarts+1)
 	return d
+}
+
+// inPlaceCapReached stops the job's in-place restarts: the record says so
+// (StopInPlace), so the pod webhook gives the job's new pods no restart
+// rules. A pod that restarts in place only by trainguard's restart rules
+// (its restartPolicy would not: kubeflow's ExitCode, Never) is evicted
+// once, and its operator's policy decides from there: its replacement,
+// without the rules, fails as the operator expects. A pod its own
+// restartPolicy restarts (OnFailure, Always; the operator counts those
+// restarts, kubeflow against backoffLimit), a pod with rules of its own
+// and a bare pod (nobody would create it again) are left alone.
+func inPlaceCapReached(d Decision, in Input, n int) Decision {
+	d = d.no(ReasonInPlaceRestartCapReached, fmt.Sprintf("the job's in-place restarts reached its cap (%d/%d): trainguard restarts it in place no more, and the job's pods created from now on get no restart rules", n, in.MaxReschedules))
+	d.StopInPlace, d.inPlaceCap = true, in.MaxReschedules
+	if onlyTrainguardRules(in.Pod, d.container, *d.ExitCode) {
+		d.Action = ActionEvict
+		d.Message += "; the pod restarts in place only by trainguard's restart rules: evicted once, so that the operator's restart policy decides from here"
+		return d
+	}
+	d.Message += "; the pod's own restart policy restarts it: the operator's policy (e.g. kubeflow's backoffLimit) decides"
+	return d
+}
+
+// onlyTrainguardRules says whether the pod's container restarts after code
+// only because of the restart rules the pod mutator injects (exactly
+// contract.InPlaceRestartRules): without them its restartPolicy would let
+// it stop. A bare pod never qualifies: evicting it would lose it.
+func onlyTrainguardRules(pod *corev1.Pod, container string, code int32) bool {
+	if metav1.GetControllerOf(pod) == nil {
+		return false
+	}
+	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == container })
+	if i < 0 || !equality.Semantic.DeepEqual(pod.Spec.Containers[i].RestartPolicyRules, contract.InPlaceRestartRules()) {
+		return false
+	}
+	without := pod.Spec.DeepCopy()
+	without.Containers[i].RestartPolicyRules = nil
+	without.Containers[i].RestartPolicy = nil
+	return !contract.RestartsInPlace(without, container, code)
+}
+
+// processFault says whether d is a retryable exit of a process fault
+// (contract.ProcessFaultExitCodes).
+func processFault(d Decision) bool {
+	return d.Cause == ReasonRetryableExit && d.ExitCode != nil && contract.IsProcessFault(*d.ExitCode)
 }
 
 // inPlaceOnly says whether a fault the kubelet does not restart by itself

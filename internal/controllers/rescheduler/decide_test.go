@@ -27,6 +27,7 @@ func TestDecide(t *testing.T) {
 		newRound bool
 		requeue  time.Duration
 		message  string // substring
+		stop     bool   // StopInPlace
 	}
 	graceful := func(cause string) want {
 		return want{action: ActionEvict, cause: cause, reason: ReasonGracefulDelete, migrate: true, newRound: true}
@@ -173,9 +174,35 @@ func TestDecide(t *testing.T) {
 		{name: "in-place restarts below the cap", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 9)), node: readyNode(),
 			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace, message: "restart 10/10"}},
 		{name: "in-place restarts at the cap", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 10)), node: readyNode(),
-			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRescheduleCapReached, message: "10/10"}},
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, message: "10/10", stop: true}},
 		{name: "in-place restarts at a job's lower cap", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(139, 2)), node: readyNode(), max: 2,
-			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRescheduleCapReached}},
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, message: "own restart policy", stop: true}},
+		// Bounded (issue 28): the count is the job's (the record keeps the
+		// highest restart count seen); at the cap the in-place path stops.
+		{name: "the job's count numbers a pod's restart", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 0)), node: readyNode(),
+			history: History{InPlaceRestarts: 3}, want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace, message: "restart 4/10"}},
+		{name: "the job's count reaches the cap for a pod that restarted less", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 1)), node: readyNode(),
+			history: History{InPlaceRestarts: 10}, want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, message: "10/10", stop: true}},
+		{name: "ExitCode (Never) with trainguard's rules at the cap: evicted once, no bad node", pod: newPod(restartPolicy(corev1.RestartPolicyNever), rules, crashLooping(139, 2)), node: readyNode(), max: 2,
+			want: want{action: ActionEvict, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, message: "evicted once", stop: true}},
+		{name: "stopped: a pod below the cap stops too", pod: newPod(restartPolicy(corev1.RestartPolicyNever), rules, terminatedRunning(138, 0)), node: readyNode(),
+			history: History{InPlaceRestarts: 2, InPlaceStopped: true},
+			want:    want{action: ActionEvict, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, stop: true}},
+		{name: "the user's own restart rules at the cap: not evicted", pod: newPod(restartPolicy(corev1.RestartPolicyNever), func(p *corev1.Pod) {
+			rules(p)
+			p.Spec.Containers[0].RestartPolicyRules[0].ExitCodes.Values = []int32{139}
+		}, crashLooping(139, 10)), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, stop: true}},
+		{name: "a bare pod with trainguard's rules at the cap: not evicted (nobody would recreate it)", pod: newPod(bare, restartPolicy(corev1.RestartPolicyNever), rules, crashLooping(139, 10)), node: readyNode(),
+			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, stop: true}},
+		{name: "stopped: a failed pod's process fault is left to the operator, not migrated", pod: newPod(restartPolicy(corev1.RestartPolicyNever), exited(139, "Error")), node: readyNode(),
+			history: History{InPlaceRestarts: 10, InPlaceStopped: true},
+			want:    want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, message: "left to the operator's restart policy"}},
+		{name: "stopped: SIGTERM is not a process fault, migrated", pod: newPod(restartPolicy(corev1.RestartPolicyNever), exited(143, "Error")), node: readyNode(),
+			history: History{InPlaceStopped: true}, want: graceful(ReasonRetryableExit)},
+		{name: "stopped: a node fault still migrates", pod: newPod(), node: nil, history: History{InPlaceStopped: true}, want: graceful(ReasonNodeLost)},
+		{name: "stopped: the user's exit 1 stays permanent", pod: newPod(restartPolicy(corev1.RestartPolicyNever), exited(1, "Error")), node: readyNode(),
+			history: History{InPlaceStopped: true}, want: permanent},
 		{name: "trainguard.io annotation when MindCluster's is absent", pod: newPod(annotation(contract.AnnotationRecoverStrategy, "recover-in-place")), node: nil,
 			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonRestartInPlace}},
 
@@ -239,7 +266,7 @@ func TestDecide(t *testing.T) {
 				stripped.Node = tn.(*corev1.Node)
 			}
 			assert.Equal(t, d, Decide(stripped, opts), "the cache's stripped pod and node decide the same")
-			got := want{action: d.Action, cause: d.Cause, reason: d.Reason, migrate: d.Migrate, newRound: d.NewRound, requeue: d.RequeueAfter, message: tc.want.message}
+			got := want{action: d.Action, cause: d.Cause, reason: d.Reason, migrate: d.Migrate, newRound: d.NewRound, requeue: d.RequeueAfter, message: tc.want.message, stop: d.StopInPlace}
 			assert.Equal(t, tc.want, got, "message: %s", d.Message)
 			if tc.want.message != "" {
 				assert.Contains(t, d.Message, tc.want.message)
@@ -259,7 +286,7 @@ func TestDecideInPlaceRestartIsReportedOncePerRestart(t *testing.T) {
 	}
 	assert.Equal(t, "RestartInPlace/1", decide(0).once())
 	assert.Equal(t, "RestartInPlace/2", decide(1).once())
-	assert.Equal(t, ReasonRescheduleCapReached, decide(10).once())
+	assert.Equal(t, ReasonInPlaceRestartCapReached, decide(10).once())
 	assert.Equal(t, ReasonPermanentFailure, Decide(Input{Pod: newPod(exited(1, "Error")), Node: readyNode(), Now: t0, MaxReschedules: 10}, DefaultOptions()).once())
 }
 

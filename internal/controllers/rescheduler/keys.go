@@ -21,9 +21,13 @@ const (
 	ReasonFaultSchedulingOff   = "FaultSchedulingOff"
 	ReasonNotRetried           = "NotRetried" // recover-strategy=exit
 	ReasonRescheduleCapReached = "RescheduleCapReached"
-	ReasonBackoffPending       = "BackoffPending"
-	ReasonBarePodRecreated     = "BarePodRecreated"
-	ReasonRecreateFailed       = "BarePodRecreateFailed"
+	// ReasonInPlaceRestartCapReached: the job's in-place restarts reached
+	// its cap; trainguard restarts it in place no more (Warning, on the pod
+	// and the job).
+	ReasonInPlaceRestartCapReached = "InPlaceRestartCapReached"
+	ReasonBackoffPending           = "BackoffPending"
+	ReasonBarePodRecreated         = "BarePodRecreated"
+	ReasonRecreateFailed           = "BarePodRecreateFailed"
 	// ReasonNotRecreatable: a bare pod the chart's admission policy would
 	// not let trainguard recreate (no marker, host namespaces, a privileged
 	// container, a hostPath volume) is left alone rather than evicted and

@@ -20,6 +20,13 @@ const (
 	dataJobUID      = "jobUID"      // UID of the job's controller, so a job recreated under the same name starts afresh
 	dataStash       = "stash"       // JSON Stash: a bare pod awaiting recreation
 	dataAPIVersion  = "jobAPIVersion"
+	// dataInPlaceRestarts is the job's in-place restarts so far: the
+	// highest restart count of a training container seen restarting in
+	// place after a process fault (the job's ranks restart together).
+	dataInPlaceRestarts = "inPlaceRestarts"
+	// dataInPlaceStopped is "true" once the in-place restarts reached the
+	// job's cap: the pod webhook gives the job's new pods no restart rules.
+	dataInPlaceStopped = "inPlaceStopped"
 )
 
 // maxRecordBytes bounds what is decoded from one record. trainguard's own
@@ -39,6 +46,10 @@ type Record struct {
 	JobUID types.UID
 	// Stash is a bare pod to recreate once the deleted one is gone.
 	Stash *Stash
+	// InPlaceRestarts counts the job's in-place restarts (dataInPlaceRestarts).
+	InPlaceRestarts int
+	// InPlaceStopped: the in-place restarts reached the job's cap.
+	InPlaceStopped bool
 }
 
 // Stash is what trainguard keeps of a bare pod it evicted: a reference to
@@ -89,6 +100,20 @@ func decodeRecord(cm *corev1.ConfigMap, key JobKey) (Record, error) {
 			return Record{}, badRecord("parse", "%s: data.%s=%q: want a count", where, dataReschedules, v)
 		}
 		r.Reschedules = n
+	}
+	if v := cm.Data[dataInPlaceRestarts]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return Record{}, badRecord("parse", "%s: data.%s=%q: want a count", where, dataInPlaceRestarts, v)
+		}
+		r.InPlaceRestarts = n
+	}
+	switch v := cm.Data[dataInPlaceStopped]; v {
+	case "", "false":
+	case "true":
+		r.InPlaceStopped = true
+	default:
+		return Record{}, badRecord("parse", "%s: data.%s=%q: want true or false", where, dataInPlaceStopped, v)
 	}
 	if v := cm.Data[dataRoundStart]; v != "" {
 		t, err := time.Parse(time.RFC3339, v)
@@ -157,6 +182,12 @@ func (r *Record) encodeInto(cm *corev1.ConfigMap, key JobKey) error {
 	}
 	if r.JobUID != "" {
 		cm.Data[dataJobUID] = string(r.JobUID)
+	}
+	if r.InPlaceRestarts > 0 {
+		cm.Data[dataInPlaceRestarts] = strconv.Itoa(r.InPlaceRestarts)
+	}
+	if r.InPlaceStopped {
+		cm.Data[dataInPlaceStopped] = "true"
 	}
 	if !r.RoundStart.IsZero() {
 		cm.Data[dataRoundStart] = r.RoundStart.UTC().Format(time.RFC3339)

@@ -48,32 +48,51 @@ func newBadNodeStore(r client.Reader, opts Options, clk clock.PassiveClock) *Bad
 // most MaxBadNodes. A job without a valid record avoids nothing: a broken
 // record must not block admission (the rescheduler reports it).
 func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+	rec, ok, err := s.record(ctx, pod)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return rec.Active(s.clock.Now(), s.max), nil
+}
+
+// InPlaceStopped says the job's record stops its in-place restarts. A job
+// without a valid record is not stopped (the rules are injected as before).
+func (s *BadNodeStore) InPlaceStopped(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	rec, ok, err := s.record(ctx, pod)
+	return ok && rec.InPlaceStopped, err
+}
+
+// record reads the valid record of the pod's job; ok is false when there
+// is none, it is invalid, or it is an earlier job's of the same name.
+func (s *BadNodeStore) record(ctx context.Context, pod *corev1.Pod) (Record, bool, error) {
 	key := s.jobKeys.Of(pod)
 	if key.Namespace == "" || key.Name == "" {
 		// A bare pod with generateName has no identity yet, hence no record.
-		return nil, nil
+		return Record{}, false, nil
 	}
 	cm := &corev1.ConfigMap{}
 	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: key.RecordName()}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return Record{}, false, nil
 		}
-		return nil, fmt.Errorf("reading bad-node record of %s: %w", key, err)
+		return Record{}, false, fmt.Errorf("reading bad-node record of %s: %w", key, err)
 	}
 	if cm.Labels[contract.LabelBadNodes] != "true" {
-		return nil, nil
+		return Record{}, false, nil
 	}
 	rec, err := decodeRecord(cm, key)
 	if err != nil {
 		log.FromContext(ctx).Info("ignoring bad-node record", "job", key.String(), "error", err.Error())
-		return nil, nil
+		return Record{}, false, nil
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil && rec.JobUID != "" && ref.UID != rec.JobUID {
-		return nil, nil // an earlier job of the same name
+		return Record{}, false, nil // an earlier job of the same name
 	}
-	return rec.Active(s.clock.Now(), s.max), nil
+	return rec, true, nil
 }
 
 type noAvoider struct{}
 
 func (noAvoider) AvoidNodes(context.Context, *corev1.Pod) ([]string, error) { return nil, nil }
+
+func (noAvoider) InPlaceStopped(context.Context, *corev1.Pod) (bool, error) { return false, nil }

@@ -12,4 +12,9 @@ import (
 // from an informer cache, never the API server directly.
 type NodeAvoider interface {
 	AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error)
+	// InPlaceStopped says the rescheduler stopped the in-place restarts of
+	// the pod's job (they reached its cap): the pod gets no restart rules.
+	// Only trainguard writes what it reads, so nothing a tenant writes can
+	// turn the rules back on.
+	InPlaceStopped(ctx context.Context, pod *corev1.Pod) (bool, error)
 }

@@ -344,6 +344,38 @@ class DyingGasp(Base):
         self.assertIsNone(self.committed_step())
 
 
+class PeersTest(unittest.TestCase):
+    """peer.Peers: a peer that restarted since this rank last completed a
+    step with it; heartbeats on the volume are hostile."""
+
+    def beat(self, started, time_=100.0):
+        return {"started": started, "time": time_, "pid": 7}
+
+    def test_a_peer_restarted_after_a_completed_step(self):
+        p = peer.Peers()
+        self.assertIsNone(p.observe({"w": self.beat(10.0)}, 0, 50.0), "no step yet: nothing known")
+        self.assertIsNone(p.observe({"w": self.beat(10.0)}, 3, 50.0), "step 3 completed with incarnation 10")
+        self.assertIsNone(p.observe({"w": self.beat(10.0)}, 3, 50.0))
+        self.assertEqual("w", p.observe({"w": self.beat(60.0, 101.0)}, 3, 50.0))
+
+    def test_a_new_incarnation_before_any_step_is_not_a_restart(self):
+        p = peer.Peers()
+        self.assertIsNone(p.observe({"w": self.beat(10.0)}, 0, 50.0))
+        self.assertIsNone(p.observe({"w": self.beat(60.0)}, 0, 50.0), "no step completed with either")
+        self.assertIsNone(p.observe({"w": self.beat(60.0)}, 1, 50.0))
+
+    def test_stale_and_hostile_heartbeats_are_ignored(self):
+        p = peer.Peers()
+        p.observe({"w": self.beat(10.0)}, 1, 50.0)
+        for hb in (None, [], "x", {"started": "99", "time": 200.0}, {"started": True, "time": 200.0},
+                   {"started": float("nan"), "time": 200.0}, {"started": 1e300, "time": 200.0},
+                   {"started": 99.0}, self.beat(99.0, time_=40.0)):
+            with self.subTest(hb=hb):
+                self.assertIsNone(p.observe({"w": hb}, 1, 50.0))
+        self.assertIsNone(p.observe({"v": self.beat(99.0)}, 1, 50.0), "a pod never trained with")
+        self.assertIsNone(p.observe({"w": self.beat(5.0)}, 1, 50.0), "an older incarnation is no restart")
+
+
 if __name__ == "__main__":
     logging.basicConfig()
     unittest.main()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,9 +24,10 @@ from trainguard import _storage as storage  # noqa: E402
 # averaged, not declared), sharded (ZeroRedundancyOptimizer), torn (the peer
 # dies after optimizer.step, inside the step), eval (the peer dies between
 # steps, the survivor fails in a collective outside any step), user (rank 0's
-# own bug).
+# own bug), held (the peer dies but a child it forked holds its connections
+# open: the survivor's collective neither fails nor ends).
 TRAINER = textwrap.dedent("""
-    import datetime, logging, os, signal, sys
+    import datetime, logging, os, signal, sys, time
     import torch, torch.distributed as dist
     from trainguard import migrator
 
@@ -43,7 +45,7 @@ TRAINER = textwrap.dedent("""
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
     migrator.register("model", model)
     migrator.register("optimizer", opt)
-    if mode in ("torn", "user", "eval"):
+    if mode in ("torn", "user", "eval", "held"):
         migrator.replicated()
     migrator.listening()
     start = 0
@@ -55,12 +57,22 @@ TRAINER = textwrap.dedent("""
     def die_here(i, where):
         want = {"torn": "after", "eval": "between", "user": None}.get(mode, "before")
         if rank == 1 and i == kill_at and where == want:
+            if mode == "held":
+                holder = os.fork()
+                if holder == 0:
+                    os.close(1)
+                    os.close(2)
+                    time.sleep(300)  # holds the dead rank's sockets open
+                    os._exit(0)
+                print("holder %d" % holder, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
     for i in range(start, steps):
         with migrator.step():
             x = torch.randn(8, 4, generator=torch.Generator().manual_seed(i * 2 + rank))
             opt.zero_grad()
+            if mode == "held":
+                time.sleep(0.3)  # steps longer than a heartbeat, as in training
             die_here(i, "before")
             if mode == "user" and rank == 0 and i == kill_at:
                 raise ValueError("the user's own bug at step %d" % i)
@@ -100,17 +112,21 @@ class PeerDies(unittest.TestCase):
         self.ckpt = os.path.join(self.dir, "ckpt")
         os.makedirs(self.ckpt)
 
+    def env_of(self, rank, port, mode, steps, kill_at):
+        pod = ("job-master-0", "job-worker-0")[rank]
+        return dict(os.environ, PYTHONPATH=SDK, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                    WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK="0", MODE=mode, KILL_AT=str(kill_at),
+                    STEPS=str(steps), TRAINGUARD_CHECKPOINT_DIR=self.ckpt, TRAINGUARD_POD_NAME=pod,
+                    TRAINGUARD_SIGNAL_DIR=os.path.join(self.ckpt, ".trainguard", pod))
+
+    def start_job(self, mode, steps=100, kill_at=KILL_AT, port=None):
+        port = port or str(free_port())
+        return [subprocess.Popen(["/usr/bin/python3", self.script], env=self.env_of(rank, port, mode, steps, kill_at),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+
     def run_job(self, mode, steps=100, kill_at=KILL_AT):
         """Both ranks to the end; returns [(returncode, output)] by rank."""
-        port = str(free_port())
-        procs = []
-        for rank, pod in enumerate(("job-master-0", "job-worker-0")):
-            env = dict(os.environ, PYTHONPATH=SDK, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                       WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK="0", MODE=mode, KILL_AT=str(kill_at),
-                       STEPS=str(steps), TRAINGUARD_CHECKPOINT_DIR=self.ckpt, TRAINGUARD_POD_NAME=pod,
-                       TRAINGUARD_SIGNAL_DIR=os.path.join(self.ckpt, ".trainguard", pod))
-            procs.append(subprocess.Popen(["/usr/bin/python3", self.script], env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True))
+        procs = self.start_job(mode, steps, kill_at)
         out = []
         for p in procs:
             try:
@@ -175,6 +191,37 @@ class PeerDies(unittest.TestCase):
                 self.assertEqual(1, len(lines), out0)
                 self.assertIn(why, lines[0])
                 self.assertIsNone(self.committed(), out0)
+
+    def test_a_survivor_blocked_on_a_restarted_peer_exits_138(self):
+        """The hang seen on the real cluster: rank 1 died, yet rank 0's
+        all_reduce neither failed nor ended (its connection to rank 1 stayed
+        open: here a child rank 1 forked holds it). Once rank 1's trainer
+        restarts (a new incarnation heartbeats), rank 0 ends with 138 and
+        its dying gasp, instead of waiting out gloo's timeout (30 min by
+        default; 60 s here)."""
+        port = str(free_port())
+        rank0, rank1 = self.start_job("held", port=port)
+        self.addCleanup(rank0.kill)
+        out1, _ = rank1.communicate(timeout=120)
+        self.assertEqual(-signal.SIGKILL, rank1.returncode, out1)
+        holder = re.search(r"holder (\d+)", out1)
+        self.assertIsNotNone(holder, out1)
+        self.addCleanup(os.kill, int(holder.group(1)), signal.SIGKILL)
+        time.sleep(6)
+        self.assertIsNone(rank0.poll(), "rank 0 is blocked in its collective: nothing fails it")
+        restarted = subprocess.Popen(
+            ["/usr/bin/python3", "-c", "import time\nfrom trainguard import migrator\nmigrator.listening()\ntime.sleep(120)"],
+            env=self.env_of(1, port, "held", 100, -1), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(restarted.kill)
+        t = time.monotonic()
+        out0, _ = rank0.communicate(timeout=40)
+        took = time.monotonic() - t
+        self.assertEqual(138, rank0.returncode, out0)
+        self.assertIn("a peer restarted", out0)
+        self.assertIn("dying gasp: committed", out0)
+        self.assertEqual(self.KILL_AT, self.committed(), out0)
+        self.assertLess(took, 15, "ended within the peer watch's bound, not gloo's timeout")
+        print("survivor ended %.1fs after the peer's restart" % took, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ log = logging.getLogger("trainguard")
 _UNRESOLVED = object()
 
 
+# How often each pod's trainer reads its peers' heartbeats (Migrator._watch_peers):
+# a rank waiting on a peer that restarted ends within about this much.
+PEER_WATCH_INTERVAL = 2.0
+
 class Migrator:
     """Checkpoints registered objects when trainguard-agent asks (pod stopping)
     or when save_ckpt() is called, and restores them on the next start."""
@@ -67,6 +71,9 @@ class Migrator:
         self._last_step_committed = None  # the step of the last checkpoint written or loaded
         self._peer_lost_handled = False
         self._hooks = peer.Hooks(self._on_peer_lost)
+        # A peer that restarted while this rank waits on it (peer.Peers).
+        self._started = time.time()  # this incarnation, in its heartbeat
+        self._peers = peer.Peers()
 
     # ------------------------------------------------------------------ API
 
@@ -141,6 +148,7 @@ class Migrator:
             self._own_signal()  # creates it; refuses a symlink on the way
         self._own_ack_base = self._own_ack()[0]
         self._claim()
+        self._started = time.time()
         self._write_heartbeat()
         self._waker = wake.Waker()
         self._listener = threading.Thread(target=self._listen, name="trainguard-listener", daemon=True)
@@ -677,7 +685,7 @@ class Migrator:
 
     def _listen(self):
         cfg = self.config
-        next_beat = 0.0
+        next_beat = next_peers = 0.0
         while not self._stop.is_set():
             if not self._waker.wait(cfg.poll_interval):
                 self._stop.wait(0 if self._waker.active else cfg.poll_interval)
@@ -690,6 +698,12 @@ class Migrator:
                 if cfg.rank == 0:
                     self._scan_requests()
                 self._watch_own_ack()
+                if cfg.world_size > 1 and cfg.local_rank == 0 and time.time() >= next_peers:
+                    # One rank per pod, every PEER_WATCH_INTERVAL: the first
+                    # survivor to exit closes its own connections, which
+                    # fails the collectives of the others.
+                    self._watch_peers()
+                    next_peers = time.time() + PEER_WATCH_INTERVAL
             except Exception as e:  # the listener must outlive a flaky volume
                 log.warning("trainguard: listener: %s: %s", type(e).__name__, e)
 
@@ -700,7 +714,31 @@ class Migrator:
         self._own_signal().write_json_atomic(proto.HEARTBEAT_FILE, {
             "pid": os.getpid(), "time": time.time(), "state": self._state,
             "step": self._step, "generation": self._handled.get(self._own_key, 0), "rank": cfg.rank,
+            "started": self._started,
         })
+
+    def _watch_peers(self):
+        """Ends this rank retryably when a peer it trained with restarted.
+        Its collective may never fail: a peer's socket kept open (by a process
+        that inherited it, a core dump in progress, a half-open connection)
+        left a survivor blocked in gloo's all_reduce for its whole timeout
+        (30 min by default) while the peer had restarted in place."""
+        beats = {}
+        for name, d in self._request_dirs():
+            if name == self._own_key:
+                continue
+            try:
+                beats[name] = d.read_json(proto.HEARTBEAT_FILE)
+            except Exception:  # an unreadable heartbeat says nothing
+                continue
+        restarted = self._peers.observe(beats, self._step, self._started)
+        if restarted is None:
+            return
+        exc = peer.PeerRestarted("the trainer of %s restarted (a new incarnation started at %s) while rank %d waited "
+                                 "for it after step %d" % (restarted, time.strftime("%H:%M:%S", time.gmtime(
+                                     self._peers.latest[restarted])), self.config.rank, self._step))
+        self._on_peer_lost(exc, "a peer restarted", False)
+        os._exit(peer.EXIT_PEER_LOST)
 
     def _request_dirs(self):
         """(name, Dir) of the signal dirs rank 0 answers: a single process

@@ -173,6 +173,56 @@ class OptimizerSteps:
         self.count += 1
 
 
+class PeerRestarted(RuntimeError):
+    """A peer this rank trained with restarted: its collectives with this
+    rank can never complete."""
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e12
+
+
+class Peers:
+    """Tells when a peer rank this rank trained with has restarted, from the
+    heartbeats the other pods' trainers write (each names its incarnation:
+    "started", when it began listening). A completed step means every rank
+    of the group took part, so the incarnations alive then are this rank's
+    peers; a later heartbeat of the same pod naming a newer incarnation
+    means that peer is gone, and this rank's next or current collective with
+    it can only fail or hang. Heartbeats are on the job's own volume, so
+    they are read as hostile: only numbers count, a heartbeat older than
+    this incarnation (a dead pod's, a planted one) is ignored, and nothing
+    but this rank's own exit can follow (which its own job's writer could
+    cause anyway)."""
+
+    def __init__(self):
+        self.known = {}  # pod -> incarnation this rank trained with
+        self.latest = {}  # pod -> newest incarnation seen
+        self._at_step = 0
+
+    def observe(self, beats, step, started):
+        """beats: pod -> heartbeat dict (or None); step: this rank's
+        completed steps; started: this incarnation's start. Returns the pod
+        whose trainer restarted since this rank last completed a step with
+        it, or None."""
+        alive = {}
+        for pod, hb in beats.items():
+            if not isinstance(hb, dict) or not _number(hb.get("started")) or not _number(hb.get("time")):
+                continue
+            if hb["time"] < started:
+                continue  # not alive while this incarnation was
+            alive[pod] = float(hb["started"])
+            self.latest[pod] = alive[pod]
+        if step > self._at_step:
+            self._at_step = step
+            self.known.update(alive)
+            return None
+        for pod, inc in sorted(alive.items()):
+            if pod in self.known and inc > self.known[pod]:
+                return pod
+        return None
+
+
 class Hooks:
     """sys.excepthook and threading.excepthook, each chaining the hook that
     was there before (the user's, or Python's, which prints the traceback).
