@@ -120,9 +120,11 @@ func (e *env) admission(ctx context.Context) (*AdmissionReport, error) {
 	r.P99Ratio = r.TrainguardP99 / r.NoopP99
 	fmt.Fprintf(e.out, "  admission, %d bursts of 64 pods created at once: trainguard p50 %.1f ms p99 %.1f ms; no-op webhook p50 %.1f ms p99 %.1f ms; p99 ratio %.2fx (target <= 1.3)\n",
 		r.Bursts, r.TrainguardP50, r.TrainguardP99, r.NoopP50, r.NoopP99, r.P99Ratio)
+	// Unscheduled, the burst pods cost the rescheduler nothing; removing
+	// them is tidiness, and an API server too busy to do it fails nothing.
 	for _, ns := range []string{tgNS, noopNS} {
 		if err := e.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)); err != nil {
-			return nil, err
+			fmt.Fprintf(e.out, "  (the burst pods of %s stay: %v)\n", ns, err)
 		}
 	}
 	return r, nil
