@@ -17,7 +17,7 @@ import (
 // with them) so the two scenarios fit CI's budget.
 func TestSmoke(t *testing.T) {
 	o := Defaults()
-	o.Nodes, o.TrainingPods, o.Jobs, o.OtherPods, o.Namespaces = 200, 2000, 80, 400, 8
+	o.Nodes, o.TrainingPods, o.Jobs, o.OtherPods, o.Namespaces = 200, 1000, 40, 200, 8
 	o.LeaseSeconds = 20
 	o.Scenarios = []string{"stall", "outage"}
 	o.WorkDir = t.TempDir()
