@@ -38,7 +38,7 @@ func (o Options) parallel(n int, f func(i int) error) error {
 				if i >= n || first.Load() != nil {
 					return
 				}
-				if err := f(i); err != nil && !apierrors.IsAlreadyExists(err) {
+				if err := retry(func() error { return f(i) }); err != nil {
 					first.CompareAndSwap(nil, err)
 					return
 				}
@@ -50,6 +50,21 @@ func (o Options) parallel(n int, f func(i int) error) error {
 		return err
 	}
 	return nil
+}
+
+// retry runs f up to 5 times, a second apart: on a starved machine a
+// webhook call or the API server fails now and then (a broken pipe, a
+// timeout), as a controller's create would and as it would retry. An
+// object that exists already (the failed attempt did land) is done.
+func retry(f func() error) error {
+	var err error
+	for range 5 {
+		if err = f(); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
+	return err
 }
 
 // createNodes creates the KWOK nodes, zone z = i mod Zones; zone 0 is
