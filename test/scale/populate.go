@@ -171,11 +171,14 @@ func (e *env) createWorkload(ctx context.Context) (time.Duration, error) {
 		if err := job.UnmarshalJSON(builders.MakeKubeflowJob(tenantName(j%e.o.Namespaces), fmt.Sprintf("job-%05d", j)).WithWorker(int32(perJob - 1)).JSON()); err != nil {
 			return err
 		}
-		if err := e.c.Create(ctx, job); err != nil {
+		err := e.c.Create(ctx, job)
+		if apierrors.IsAlreadyExists(err) { // an earlier attempt landed
+			err = e.c.Get(ctx, client.ObjectKeyFromObject(job), job)
+		}
+		if err != nil {
 			return fmt.Errorf("creating job %d: %w", j, err)
 		}
 		uids[j] = job.GetUID()
-		var err error
 		tmpls[j], err = workerTemplate(job)
 		return err
 	}); err != nil {
