@@ -388,19 +388,44 @@ func (e *env) leaseDeadlines(ctx context.Context, nodes map[string]bool) (map[st
 	return out, nil
 }
 
-// restore restarts a KWOK instance and waits until the brake of zone
-// (or "(cluster)") is released.
+// restore restarts a KWOK instance and waits until every node's Lease is
+// renewed again. trainguard's brake gauge for zone (or "(cluster)") is
+// reported, not waited for: it is set when a pod's action is judged, and
+// once the nodes are healthy no pod needs an action, so it can stay at 1
+// after the recovery.
 func (e *env) restore(ctx context.Context, group, zone string) error {
 	t := time.Now()
 	if err := e.startKWOK(ctx, group); err != nil {
 		return err
 	}
+	all := map[string]bool{}
+	for i := range e.o.Nodes {
+		all[nodeName(i)] = true
+	}
 	err := waitFor(ctx, 3*time.Minute, func() (bool, error) {
-		s, err := e.scrape(ctx)
-		return err == nil && s.sum("trainguard_rescheduler_brake_engaged", `zone="`+zone+`"`) == 0, err
+		var l coordinationv1.LeaseList
+		if err := e.c.List(ctx, &l, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
+			return false, err
+		}
+		for _, ls := range l.Items {
+			if all[ls.Name] && (ls.Spec.RenewTime == nil || ls.Spec.RenewTime.Time.Before(t)) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
-	fmt.Fprintf(e.out, "  KWOK %s restarted; brake %s released after %s\n", group, zone, time.Since(t).Round(time.Second))
-	return err
+	if err != nil {
+		return fmt.Errorf("KWOK %s restarted, but not every Lease was renewed: %w", group, err)
+	}
+	renewed := time.Since(t)
+	time.Sleep(10 * time.Second) // held pods look again every 5 s
+	sc, err := e.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "  KWOK %s restarted; every Lease renewed after %s; trainguard_rescheduler_brake_engaged{zone=%q} %.0f 10 s later\n",
+		group, renewed.Round(time.Second), zone, sc.sum("trainguard_rescheduler_brake_engaged", `zone="`+zone+`"`))
+	return nil
 }
 
 // StallReport is what happens when every Lease stops at once.
