@@ -4,51 +4,68 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trainguard/trainguard/internal/config"
-	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 )
 
-// serveFlags parses args with the rescheduler's flags bound as serve binds them.
-func serveFlags(t *testing.T, args ...string) *pflag.FlagSet {
+// effective runs `serve --print-config` with args and decodes what it prints.
+func effective(t *testing.T, args ...string) *configv1alpha1.Configuration {
 	t.Helper()
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	o := rescheduler.DefaultOptions()
-	o.BindFlags(fs)
-	require.NoError(t, fs.Parse(args))
-	return fs
+	res := runCLI(t, "", append([]string{"serve", "--print-config"}, args...)...)
+	require.Equal(t, 0, res.code, res.stderr)
+	cfg, err := config.ParseConfig([]byte(res.stdout))
+	require.NoError(t, err, res.stdout)
+	return cfg
 }
 
-func TestConfigurationDefaultsAreTheReschedulersDefaults(t *testing.T) {
-	o, err := reschedulerOptions(config.DefaultConfig().Rescheduler, serveFlags(t), "trainguard-system")
-	require.NoError(t, err)
-	want := rescheduler.DefaultOptions()
-	want.Namespace = "trainguard-system"
-	assert.Equal(t, want, o, "the Configuration's defaulting and the rescheduler's own defaults must not drift")
+func TestPrintConfigWithoutFileOrFlagsIsTheDefault(t *testing.T) {
+	assert.Equal(t, configv1alpha1.Default(), effective(t))
 }
 
+// One precedence rule for every flag: given on the command line, it wins
+// over the file; left out, its default never overrides the file. The
+// agent image follows it too (it used to be the other way round).
 func TestFlagsOverrideTheConfigurationOnlyWhenGiven(t *testing.T) {
-	cfg, err := config.ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+	file := writeFile(t, "c.yaml", `apiVersion: config.trainguard.io/v1alpha1
 kind: Configuration
+agent: {image: registry.example/from-file:1}
+checkpoint: {claim: from-file}
 rescheduler:
   nodeLostGrace: 2m
   maxBadNodes: 4
   unknownExitCodeRetryable: true
-`))
-	require.NoError(t, err)
-	o, err := reschedulerOptions(cfg.Rescheduler, serveFlags(t, "--max-bad-nodes=3", "--rescheduler=false"), "trainguard-system")
-	require.NoError(t, err)
-	assert.Equal(t, 2*time.Minute, o.NodeLostGrace, "from the file: the flag was not given")
-	assert.True(t, o.DefaultRetryable, "from the file")
-	assert.Equal(t, 3, o.MaxBadNodes, "the flag wins over the file")
-	assert.False(t, o.Enabled, "the flag wins over the default")
-	assert.Equal(t, config.DefaultBadNodeTTL, o.BadNodeTTL, "defaulted")
+`)
+	cfg := effective(t, "--config", file, "--max-bad-nodes=3", "--rescheduler=false", "--agent-image=registry.example/from-flag:2")
+	assert.Equal(t, 2*time.Minute, cfg.Rescheduler.NodeLostGrace.Duration, "from the file: the flag was not given")
+	assert.True(t, cfg.Rescheduler.UnknownExitCodeRetryable, "from the file")
+	assert.Equal(t, "from-file", cfg.Checkpoint.Claim, "from the file")
+	assert.Equal(t, 3, cfg.Rescheduler.MaxBadNodes, "the flag wins over the file")
+	assert.Equal(t, "registry.example/from-flag:2", cfg.Agent.Image, "the flag wins over the file, --agent-image too")
+	assert.False(t, *cfg.Rescheduler.Enabled, "the flag wins over the default")
+	assert.Equal(t, configv1alpha1.DefaultBadNodeTTL, cfg.Rescheduler.BadNodeTTL.Duration, "defaulted")
 
-	_, err = reschedulerOptions(cfg.Rescheduler, serveFlags(t, "--reschedule-backoff-max=1s"), "trainguard-system")
-	require.ErrorContains(t, err, "reschedule-backoff-max", "the merged options are validated")
+	cfg = effective(t, "--config", file)
+	assert.Equal(t, "registry.example/from-file:1", cfg.Agent.Image, "no flag: the file's image")
+
+	// The old names of the backoff flags still work.
+	cfg = effective(t, "--reschedule-backoff-base=2s", "--reschedule-backoff-max=3s")
+	assert.Equal(t, 2*time.Second, cfg.Rescheduler.BackoffBase.Duration)
+	assert.Equal(t, 3*time.Second, cfg.Rescheduler.BackoffMax.Duration)
+
+	// The result is checked as the file is, with the field's path and its flag.
+	res := runCLI(t, "", "serve", "--print-config", "--config", file, "--backoff-max=1s", "--max-bad-nodes=0", "--node-eviction-rate=-1")
+	assert.Equal(t, 2, res.code)
+	for _, want := range []string{
+		"(3 problems)",
+		`rescheduler.backoffMax: Invalid value: "1s": must not be below backoffBase (flag --backoff-max)`,
+		"rescheduler.maxBadNodes: Invalid value: 0: must be at least 1 (unset takes the default, 16) (flag --max-bad-nodes)",
+		"rescheduler.nodeEvictionRate: Invalid value: -1: must not be negative (0 stops all action) (flag --node-eviction-rate)",
+	} {
+		assert.Contains(t, res.stderr, want)
+	}
 }
 
 func TestUnversionedConfigLoadsWithADeprecationWarning(t *testing.T) {

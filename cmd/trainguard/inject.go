@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -56,7 +56,7 @@ input (empty, binary, missing) or bad usage.`,
 }
 
 // runInject refuses what validate refuses, then mutates.
-func runInject(cmd *cobra.Command, cfg *config.Config, in *input) error {
+func runInject(cmd *cobra.Command, cfg *configv1alpha1.Configuration, in *input) error {
 	invalid := 0
 	for _, report := range newChecker(cfg, in).all() {
 		// Both webhooks' warnings reach the user online too; the checker

@@ -14,7 +14,7 @@ import (
 
 	"github.com/trainguard/trainguard/certs"
 	"github.com/trainguard/trainguard/internal/config"
-	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/server"
 )
 
@@ -27,7 +27,6 @@ type serveOptions struct {
 	webhookPort        int
 	metricsAddr        string
 	metricsSecure      bool
-	agentImage         string
 	readTimeout        time.Duration
 	readHeaderTimeout  time.Duration
 	maxConnections     int
@@ -43,12 +42,14 @@ type serveOptions struct {
 	webhookConfigName  string
 	namespaceMirroring bool
 	printConfig        bool
-	resched            rescheduler.Options
-	zap                zap.Options
+	// settings receives the Configuration's flags at parse time; runServe
+	// replays the ones given onto the loaded file (config.ApplyFlags).
+	settings *configv1alpha1.Configuration
+	zap      zap.Options
 }
 
 func newServeCmd() *cobra.Command {
-	o := &serveOptions{resched: rescheduler.DefaultOptions()}
+	o := &serveOptions{settings: configv1alpha1.Default()}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the admission webhooks and the rescheduler",
@@ -82,21 +83,27 @@ address, idle keep-alives are closed past three quarters of the cap, a
 request to any other path than a webhook's closes its connection, and every
 connection has header, read, write and idle timeouts. Readiness never dials
 the webhook port, so a full cap does not take the replica out of its
-Service.`,
+Service.
+
+Every setting of the --config file is a flag too, named after its key in
+kebab-case (agent.image is --agent-image; the rescheduler's block drops its
+prefix: rescheduler.nodeLostGrace is --node-lost-grace, rescheduler.enabled
+is --rescheduler). Precedence, for every flag:
+` + config.Precedence + `.
+--print-config prints the result and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o, cmd.Flags())
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.configPath, "config", "", "configuration file (apiVersion: config.trainguard.io/v1alpha1, kind: Configuration): injection policy and rescheduler settings; built-in defaults apply when empty. The rescheduler flags below override the file's rescheduler section when given")
+	fs.StringVar(&o.configPath, "config", "", "configuration file (apiVersion: config.trainguard.io/v1alpha1, kind: Configuration): injection policy and rescheduler settings; built-in defaults apply when empty. Each setting is a flag too; "+config.Precedence)
 	fs.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key (and ca.crt)")
 	fs.StringVar(&o.certMode, "cert-mode", server.CertModeFiles, "where serving certificates come from: files (cert-manager or --dev-certs) or self-managed (trainguard keeps them in a Secret and injects the CA bundle)")
 	fs.BoolVar(&o.devCerts, "dev-certs", false, "generate a self-signed CA and serving certificate into --cert-dir if none exists (local development only)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the TLS webhook server")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS (certificate from --cert-dir) with TokenReview/SubjectAccessReview authentication and authorization; false serves plain HTTP")
-	fs.StringVar(&o.agentImage, "agent-image", config.DefaultAgentImage, "image of the injected trainguard-agent init container when the config file names none (pinned to this release; the config file's agent.image wins)")
 	fs.DurationVar(&o.readTimeout, "webhook-read-timeout", server.DefaultReadTimeout, "time allowed to read one admission request, headers and body")
 	fs.DurationVar(&o.readHeaderTimeout, "webhook-read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed for the TLS handshake and a request's headers")
 	fs.DurationVar(&o.limits.BodyReadTimeout, "webhook-body-read-timeout", server.DefaultBodyReadTimeout, "time allowed for a request's body once its headers are in; the body is read before it takes a place under the limits")
@@ -114,8 +121,9 @@ Service.`,
 	fs.StringVar(&o.webhookService, "webhook-service", "trainguard", "self-managed mode: Service name the serving certificate is issued for")
 	fs.StringVar(&o.webhookConfigName, "webhook-config-name", "trainguard", "self-managed mode: name of the Mutating and Validating webhook configurations to inject the CA into")
 	fs.BoolVar(&o.namespaceMirroring, "namespace-label-mirror", true, "reconcile the trainguard.io/inject label from the namespace annotation (catches namespaces annotated while trainguard was down)")
-	fs.BoolVar(&o.printConfig, "print-config", false, "print the configuration in effect (the --config file, defaulted, with the rescheduler flags given applied) as a Configuration on stdout, and exit")
-	o.resched.BindFlags(fs)
+	fs.BoolVar(&o.printConfig, "print-config", false, "print the configuration in effect (the --config file, defaulted, with the flags given applied) as a Configuration on stdout, and exit")
+	config.BindFlags(fs, o.settings)
+	fs.SetNormalizeFunc(config.NormalizeFlagName)
 	zfs := pflagFromZap(&o.zap)
 	fs.AddFlagSet(zfs)
 	return cmd
@@ -134,14 +142,11 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	for _, w := range warnings {
 		log.Info("WARNING: "+w, "config", o.configPath)
 	}
-	if o.resched, err = reschedulerOptions(cfg.Rescheduler, flags, o.namespace); err != nil {
+	if err := config.ApplyFlags(cfg, flags); err != nil {
 		return exitWith(2, err.Error())
 	}
-	if !cfgSetsAgentImage(o.configPath, cfg) {
-		cfg.Agent.Image = o.agentImage
-	}
 	if o.printConfig {
-		return printConfig(os.Stdout, cfg, o.resched)
+		return printConfig(os.Stdout, cfg)
 	}
 	if o.certMode != server.CertModeFiles && o.certMode != server.CertModeSelfManaged {
 		return exitWith(2, fmt.Sprintf("--cert-mode=%q: use %s or %s", o.certMode, server.CertModeFiles, server.CertModeSelfManaged))
@@ -162,12 +167,12 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 		MetricsAddr: o.metricsAddr, MetricsSecure: o.metricsSecure, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout,
 		ReadHeaderTimeout: o.readHeaderTimeout, MaxConnections: o.maxConnections, MaxConnectionsPerSource: o.maxPerSource, IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
 		CertSecret: o.certSecret, WebhookService: o.webhookService, WebhookConfigName: o.webhookConfigName,
-		NamespaceMirror: o.namespaceMirroring, Rescheduler: o.resched, Log: ctrl.Log,
+		NamespaceMirror: o.namespaceMirroring, Log: ctrl.Log,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("starting trainguard", "webhookPort", o.webhookPort, "certMode", o.certMode, "clusterWide", cfg.ClusterWide, "rescheduler", o.resched.Enabled)
+	log.Info("starting trainguard", "webhookPort", o.webhookPort, "certMode", o.certMode, "clusterWide", cfg.ClusterWide, "rescheduler", *cfg.Rescheduler.Enabled)
 	return mgr.Start(ctx)
 }
 
@@ -194,12 +199,4 @@ func ownNamespaceDefault() string {
 		return ns
 	}
 	return "trainguard-system"
-}
-
-// cfgSetsAgentImage reports whether the policy file chose the agent image,
-// which then wins over --agent-image. Loading applied the default, so a
-// value other than the built-in default can only come from the file; the
-// default itself, written in the file, means the same image either way.
-func cfgSetsAgentImage(path string, cfg *config.Config) bool {
-	return path != "" && cfg.Agent.Image != config.DefaultAgentImage
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
@@ -19,7 +20,7 @@ func TestServeHelpPinsTheAgentImage(t *testing.T) {
 	assert.NotContains(t, strings.ToLower(res.stdout), "latest")
 	assert.Contains(t, res.stdout, `--agent-image string`)
 	assert.Contains(t, res.stdout, `(default "`+version.Image+`")`)
-	assert.Equal(t, version.Image, config.DefaultConfig().Agent.Image)
+	assert.Equal(t, version.Image, configv1alpha1.Default().Agent.Image)
 	for _, flag := range []string{"--metrics-secure", "--max-concurrent-reviews", "--max-inflight-request-bytes",
 		"--review-queue-wait", "--webhook-read-timeout", "--webhook-write-timeout", "--webhook-idle-timeout",
 		"--webhook-read-header-timeout", "--webhook-body-read-timeout", "--webhook-max-connections", "--webhook-max-connections-per-source"} {
@@ -27,12 +28,13 @@ func TestServeHelpPinsTheAgentImage(t *testing.T) {
 	}
 }
 
-func TestConfigFileAgentImageWinsOverTheFlag(t *testing.T) {
-	cfg := config.DefaultConfig()
-	assert.False(t, cfgSetsAgentImage("", cfg), "no file: the flag decides")
-	assert.False(t, cfgSetsAgentImage("/etc/trainguard/config.yaml", cfg), "file without agent.image: the flag decides")
-	cfg.Agent.Image = "registry.example/trainguard:1.2.3"
-	assert.True(t, cfgSetsAgentImage("/etc/trainguard/config.yaml", cfg))
+// TestServeHelpStatesThePrecedence: --help says which wins, file or flag.
+func TestServeHelpStatesThePrecedence(t *testing.T) {
+	res := runCLI(t, "", "serve", "--help")
+	require.Equal(t, 0, res.code, res.stderr)
+	help := strings.Join(strings.Fields(res.stdout), " ")
+	assert.Contains(t, help, config.Precedence)
+	assert.Contains(t, help, "(file: rescheduler.nodeLostGrace)", "each setting's flag names its file key")
 }
 
 // TestRootHelpNamesEveryJobKind: the first thing a user reads names

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 )
 
 // FuzzCheckDocument: whatever a document holds, the structural checks and
@@ -20,7 +20,7 @@ func FuzzCheckDocument(f *testing.F) {
 			}
 		}
 	}
-	c := newChecker(config.DefaultConfig(), &input{path: "fuzz"})
+	c := newChecker(configv1alpha1.Default(), &input{path: "fuzz"})
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		for _, r := range c.document("document 1", doc) {
 			if r.name == "" {

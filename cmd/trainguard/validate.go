@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/foundations/typecheck"
 	"github.com/trainguard/trainguard/internal/jobs"
@@ -155,7 +155,7 @@ type checker struct {
 	off        *webhook.Offline
 }
 
-func newChecker(cfg *config.Config, in *input) *checker {
+func newChecker(cfg *configv1alpha1.Configuration, in *input) *checker {
 	namespaces := namespacesIn(in.docs)
 	off := webhook.NewOffline(cfg)
 	off.SetNamespaces(namespaces)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 )
 
 func TestConfigIsStrict(t *testing.T) {
@@ -38,7 +40,7 @@ func TestLoadConfigErrors(t *testing.T) {
 // namespace are never injected, whatever the list says, so cluster-wide mode
 // cannot hand trainguard's account the namespaces of Kubernetes add-ons.
 func TestKubeNamespacesAreAlwaysExcluded(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := configv1alpha1.Default()
 	cfg.ClusterWide = true
 	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease", "kube-flannel"} {
 		assert.True(t, cfg.Excluded(ns), ns)
@@ -54,7 +56,7 @@ func TestConfigReferenceShowsTheDefaults(t *testing.T) {
 	cfg, warnings, err := Load(filepath.Join("..", "..", "docs", "config-reference.yaml"))
 	require.NoError(t, err)
 	assert.Empty(t, warnings, "the reference shows the current, versioned format")
-	want := DefaultConfig()
+	want := configv1alpha1.Default()
 	want.Mutators = map[string]bool{}
 	assert.Equal(t, want, cfg)
 }
@@ -63,9 +65,9 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	cfg, warnings, err := Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nrescheduler: {maxBadNodes: 2}\n"))
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
-	assert.Equal(t, 2, *cfg.Rescheduler.MaxBadNodes)
+	assert.Equal(t, 2, cfg.Rescheduler.MaxBadNodes)
 	assert.True(t, *cfg.Rescheduler.Enabled)
-	assert.Equal(t, DefaultNodeLostGrace, cfg.Rescheduler.NodeLostGrace.Duration)
+	assert.Equal(t, configv1alpha1.DefaultNodeLostGrace, cfg.Rescheduler.NodeLostGrace.Duration)
 
 	_, warnings, err = Parse([]byte("clusterWide: true\n"))
 	require.NoError(t, err)
@@ -94,10 +96,10 @@ func TestZeroMeansZero(t *testing.T) {
 	assert.Equal(t, 0, *cfg.MaxReschedules, "0 means never reschedule, as trainguard.io/max-reschedules: \"0\" does")
 	cfg, err = ParseConfig([]byte("{}\n"))
 	require.NoError(t, err)
-	assert.Equal(t, DefaultMaxReschedules, *cfg.MaxReschedules)
-	assert.Equal(t, int32(DefaultTaskDPort), *cfg.TaskD.Port)
-	assert.Equal(t, DefaultMaxBadNodes, *cfg.Rescheduler.MaxBadNodes)
-	assert.Equal(t, DefaultNodeEvictionBurst, *cfg.Rescheduler.NodeEvictionBurst)
+	assert.Equal(t, configv1alpha1.DefaultMaxReschedules, *cfg.MaxReschedules)
+	assert.Equal(t, int32(configv1alpha1.DefaultTaskDPort), *cfg.TaskD.Port)
+	assert.Equal(t, configv1alpha1.DefaultMaxBadNodes, cfg.Rescheduler.MaxBadNodes)
+	assert.Equal(t, configv1alpha1.DefaultNodeEvictionBurst, cfg.Rescheduler.NodeEvictionBurst)
 
 	for in, want := range map[string]string{
 		"rescheduler: {maxBadNodes: 0}\n":       "rescheduler.maxBadNodes: Invalid value: 0: must be at least 1",

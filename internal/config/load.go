@@ -1,3 +1,6 @@
+// Package config loads trainguard's configuration file into the versioned
+// v1alpha1.Configuration (strictly, with every problem's path) and binds
+// `trainguard serve`'s flags onto it (flags.go).
 package config
 
 import (
@@ -10,15 +13,16 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/typecheck"
 )
 
 // Load reads a configuration file strictly: an unknown key is an error, so
 // a typo never silently falls back to a default. warnings say what the
 // caller must pass on to the user (a deprecated format).
-func Load(path string) (cfg *Config, warnings []string, err error) {
+func Load(path string) (cfg *configv1alpha1.Configuration, warnings []string, err error) {
 	if path == "" {
-		return DefaultConfig(), nil, nil
+		return configv1alpha1.Default(), nil, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -32,7 +36,7 @@ func Load(path string) (cfg *Config, warnings []string, err error) {
 // server reports an object's: unknown fields (with the nearest known one),
 // values of the wrong type, keys set twice, and every value the
 // configuration's rules refuse.
-func Parse(data []byte) (*Config, []string, error) {
+func Parse(data []byte) (*configv1alpha1.Configuration, []string, error) {
 	raw, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parsing config file: %w", err)
@@ -43,30 +47,33 @@ func Parse(data []byte) (*Config, []string, error) {
 	}
 	if _, isMap := generic.(map[string]any); generic != nil && !isMap {
 		return nil, nil, fmt.Errorf("config file: Invalid value: %s: must be a mapping (apiVersion: %s, kind: %s, then the settings)",
-			typecheck.ValueString(generic), ConfigAPIVersion, ConfigKind)
+			typecheck.ValueString(generic), configv1alpha1.APIVersion, configv1alpha1.Kind)
 	}
-	typeErrs, unknown := typecheck.CheckComplete(generic, reflect.TypeOf(Config{}))
+	typeErrs, unknown := typecheck.CheckComplete(generic, reflect.TypeOf(configv1alpha1.Configuration{}))
 	problems := slices.Concat(typeErrs, unknown)
-	c := &Config{}
+	var c *configv1alpha1.Configuration
 	if len(typeErrs) == 0 {
 		// Unknown fields are reported above; the rest is still checked.
-		if err := json.Unmarshal(raw, c); err != nil {
+		if c, err = configv1alpha1.Decode(raw); err != nil {
 			problems = append(problems, err.Error())
 		}
+	} else {
+		c = &configv1alpha1.Configuration{}
+		_ = json.Unmarshal(raw, &c.TypeMeta) // only the version, for the message below
 	}
 	var warnings []string
 	switch {
-	case c.APIVersion == ConfigAPIVersion && c.Kind == ConfigKind:
+	case c.APIVersion == configv1alpha1.APIVersion && c.Kind == configv1alpha1.Kind:
 	case c.APIVersion == "" && c.Kind == "":
 		warnings = append(warnings, fmt.Sprintf("the config file has no apiVersion and kind: this unversioned format is deprecated; "+
-			"add `apiVersion: %s` and `kind: %s` at the top (nothing else changes)", ConfigAPIVersion, ConfigKind))
+			"add `apiVersion: %s` and `kind: %s` at the top (nothing else changes)", configv1alpha1.APIVersion, configv1alpha1.Kind))
 	default:
 		return nil, nil, fmt.Errorf("config file: apiVersion %q kind %q is not supported; use apiVersion: %s, kind: %s",
-			c.APIVersion, c.Kind, ConfigAPIVersion, ConfigKind)
+			c.APIVersion, c.Kind, configv1alpha1.APIVersion, configv1alpha1.Kind)
 	}
 	if len(typeErrs) == 0 {
-		c.applyDefaults()
-		for _, e := range c.validate() {
+		c.APIVersion, c.Kind = configv1alpha1.APIVersion, configv1alpha1.Kind
+		for _, e := range configv1alpha1.Validate(c) {
 			problems = append(problems, e.Error())
 		}
 	}
@@ -77,13 +84,13 @@ func Parse(data []byte) (*Config, []string, error) {
 }
 
 // LoadConfig is Load for callers with no user to warn (tests, tools).
-func LoadConfig(path string) (*Config, error) {
+func LoadConfig(path string) (*configv1alpha1.Configuration, error) {
 	cfg, _, err := Load(path)
 	return cfg, err
 }
 
 // ParseConfig is Parse for callers with no user to warn (tests, tools).
-func ParseConfig(data []byte) (*Config, error) {
+func ParseConfig(data []byte) (*configv1alpha1.Configuration, error) {
 	cfg, _, err := Parse(data)
 	return cfg, err
 }

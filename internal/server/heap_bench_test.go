@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/webhook"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -111,7 +111,7 @@ func startServerObj(tb testing.TB, opts WebhookServerOptions, dir string) (ctrlw
 	optedIn := func(context.Context, string) (map[string]string, bool, error) {
 		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
 	}
-	s := webhook.NewServer(webhook.Options{Config: config.DefaultConfig(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
+	s := webhook.NewServer(webhook.Options{Config: configv1alpha1.Default(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
 	return startServerWithHandlers(tb, opts, dir, s.Handlers())
 }
 

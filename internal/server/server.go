@@ -24,7 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
@@ -39,7 +39,9 @@ const (
 
 // Options configure the process.
 type Options struct {
-	Config *config.Config
+	// Config is the defaulted Configuration (flags applied): the webhook's
+	// and the controllers' one source of settings, the rescheduler's too.
+	Config *configv1alpha1.Configuration
 	// CertDir holds tls.crt and tls.key; they are hot-reloaded.
 	CertDir  string
 	CertMode string
@@ -67,7 +69,6 @@ type Options struct {
 	WebhookService    string
 	WebhookConfigName string
 	NamespaceMirror   bool
-	Rescheduler       rescheduler.Options
 	Log               logr.Logger
 	// SeveralInProcess allows more than one manager in one process (tests
 	// run a second replica or restart trainguard); controller names must
@@ -85,11 +86,13 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (ctrl.Manager, er
 	if o.CertMode != CertModeFiles && o.CertMode != CertModeSelfManaged {
 		return nil, fmt.Errorf("cert mode %q: use %s or %s", o.CertMode, CertModeFiles, CertModeSelfManaged)
 	}
+	if o.Config == nil {
+		o.Config = configv1alpha1.Default()
+	}
+	o.Config = o.Config.WithDefaults()
 	if o.Namespace != "" && !o.Config.Excluded(o.Namespace) {
 		o.Config.ExcludedNamespaces = append(o.Config.ExcludedNamespaces, o.Namespace)
 	}
-	// The rescheduler keeps its records in trainguard's own namespace.
-	o.Rescheduler.Namespace = o.Namespace
 	mgr, err := newManager(restCfg, o)
 	if err != nil {
 		return nil, err
@@ -166,7 +169,7 @@ func metricsOptions(o Options) metricsserver.Options {
 
 // wire registers the webhooks, controllers and probes on mgr.
 func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options) error {
-	avoider := rescheduler.NewBadNodeStore(mgr.GetCache(), o.Rescheduler)
+	avoider := rescheduler.NewBadNodeStore(mgr.GetCache(), o.Config.Rescheduler, o.Namespace)
 	if err := webhook.Setup(mgr, webhook.Options{Config: o.Config, OwnNamespace: o.Namespace, Avoider: avoider}); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
 	}
@@ -175,11 +178,11 @@ func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options
 			return fmt.Errorf("setting up namespace label mirror: %w", err)
 		}
 	}
-	if err := rescheduler.Setup(mgr, o.Config, o.Rescheduler); err != nil {
+	if err := rescheduler.Setup(mgr, o.Config, o.Namespace); err != nil {
 		return fmt.Errorf("setting up rescheduler: %w", err)
 	}
 	// Checkpoint outcomes (issue 14): shares the rescheduler's pod cache and RBAC.
-	if err := outcome.Setup(mgr, o.Config, o.Rescheduler.Enabled); err != nil {
+	if err := outcome.Setup(mgr, o.Config, *o.Config.Rescheduler.Enabled); err != nil {
 		return fmt.Errorf("setting up checkpoint outcome reader: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

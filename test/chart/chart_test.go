@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
@@ -622,7 +623,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	}
 }
 
-func renderedConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) (*config.Config, string) {
+func renderedConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) (*configv1alpha1.Configuration, string) {
 	t.Helper()
 	o, err := Find(objs, "ConfigMap", tc.fullname)
 	require.NoError(t, err)
@@ -651,7 +652,7 @@ func TestChartConfigDefaultsMatchPolicyDefaults(t *testing.T) {
 	require.NoError(t, err)
 	tc := cases()[0]
 	cfg, _ := renderedConfig(t, objs, tc)
-	want := config.DefaultConfig()
+	want := configv1alpha1.Default()
 	want.Agent.Image = cfg.Agent.Image
 	want.ExcludedNamespaces = []string{"kube-system", "trainguard-system"}
 	if want.Mutators == nil {
@@ -673,7 +674,7 @@ func TestChartConfigValuesReachPolicyFile(t *testing.T) {
 	assert.Equal(t, map[string]bool{"gpu": false}, cfg.Mutators)
 	assert.Equal(t, int64(0), *cfg.GPU.DefaultCount)
 	assert.True(t, cfg.Checkpoint.RequireDurable)
-	assert.Equal(t, config.GPUDefaultForAllJobs, cfg.GPU.DefaultFor)
+	assert.Equal(t, configv1alpha1.GPUDefaultForAllJobs, cfg.GPU.DefaultFor)
 	assert.Equal(t, "registry.example/agent:1", cfg.Agent.Image)
 	d := deployment(t, objs, renderCase{fullname: "trainguard"})
 	assert.Equal(t, "ghcr.io/trainguard/trainguard@sha256:"+strings.Repeat("a", 64), d.Spec.Template.Spec.Containers[0].Image)

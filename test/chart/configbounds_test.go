@@ -2,20 +2,24 @@ package chart
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 )
 
 // everyConfigField sets each Configuration field to a value other than its
@@ -108,15 +112,112 @@ func TestEveryConfigurationFieldIsSettableThroughValues(t *testing.T) {
 	assert.Subset(t, got["excludedNamespaces"], []any{"kube-system", "trainguard-system", "batch-system"})
 	want["excludedNamespaces"] = got["excludedNamespaces"]
 	want["rescheduler.enabled"] = false
-	want["apiVersion"], want["kind"] = config.ConfigAPIVersion, config.ConfigKind
+	want["apiVersion"], want["kind"] = configv1alpha1.APIVersion, configv1alpha1.Kind
 	for key, v := range want {
 		assert.True(t, sameValue(v, got[key]), "%s: set %v through values, the binary runs with %v", key, v, got[key])
 	}
 	// Every field of the Configuration is in the test (a new field needs a
 	// value here and a way through the chart).
-	for _, f := range configFields("", reflect.TypeOf(config.Config{})) {
+	for _, f := range configFields("", reflect.TypeOf(configv1alpha1.Configuration{})) {
 		_, ok := want[f]
 		assert.True(t, ok, "Configuration field %s is not set through the chart's values in this test", f)
+	}
+}
+
+// everyFieldSetting is everyConfigField as Configuration paths: each
+// field's value other than its default.
+func everyFieldSetting(t *testing.T) map[string]any {
+	t.Helper()
+	var values map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(everyConfigField), &values))
+	want := leaves("", values["config"].(map[string]any))
+	want["clusterWide"] = values["clusterWide"]
+	want["excludedNamespaces"] = values["excludedNamespaces"]
+	want["rescheduler.enabled"] = values["rescheduler"].(map[string]any)["enabled"]
+	return want
+}
+
+// flagValue writes a value of everyConfigField as a flag's argument.
+func flagValue(v any) string {
+	switch v := v.(type) {
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = fmt.Sprint(e)
+		}
+		return strings.Join(parts, ",")
+	case map[string]any:
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v[k]))
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprint(v)
+}
+
+// TestEveryConfigurationFieldIsSettableThroughFlagsAndFile: the same walk
+// over the Configuration's fields as the chart's test above, for the two
+// other ways in. Each field has a flag named after its path
+// (config.FlagName), and the real `trainguard serve --print-config` runs
+// with every value set through the flags alone, and through the file alone.
+func TestEveryConfigurationFieldIsSettableThroughFlagsAndFile(t *testing.T) {
+	want := everyFieldSetting(t)
+	serveFlags := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	config.BindFlags(serveFlags, configv1alpha1.Default())
+	var args []string
+	for _, path := range configFields("", reflect.TypeOf(configv1alpha1.Configuration{})) {
+		if path == "apiVersion" || path == "kind" {
+			continue
+		}
+		v, ok := want[path]
+		if !assert.True(t, ok, "Configuration field %s has no value in everyConfigField", path) {
+			continue
+		}
+		name := config.FlagName(path)
+		if assert.NotNil(t, serveFlags.Lookup(name), "Configuration field %s has no flag --%s: add its line to config.BindFlags", path, name) {
+			args = append(args, "--"+name+"="+flagValue(v))
+		}
+	}
+	bin := buildTrainguard(t)
+	check := func(how string, args ...string) {
+		t.Helper()
+		serve := exec.Command(bin, append([]string{"serve", "--print-config"}, args...)...)
+		var stderr strings.Builder
+		serve.Stderr = &stderr
+		out, err := serve.Output()
+		require.NoError(t, err, "trainguard serve --print-config (%s): %s", how, stderr.String())
+		var effective map[string]any
+		require.NoError(t, yaml.Unmarshal(out, &effective))
+		got := leaves("", effective)
+		for path, v := range want {
+			assert.True(t, sameValue(v, got[path]), "%s: %s set to %v, the binary runs with %v", how, path, v, got[path])
+		}
+	}
+	check("flags", args...)
+
+	file := map[string]any{"apiVersion": configv1alpha1.APIVersion, "kind": configv1alpha1.Kind}
+	for path, v := range want {
+		merge(file, nested(path, v))
+	}
+	raw, err := yaml.Marshal(file)
+	require.NoError(t, err)
+	configFile := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(configFile, raw, 0o600))
+	want["excludedNamespaces"] = append(want["excludedNamespaces"].([]any), "kube-system") // always added
+	check("file", "--config="+configFile)
+}
+
+// merge adds src's keys into dst, recursively.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sub, ok := v.(map[string]any); ok && k != "mutators" {
+			if d, ok := dst[k].(map[string]any); ok {
+				merge(d, sub)
+				continue
+			}
+		}
+		dst[k] = v
 	}
 }
 
@@ -159,7 +260,7 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 			t.Run(fmt.Sprintf("%s=%v", p.path, v), func(t *testing.T) {
 				block := nested(p.path, v)
 				chartErr := renderConfig(t, helm, dir, block)
-				fileBlock := map[string]any{"apiVersion": config.ConfigAPIVersion, "kind": config.ConfigKind}
+				fileBlock := map[string]any{"apiVersion": configv1alpha1.APIVersion, "kind": configv1alpha1.Kind}
 				for k, x := range block {
 					fileBlock[k] = x
 				}
@@ -236,7 +337,7 @@ func configFields(prefix string, t reflect.Type) []string {
 			continue
 		}
 		key := strings.TrimPrefix(prefix+"."+name, ".")
-		if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeOf(config.Config{}).PkgPath() {
+		if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeOf(configv1alpha1.Configuration{}).PkgPath() {
 			out = append(out, configFields(key, ft)...)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 )
 
@@ -37,9 +38,9 @@ func TestTrainingContainerNamesHaveOneSource(t *testing.T) {
 		set  []string
 		want []string
 	}{
-		"defaults":   {nil, config.DefaultConfig().TrainingContainer.Names},
+		"defaults":   {nil, configv1alpha1.Default().TrainingContainer.Names},
 		"configured": {[]string{"config.trainingContainer.names={trainer,main}"}, []string{"trainer", "main"}},
-		"emptied":    {[]string{"config.trainingContainer=null"}, config.DefaultConfig().TrainingContainer.Names},
+		"emptied":    {[]string{"config.trainingContainer=null"}, configv1alpha1.Default().TrainingContainer.Names},
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs, err := Render(helm, dir, "trainguard", "trainguard-system", append(tc.set, "webhook.podMatchConditions=true")...)

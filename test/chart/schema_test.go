@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -134,5 +134,5 @@ func TestChartSchemaEnumsAreTheBinarysValues(t *testing.T) {
 	_, err = contract.ParseRecoverStrategy(all)
 	require.NoError(t, err)
 	assert.True(t, pattern.MatchString(all))
-	assert.True(t, pattern.MatchString(config.DefaultRecoverStrategy), "the default")
+	assert.True(t, pattern.MatchString(configv1alpha1.DefaultRecoverStrategy), "the default")
 }

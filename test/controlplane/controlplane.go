@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/chart"
@@ -115,7 +115,8 @@ type Trainguard struct {
 
 // TrainguardOptions for StartTrainguard.
 type TrainguardOptions struct {
-	Config      *config.Config
+	Config *configv1alpha1.Configuration
+	// Rescheduler replaces Config's rescheduler block.
 	Rescheduler *rescheduler.Options
 	LeaderElect bool
 	// Port overrides the webhook port (a second manager needs its own).
@@ -153,11 +154,12 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	}
 	cfg := o.Config
 	if cfg == nil {
-		cfg = config.DefaultConfig()
+		cfg = configv1alpha1.Default()
 	}
-	resched := rescheduler.DefaultOptions()
-	if o.Rescheduler != nil {
-		resched = *o.Rescheduler
+	if o.Rescheduler != nil { // on a copy: the caller's Configuration is not changed
+		c := *cfg
+		c.Rescheduler = *o.Rescheduler
+		cfg = &c
 	}
 	wio := cp.Env.WebhookInstallOptions
 	port := wio.LocalServingPort
@@ -171,7 +173,7 @@ func (cp *ControlPlane) StartTrainguard(ctx context.Context, o TrainguardOptions
 	so := server.Options{
 		Config: cfg, CertDir: certDir, CertMode: o.CertMode, WebhookHost: wio.LocalServingHost, WebhookPort: port,
 		MetricsAddr: orZero(o.MetricsAddr), ProbeAddr: orZero(o.ProbeAddr), Namespace: Namespace, LeaderElect: o.LeaderElect,
-		NamespaceMirror: true, Rescheduler: resched, Log: cp.log, SeveralInProcess: true,
+		NamespaceMirror: true, Log: cp.log, SeveralInProcess: true,
 	}
 	if o.CertMode == server.CertModeSelfManaged {
 		// The names the chart passes as --cert-secret, --webhook-service

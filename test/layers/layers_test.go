@@ -42,7 +42,7 @@ func architecture() []layer {
 	return []layer{
 		{name: "foundations", packages: []string{"internal/foundations/..."}},
 		{name: "jobs", packages: []string{"internal/jobs"}, reaches: []string{"foundations"}},
-		{name: "config", packages: []string{"internal/config"}, reaches: []string{"foundations", "jobs"}},
+		{name: "config", packages: []string{"internal/config/..."}, reaches: []string{"foundations", "jobs"}},
 		{name: "policy", packages: []string{"internal/policy"}, reaches: []string{"foundations", "jobs", "config"}},
 		{name: "injections", packages: []string{"mutators"}, reaches: []string{"foundations", "jobs", "config", "policy"}},
 		{name: "rules", packages: []string{"validators"}, reaches: []string{"foundations", "jobs", "config", "policy"}},

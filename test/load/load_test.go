@@ -46,7 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/server"
@@ -85,7 +85,7 @@ func BenchmarkAdmissionThroughAPIServer(b *testing.B) {
 	if os.Getenv("LOAD_RESCHEDULER") == "off" {
 		// Ablation: what the rescheduler's pod informer and reconciles cost.
 		r := rescheduler.DefaultOptions()
-		r.Enabled = false
+		r.Enabled = ptr(false)
 		opts.Rescheduler = &r
 	}
 	tg, err := cp.StartTrainguard(ctx, opts)
@@ -598,7 +598,7 @@ func newPatchingNoop() *patchingNoop {
 	optedIn := func(context.Context, string) (map[string]string, bool, error) {
 		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
 	}
-	s := webhook.NewServer(webhook.Options{Config: config.DefaultConfig(), OwnNamespace: controlplane.Namespace}, optedIn, nil, logr.Discard())
+	s := webhook.NewServer(webhook.Options{Config: configv1alpha1.Default(), OwnNamespace: controlplane.Namespace}, optedIn, nil, logr.Discard())
 	return &patchingNoop{tg: s.Handlers(), patches: map[string][]byte{}}
 }
 

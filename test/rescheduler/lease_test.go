@@ -24,7 +24,7 @@ import (
 func TestSilentKubeletIsActedOnAheadOfNotReady(t *testing.T) {
 	env.replaceShared(t)
 	o := defaultOptions()
-	o.LeaseLostAfter, o.ForceDeleteAfter = 4*time.Second, 4*time.Second
+	o.LeaseLostAfter.Duration, o.ForceDeleteAfter.Duration = 4*time.Second, 4*time.Second
 	env.startManagerForTest(t, managerOptions{Rescheduler: o})
 
 	ns := namespace(t)
@@ -52,7 +52,7 @@ func TestSilentKubeletIsActedOnAheadOfNotReady(t *testing.T) {
 	require.NoError(t, env.c.Get(context.Background(), client.ObjectKey{Name: dead}, node))
 	assert.Equal(t, corev1.ConditionTrue, node.Status.Conditions[0].Status, "acted on before any NotReady")
 
-	time.Sleep(2 * o.LeaseLostAfter) // long enough for a wrong decision about the others
+	time.Sleep(2 * o.LeaseLostAfter.Duration) // long enough for a wrong decision about the others
 	assertUntouched(t, slowPod)
 	assertUntouched(t, cordonedPod)
 }

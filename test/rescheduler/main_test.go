@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -60,14 +61,14 @@ const (
 // defaultOptions are the shared manager's rescheduler options.
 func defaultOptions() resched.Options {
 	o := resched.DefaultOptions()
-	o.NodeLostGrace = testNodeLostGrace
-	o.BackoffBase = testBackoffBase
-	o.BackoffMax = testBackoffMax
-	o.BadNodeTTL = 10 * time.Minute
+	o.NodeLostGrace.Duration = testNodeLostGrace
+	o.BackoffBase.Duration = testBackoffBase
+	o.BackoffMax.Duration = testBackoffMax
+	o.BadNodeTTL.Duration = 10 * time.Minute
 	// Many tests act on many nodes in quick succession; the rate limit has
 	// its own test (TestPartitionBrakeAndNodeRate).
-	o.NodeEvictionRate, o.NodeEvictionBurst = 1000, 1000
-	o.RetryEvictionRate, o.RetryEvictionBurst = 1000, 1000
+	o.NodeEvictionRate, o.NodeEvictionBurst = ptr.To(float64(1000)), 1000
+	o.RetryEvictionRate, o.RetryEvictionBurst = ptr.To(float64(1000)), 1000
 	// Nodes and Leases other tests left dead stay in the one cluster the
 	// package shares; the cluster brake has its own test (TestStaleLeaseView).
 	o.UnhealthyClusterThreshold = 1

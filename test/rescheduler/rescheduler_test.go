@@ -364,8 +364,8 @@ func TestShortTimers(t *testing.T) {
 	const ttl, graceOverTime = 3 * time.Second, 2 * time.Second
 	env.replaceShared(t)
 	opts := defaultOptions()
-	opts.BadNodeTTL = ttl
-	opts.GraceOverTime = graceOverTime
+	opts.BadNodeTTL.Duration = ttl
+	opts.GraceOverTime.Duration = graceOverTime
 	env.startManagerForTest(t, managerOptions{Rescheduler: opts})
 
 	t.Run("expired record adds no affinity", func(t *testing.T) { testExpiredRecordAddsNoAffinity(t, ttl) })

@@ -44,7 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -116,9 +116,9 @@ func runRSSChild(cfg rssConfig) error {
 	if err != nil {
 		return err
 	}
-	opts := cfg.Rescheduler
-	opts.Namespace = controlplane.Namespace
-	if err := resched.Setup(mgr, config.DefaultConfig(), opts); err != nil {
+	settings := configv1alpha1.Default()
+	settings.Rescheduler = cfg.Rescheduler
+	if err := resched.Setup(mgr, settings, controlplane.Namespace); err != nil {
 		return err
 	}
 	done := make(chan error, 1)

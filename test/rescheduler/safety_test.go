@@ -424,7 +424,7 @@ func TestPartitionBrakeAndNodeRate(t *testing.T) {
 	const burst = 2
 	env.replaceShared(t)
 	opts := defaultOptions()
-	opts.NodeEvictionRate, opts.NodeEvictionBurst = 0.001, burst // one more node every 1000 s: none during the test
+	opts.NodeEvictionRate, opts.NodeEvictionBurst = ptr.To(float64(0.001)), burst // one more node every 1000 s: none during the test
 	m := env.startManagerForTest(t, managerOptions{Rescheduler: opts})
 
 	ns := namespace(t)

@@ -121,7 +121,7 @@ func TestStaleLeaseView(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			proxyURL, staller := startLeaseWatchProxy(t)
 			o := defaultOptions()
-			o.LeaseLostAfter, o.ForceDeleteAfter = 4*time.Second, 4*time.Second
+			o.LeaseLostAfter.Duration, o.ForceDeleteAfter.Duration = 4*time.Second, 4*time.Second
 			o.UnhealthyClusterThreshold = tc.threshold
 			env.startManagerForTest(t, managerOptions{Rescheduler: o, APIHost: proxyURL})
 
@@ -141,7 +141,7 @@ func TestStaleLeaseView(t *testing.T) {
 			time.Sleep(3 * time.Second) // the manager has seen every Lease renewed
 
 			staller.stall()
-			time.Sleep(o.LeaseLostAfter + o.ForceDeleteAfter + 4*time.Second)
+			time.Sleep(o.LeaseLostAfter.Duration + o.ForceDeleteAfter.Duration + 4*time.Second)
 			for _, pod := range pods {
 				assertUntouched(t, pod)
 			}

@@ -20,8 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trainguard/trainguard/certs"
-	"github.com/trainguard/trainguard/internal/config"
-	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
@@ -45,10 +44,12 @@ func TestMetricsNeedAuthenticationAndAuthorization(t *testing.T) {
 
 	asSA := rest.CopyConfig(env.cp.Config)
 	asSA.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + controlplane.Namespace + ":" + serviceAccount}
+	cfg := configv1alpha1.Default()
+	*cfg.Rescheduler.Enabled = false
 	mgr, err := server.New(ctx, asSA, server.Options{
-		Config: config.DefaultConfig(), CertDir: env.certDir, CertMode: server.CertModeFiles,
+		Config: cfg, CertDir: env.certDir, CertMode: server.CertModeFiles,
 		WebhookHost: "127.0.0.1", WebhookPort: hookPort, MetricsAddr: addr, MetricsSecure: true, ProbeAddr: "0",
-		Namespace: controlplane.Namespace, Rescheduler: rescheduler.Options{Enabled: false}, SeveralInProcess: true,
+		Namespace: controlplane.Namespace, SeveralInProcess: true,
 	})
 	require.NoError(t, err)
 	done := make(chan error, 1)

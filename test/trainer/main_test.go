@@ -77,7 +77,7 @@ func run(m *testing.M) (int, error) {
 	// trainguard starts after Trainer's CRDs exist, as the chart expects.
 	// A short node-lost grace, so the node-loss test does not wait a minute.
 	resched := rescheduler.DefaultOptions()
-	resched.NodeLostGrace = nodeLostGrace
+	resched.NodeLostGrace.Duration = nodeLostGrace
 	tg, err := cp.StartTrainguard(ctx, controlplane.TrainguardOptions{Rescheduler: &resched})
 	if err != nil {
 		return 1, err

@@ -1,5 +1,5 @@
 {{- /*
-The rules of the binary's configuration (internal/config/validation.go) that
+The rules of the binary's configuration (internal/config/v1alpha1/validation.go) that
 JSON schema cannot state: duration bounds, backoffMax against backoffBase, a
 recover strategy listed twice. A value the binary would refuse fails the
 render with the binary's words, instead of a Deployment that crash-loops.

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -82,7 +82,7 @@ type item struct {
 // label-restricted pod cache (managed pods only) and its RBAC (pods
 // get/list/watch, PyTorchJobs get), so the chart enables both together;
 // TrainJobs, JobSets and Jobs get come with the chart's Trainer support.
-func Setup(mgr ctrl.Manager, cfg *config.Config, enabled bool) error {
+func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, enabled bool) error {
 	if !enabled {
 		return nil
 	}
@@ -106,7 +106,7 @@ type Reconciler struct {
 	client    client.Client
 	apiReader client.Reader
 	recorder  events.EventRecorder
-	cfg       *config.Config
+	cfg       *configv1alpha1.Configuration
 	metrics   *metrics
 
 	once    sync.Once

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -52,7 +52,7 @@ func newTestReconciler(t *testing.T, nsAnnotations map[string]string) (*Reconcil
 	m := newMetrics()
 	require.NoError(t, m.register(prometheus.NewRegistry()))
 	rec := events.NewFakeRecorder(10)
-	return &Reconciler{client: c, apiReader: c, recorder: rec, cfg: config.DefaultConfig(), metrics: m,
+	return &Reconciler{client: c, apiReader: c, recorder: rec, cfg: configv1alpha1.Default(), metrics: m,
 		seen: map[types.UID]map[string]bool{}, inited: map[string]bool{}, started: time.Now()}, rec
 }
 

@@ -124,7 +124,7 @@ func (r *Reconciler) evictionBlocked(ctx context.Context, pod *corev1.Pod, key J
 	b.refusals++
 	r.blocked[name] = b
 	r.mu.Unlock()
-	after := r.opts.backoff(b.refusals)
+	after := backoff(r.opts, b.refusals)
 	return r.holdBack(ctx, pod, key, d, &hold{reason: ReasonEvictionBlocked, after: after,
 		message: fmt.Sprintf("eviction refused (%v); PodDisruptionBudgets are never bypassed, retry %d in %s", err, b.refusals, after)})
 }
@@ -289,7 +289,7 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 		rec.Stash = stash
 	}
 	now := r.clock.Now()
-	rec.AddNode(pod.Spec.NodeName, now, r.opts.BadNodeTTL, r.opts.MaxBadNodes)
+	rec.AddNode(pod.Spec.NodeName, now, r.opts.BadNodeTTL.Duration, r.opts.MaxBadNodes)
 	if d.NewRound {
 		rec.Reschedules++
 		rec.RoundStart = now
@@ -353,7 +353,7 @@ func (r *Reconciler) writeRecord(ctx context.Context, pod *corev1.Pod, key JobKe
 	}
 	create := cm == nil
 	if create {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: key.RecordName()}}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: key.RecordName()}}
 	}
 	cm = cm.DeepCopy()
 	// No owner reference: the job lives in another namespace, and the

@@ -107,8 +107,8 @@ func (z zoneState) fraction() float64 {
 func newBrakes(opts Options, clk clock.PassiveClock, m *metrics) *brakes {
 	return &brakes{
 		clock:     clk,
-		limiter:   rate.NewLimiter(rate.Limit(opts.NodeEvictionRate), opts.NodeEvictionBurst),
-		stopped:   opts.NodeEvictionRate == 0,
+		limiter:   rate.NewLimiter(rate.Limit(*opts.NodeEvictionRate), opts.NodeEvictionBurst),
+		stopped:   *opts.NodeEvictionRate == 0,
 		admitted:  map[string]time.Time{},
 		zones:     map[string]zoneState{},
 		threshold: opts.UnhealthyZoneThreshold,
@@ -116,9 +116,9 @@ func newBrakes(opts Options, clk clock.PassiveClock, m *metrics) *brakes {
 
 		clusterThreshold: opts.UnhealthyClusterThreshold,
 		retries:          map[string]*rate.Limiter{},
-		retryRate:        rate.Limit(opts.RetryEvictionRate),
+		retryRate:        rate.Limit(*opts.RetryEvictionRate),
 		retryBurst:       opts.RetryEvictionBurst,
-		retryStopped:     opts.RetryEvictionRate == 0,
+		retryStopped:     *opts.RetryEvictionRate == 0,
 		metrics:          m,
 	}
 }
@@ -250,7 +250,7 @@ func (b *brakes) pruneRetries(now time.Time) {
 // need no read.
 func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 	seen, known := r.leases.lastRenew(node)
-	if !known || seen.silent < r.opts.LeaseLostAfter {
+	if !known || seen.silent < r.opts.LeaseLostAfter.Duration {
 		return nil
 	}
 	live := &coordinationv1.Lease{}
@@ -384,7 +384,7 @@ func (r *Reconciler) clusterState(ctx context.Context) (zoneState, error) {
 	if err != nil {
 		return zoneState{}, err
 	}
-	c.silentLeases, c.leases = r.leases.silentCount(brakeSilence(r.opts.LeaseLostAfter))
+	c.silentLeases, c.leases = r.leases.silentCount(brakeSilence(r.opts.LeaseLostAfter.Duration))
 	b.mu.Lock()
 	b.cluster = c
 	b.mu.Unlock()
@@ -434,7 +434,7 @@ func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Nod
 		}
 		z.carrier++
 		silent, known := r.leases.silentFor(n.Name)
-		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= brakeSilence(r.opts.LeaseLostAfter)) {
+		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= brakeSilence(r.opts.LeaseLostAfter.Duration)) {
 			z.unhealthy++
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
@@ -25,7 +26,7 @@ import (
 func TestTokenBucketAdmitsNodesNotPods(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	opts := testOptions()
-	opts.NodeEvictionRate, opts.NodeEvictionBurst = 0.1, 2
+	opts.NodeEvictionRate, opts.NodeEvictionBurst = ptr.To(float64(0.1)), 2
 	b := newBrakes(opts, clk, newMetrics())
 
 	assert.Nil(t, b.take("a"))
@@ -39,7 +40,7 @@ func TestTokenBucketAdmitsNodesNotPods(t *testing.T) {
 	assert.Nil(t, b.take("c"))
 	assert.Equal(t, 3.0, testutil.ToFloat64(b.metrics.nodesActedOn))
 
-	opts.NodeEvictionRate = 0
+	opts.NodeEvictionRate = ptr.To(float64(0))
 	stopped := newBrakes(opts, clk, newMetrics())
 	assert.NotNil(t, stopped.take("a"), "rate 0 stops all action")
 }
@@ -152,7 +153,7 @@ func TestClusterBrake(t *testing.T) {
 			}
 			h.clock.Step(renewAt)
 			for i := tc.silent; i < 6; i++ {
-				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(renewAt)), h.r.opts.LeaseLostAfter)
+				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(renewAt)), h.r.opts.LeaseLostAfter.Duration)
 			}
 			h.clock.Step(41*time.Second - renewAt)
 			node := &corev1.Node{}
@@ -180,7 +181,7 @@ func TestClusterBrake(t *testing.T) {
 // server confirms silent lets the action through.
 func TestLiveLeaseReadHoldsAStaleView(t *testing.T) {
 	h := newHarness(t, false, readyNode(), renewedLease("n1", t0.Add(40*time.Second)))
-	h.r.leases.observe(renewedLease("n1", t0), h.r.opts.LeaseLostAfter)
+	h.r.leases.observe(renewedLease("n1", t0), h.r.opts.LeaseLostAfter.Duration)
 	h.clock.Step(41 * time.Second)
 	hold := h.r.checkBrakes(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost})
 	require.NotNil(t, hold, "the cache missed a renewal: hold")
@@ -190,7 +191,7 @@ func TestLiveLeaseReadHoldsAStaleView(t *testing.T) {
 	assert.Zero(t, silent, "the live renewal counts as seen now")
 
 	confirmed := newHarness(t, false, readyNode(), renewedLease("n1", t0))
-	confirmed.r.leases.observe(renewedLease("n1", t0), confirmed.r.opts.LeaseLostAfter)
+	confirmed.r.leases.observe(renewedLease("n1", t0), confirmed.r.opts.LeaseLostAfter.Duration)
 	confirmed.clock.Step(41 * time.Second)
 	assert.Nil(t, confirmed.r.checkBrakes(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost}),
 		"the API server confirms the silence: the action proceeds")
@@ -227,7 +228,7 @@ func TestRetriesDoNotDrainTheNodeBucket(t *testing.T) {
 func TestRetryBucketIsPerNamespace(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	opts := testOptions()
-	opts.RetryEvictionRate, opts.RetryEvictionBurst = 1, 2
+	opts.RetryEvictionRate, opts.RetryEvictionBurst = ptr.To(float64(1)), 2
 	b := newBrakes(opts, clk, newMetrics())
 	assert.Nil(t, b.takeRetry("a"))
 	assert.Nil(t, b.takeRetry("a"))
@@ -240,7 +241,7 @@ func TestRetryBucketIsPerNamespace(t *testing.T) {
 	clk.Step(time.Second)
 	assert.Nil(t, b.takeRetry("a"))
 
-	opts.RetryEvictionRate = 0
+	opts.RetryEvictionRate = ptr.To(float64(0))
 	assert.NotNil(t, newBrakes(opts, clk, newMetrics()).takeRetry("a"), "rate 0 stops exit retries")
 }
 
@@ -256,7 +257,7 @@ func TestBrakeReleaseRestartsSilence(t *testing.T) {
 	hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
 	require.NotNil(t, hold, "all six silent: the cluster brake holds")
 	for i := 2; i < 6; i++ { // four come back; n0 and n1 not yet
-		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(60*time.Second)), h.r.opts.LeaseLostAfter)
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(60*time.Second)), h.r.opts.LeaseLostAfter.Duration)
 	}
 	h.clock.Step(2 * time.Second) // past the cached cluster state
 	hold = h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
@@ -264,7 +265,7 @@ func TestBrakeReleaseRestartsSilence(t *testing.T) {
 	require.NotNil(t, hold, "the pod decided on the stall's silence looks again")
 	silent, known := h.r.leases.silentFor("n0")
 	require.True(t, known)
-	assert.Less(t, silent, h.r.opts.LeaseLostAfter, "n0's silence restarts when the brake releases")
+	assert.Less(t, silent, h.r.opts.LeaseLostAfter.Duration, "n0's silence restarts when the brake releases")
 }
 
 // sixNodesInThreeZones: one managed pod on each of six nodes, two per zone,
@@ -281,7 +282,7 @@ func sixNodesInThreeZones(t *testing.T) *harness {
 	}
 	h := newHarness(t, false, objs...)
 	for i := range 6 {
-		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter)
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter.Duration)
 	}
 	return h
 }

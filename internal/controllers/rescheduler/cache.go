@@ -26,7 +26,7 @@ import (
 //   - Nodes are stripped by TransformNode (no images, no addresses).
 func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 	var namespaces map[string]cache.Config
-	if namespace != "" { // "" would mean every namespace; Options.Validate refuses it
+	if namespace != "" { // "" would mean every namespace; Setup refuses it
 		namespaces = map[string]cache.Config{namespace: {}}
 	}
 	return map[client.Object]cache.ByObject{

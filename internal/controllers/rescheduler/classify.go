@@ -203,16 +203,16 @@ type nodeState struct {
 
 // classifyNode judges a node; nil means it no longer exists.
 func classifyNode(in Input, opts Options) nodeState {
-	name, node, now, grace := in.Pod.Spec.NodeName, in.Node, in.Now, opts.NodeLostGrace
+	name, node, now, grace := in.Pod.Spec.NodeName, in.Node, in.Now, opts.NodeLostGrace.Duration
 	if node == nil {
 		return nodeState{health: nodeLost, why: fmt.Sprintf("node %s was deleted", name)}
 	}
-	if kubeletSilent(in, opts.LeaseLostAfter) {
+	if kubeletSilent(in, opts.LeaseLostAfter.Duration) {
 		// Ahead of the node lifecycle controller (which marks the node
 		// Unknown only some time later): the kubelet missed every renewal
 		// of its Lease for the whole lease duration.
 		return nodeState{health: nodeLost, why: fmt.Sprintf("node %s: kubelet silent for %s, its Lease not renewed (--lease-lost-after %s)",
-			name, in.KubeletSilentFor.Round(time.Second), opts.LeaseLostAfter)}
+			name, in.KubeletSilentFor.Round(time.Second), opts.LeaseLostAfter.Duration)}
 	}
 	status, since := readyCondition(node)
 	if status != corev1.ConditionTrue {

@@ -2,6 +2,7 @@ package rescheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -32,15 +34,23 @@ import (
 // finds its pods without listing every pod.
 const IndexPodNodeName = "spec.nodeName"
 
-// Setup registers the controller when opts.Enabled. It runs only on the
-// leader (the manager's default for controllers), while every replica's
-// cache serves the pod webhook's NewBadNodeStore.
-func Setup(mgr ctrl.Manager, cfg *config.Config, opts Options) error {
-	if !opts.Enabled {
+// Setup registers the controller when cfg.Rescheduler.Enabled. It runs
+// only on the leader (the manager's default for controllers), while every
+// replica's cache serves the pod webhook's NewBadNodeStore. namespace is
+// trainguard's own (serve --namespace), where the records live.
+func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string) error {
+	cfg = cfg.WithDefaults()
+	opts := cfg.Rescheduler
+	if !*opts.Enabled {
 		return nil
 	}
-	if err := opts.Validate(); err != nil {
-		return fmt.Errorf("rescheduler options: %w", err)
+	// Loading checked the file and the flags; a Configuration built in code
+	// gets the same check, in the same words.
+	if errs := configv1alpha1.ValidateRescheduler(&opts, field.NewPath("rescheduler")); len(errs) > 0 {
+		return fmt.Errorf("rescheduler settings: %w", errs.ToAggregate())
+	}
+	if namespace == "" {
+		return errors.New("trainguard's namespace is empty: set --namespace (or $POD_NAMESPACE); the rescheduler keeps its records there")
 	}
 	m := newMetrics()
 	if err := m.register(crmetrics.Registry); err != nil {
@@ -49,7 +59,7 @@ func Setup(mgr ctrl.Manager, cfg *config.Config, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, IndexPodNodeName, podNodeName); err != nil {
 		return fmt.Errorf("indexing pods by node: %w", err)
 	}
-	r := newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), clock.RealClock{}, cfg, opts, m)
+	r := newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), clock.RealClock{}, cfg, namespace, m)
 	if err := mgr.Add(&sweeper{r: r}); err != nil {
 		return fmt.Errorf("adding the record sweeper: %w", err)
 	}
@@ -61,10 +71,10 @@ func Setup(mgr ctrl.Manager, cfg *config.Config, opts Options) error {
 }
 
 func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, clk clock.PassiveClock,
-	cfg *config.Config, opts Options, m *metrics) *Reconciler {
+	cfg *configv1alpha1.Configuration, namespace string, m *metrics) *Reconciler {
 	return &Reconciler{
-		client: c, apiReader: apiReader, recorder: rec, clock: clk, cfg: cfg, opts: opts, metrics: m,
-		brakes: newBrakes(opts, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
+		client: c, apiReader: apiReader, recorder: rec, clock: clk, cfg: cfg, opts: cfg.Rescheduler, namespace: namespace, metrics: m,
+		brakes: newBrakes(cfg.Rescheduler, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
 		jobKeys: NewJobKeys(jobs.Builtin()),
 	}
 }
@@ -85,8 +95,11 @@ type Reconciler struct {
 	apiReader client.Reader
 	recorder  events.EventRecorder
 	clock     clock.PassiveClock
-	cfg       *config.Config
-	opts      Options
+	cfg       *configv1alpha1.Configuration
+	// opts is cfg.Rescheduler, named for the many reads.
+	opts Options
+	// namespace is trainguard's own, where the records live.
+	namespace string
 	metrics   *metrics
 	brakes    *brakes
 
@@ -105,7 +118,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, silent <-chan event.Gene
 		return o.GetLabels()[contract.LabelManaged] == "true"
 	})
 	records := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.opts.Namespace && o.GetLabels()[contract.LabelBadNodes] == "true"
+		return o.GetNamespace() == r.namespace && o.GetLabels()[contract.LabelBadNodes] == "true"
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rescheduler").
@@ -226,7 +239,7 @@ func (r *Reconciler) optedIn(ctx context.Context, namespace string, podAnnotatio
 // injects is the webhook's decision (policy.Scope) for a pod of namespace;
 // why says why not.
 func (r *Reconciler) injects(ctx context.Context, namespace string, podAnnotations map[string]string) (bool, string, error) {
-	scope := policy.Scope{Config: r.cfg, OwnNamespace: r.opts.Namespace, Namespaces: policy.ClientNamespaces(r.client)}
+	scope := policy.Scope{Config: r.cfg, OwnNamespace: r.namespace, Namespaces: policy.ClientNamespaces(r.client)}
 	_, why, err := scope.Object(ctx, namespace, podAnnotations)
 	return why == "" && err == nil, why, err
 }
@@ -291,7 +304,7 @@ func (r *Reconciler) node(ctx context.Context, name string) (*corev1.Node, error
 // and the next write replaces it.
 func (r *Reconciler) loadRecord(ctx context.Context, key JobKey) (*corev1.ConfigMap, Record, error) {
 	cm := &corev1.ConfigMap{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: key.RecordName()}, cm); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: key.RecordName()}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, Record{}, nil
 		}

@@ -24,12 +24,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -52,10 +53,16 @@ type harness struct {
 // ownNS is trainguard's namespace in the unit tests.
 const ownNS = "trainguard-system"
 
+// testConfig is the default Configuration with testOptions.
+func testConfig() *configv1alpha1.Configuration {
+	c := configv1alpha1.Default()
+	c.Rescheduler = testOptions()
+	return c
+}
+
 func testOptions() Options {
 	o := DefaultOptions()
-	o.Namespace = ownNS
-	o.ForceDeleteAfter = 5 * time.Minute // the tests' bound, independent of the default
+	o.ForceDeleteAfter.Duration = 5 * time.Minute // the tests' bound, independent of the default
 	return o
 }
 
@@ -99,7 +106,7 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 				return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
 			},
 		}).Build()
-	h.r = newReconciler(h.c, h.c, h.events, h.clock, config.DefaultConfig(), testOptions(), newMetrics())
+	h.r = newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics())
 	return h
 }
 
@@ -193,7 +200,7 @@ func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.badNodes))
 
 	// The replacement the operator creates is kept off n1.
-	store := newBadNodeStore(h.c, testOptions(), h.clock)
+	store := newBadNodeStore(h.c, testOptions(), ownNS, h.clock)
 	replacement := newPod(func(p *corev1.Pod) { p.UID = ""; p.Spec.NodeName = "" })
 	nodes, err := store.AvoidNodes(context.Background(), replacement)
 	require.NoError(t, err)
@@ -519,9 +526,9 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 	key := JobKeyOf(pod)
 	var rec Record
 	for i := 0; i < 20; i++ {
-		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, config.DefaultMaxBadNodes)
+		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, configv1alpha1.DefaultMaxBadNodes)
 	}
-	require.Len(t, rec.Nodes, config.DefaultMaxBadNodes, "bounded at 16")
+	require.Len(t, rec.Nodes, configv1alpha1.DefaultMaxBadNodes, "bounded at 16")
 	assert.NotContains(t, rec.Nodes, "n00", "the oldest go first")
 	assert.Contains(t, rec.Nodes, "n19")
 
@@ -532,7 +539,7 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 		big.Nodes[fmt.Sprintf("x%02d", i)] = t0.Add(time.Duration(i-5) * time.Minute) // x00..x05 expired at t0
 	}
 	h := newHarness(t, false, recordCM(t, key, big))
-	store := newBadNodeStore(h.c, testOptions(), h.clock)
+	store := newBadNodeStore(h.c, testOptions(), ownNS, h.clock)
 	nodes, err := store.AvoidNodes(context.Background(), pod)
 	require.NoError(t, err)
 	assert.Len(t, nodes, 16)
@@ -554,7 +561,7 @@ func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
 	tenant := recordCM(t, key, Record{Nodes: map[string]time.Time{"n2": t0.Add(time.Hour)}})
 	tenant.Namespace = "team"
 	h := newHarness(t, false, unlabelled, tenant)
-	store := newBadNodeStore(h.c, testOptions(), h.clock)
+	store := newBadNodeStore(h.c, testOptions(), ownNS, h.clock)
 
 	nodes, err := store.AvoidNodes(context.Background(), pod)
 	require.NoError(t, err)
@@ -568,14 +575,14 @@ func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
 	forged := recordCM(t, other, Record{Nodes: map[string]time.Time{"n3": t0.Add(time.Hour)}})
 	forged.Name = key.RecordName()
 	h3 := newHarness(t, false, forged)
-	nodes, err = newBadNodeStore(h3.c, testOptions(), h3.clock).AvoidNodes(context.Background(), pod)
+	nodes, err = newBadNodeStore(h3.c, testOptions(), ownNS, h3.clock).AvoidNodes(context.Background(), pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 
 	disabled := testOptions()
-	disabled.Enabled = false
+	disabled.Enabled = ptr.To(false)
 	h2 := newHarness(t, false, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}}))
-	nodes, err = NewBadNodeStore(h2.c, disabled).AvoidNodes(context.Background(), pod)
+	nodes, err = NewBadNodeStore(h2.c, disabled, ownNS).AvoidNodes(context.Background(), pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 }

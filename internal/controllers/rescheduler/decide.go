@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -145,7 +145,7 @@ func Decide(in Input, opts Options) Decision {
 	if mode == FaultSchedulingOff {
 		return d.no(ReasonFaultSchedulingOff, "fault-scheduling=off: hands off")
 	}
-	strategy := contract.RecoverStrategyOf(pod.Annotations, orDefault(in.DefaultRecoverStrategy, config.DefaultRecoverStrategy))
+	strategy := contract.RecoverStrategyOf(pod.Annotations, orDefault(in.DefaultRecoverStrategy, configv1alpha1.DefaultRecoverStrategy))
 	if contract.NoRetry(strategy) {
 		return d.no(ReasonNotRetried, "recover-strategy=exit: not retried")
 	}
@@ -185,17 +185,17 @@ func Decide(in Input, opts Options) Decision {
 
 // forceAllowed says whether a pod on in.Node may be force-deleted: the node
 // object is gone, or the node has been unreachable for at least
-// opts.ForceDeleteAfter. why says which, for the Event.
+// opts.ForceDeleteAfter.Duration. why says which, for the Event.
 func forceAllowed(in Input, opts Options) (bool, string) {
 	name := in.Pod.Spec.NodeName
 	if in.Node == nil {
 		return true, fmt.Sprintf("node %s was deleted", name)
 	}
 	down, how := unreachable(in, opts)
-	if how == "" || down < opts.ForceDeleteAfter {
+	if how == "" || down < opts.ForceDeleteAfter.Duration {
 		return false, ""
 	}
-	return true, fmt.Sprintf("node %s unreachable (%s) for %s, past --force-delete-after=%s", name, how, down.Round(time.Second), opts.ForceDeleteAfter)
+	return true, fmt.Sprintf("node %s unreachable (%s) for %s, past --force-delete-after=%s", name, how, down.Round(time.Second), opts.ForceDeleteAfter.Duration)
 }
 
 // unreachable is how long in.Node has been unreachable, and how: its
@@ -209,7 +209,7 @@ func unreachable(in Input, opts Options) (time.Duration, string) {
 	if status != corev1.ConditionTrue {
 		down, how = in.Now.Sub(since), "Ready="+string(status)
 	}
-	if kubeletSilent(in, opts.LeaseLostAfter) && in.KubeletSilentFor > down {
+	if kubeletSilent(in, opts.LeaseLostAfter.Duration) && in.KubeletSilentFor > down {
 		down, how = in.KubeletSilentFor, "kubelet silent, Lease not renewed"
 	}
 	return down, how
@@ -236,7 +236,7 @@ func readyCondition(node *corev1.Node) (corev1.ConditionStatus, time.Time) {
 // detect finds what is wrong with a pod that is not being deleted.
 func detect(in Input, opts Options) Decision {
 	pod := in.Pod
-	term := classifyTermination(pod, in.TrainingContainers, opts.DefaultRetryable)
+	term := classifyTermination(pod, in.TrainingContainers, opts.UnknownExitCodeRetryable)
 	switch term.class {
 	case exitPermanent:
 		return Decision{Action: ActionNone, Cause: ReasonPermanentFailure, Reason: ReasonPermanentFailure, ExitCode: term.exitCode,
@@ -284,7 +284,7 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 		d.Message = why + "; fault-scheduling=force: pod is terminating, force-deleting"
 		return d
 	}
-	if kubeletSilent(in, opts.ForceDeleteAfter) {
+	if kubeletSilent(in, opts.ForceDeleteAfter.Duration) {
 		// A kubelet that has not been heard from cannot be carrying out the
 		// graceful delete: waiting --grace-over-time for it gains nothing.
 		d.Message = why + "; the kubelet cannot carry out the graceful delete: force-deleting"
@@ -294,11 +294,11 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 	if pod.DeletionGracePeriodSeconds != nil {
 		requested = requested.Add(-time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second)
 	}
-	deadline := requested.Add(opts.GraceOverTime)
+	deadline := requested.Add(opts.GraceOverTime.Duration)
 	if in.Now.Before(deadline) {
 		return Decision{Action: ActionWait, RequeueAfter: deadline.Sub(in.Now), Message: node.why + "; graceful delete pending"}
 	}
-	d.Message = fmt.Sprintf("%s; graceful delete requested %s ago (grace-over-time %s): force-deleting", why, in.Now.Sub(requested).Round(time.Second), opts.GraceOverTime)
+	d.Message = fmt.Sprintf("%s; graceful delete requested %s ago (grace-over-time %s): force-deleting", why, in.Now.Sub(requested).Round(time.Second), opts.GraceOverTime.Duration)
 	return d
 }
 
@@ -306,7 +306,7 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 // unreachable but not for long enough yet.
 func forceWait(in Input, opts Options) time.Duration {
 	down, _ := unreachable(in, opts)
-	if d := opts.ForceDeleteAfter - down; d > time.Second {
+	if d := opts.ForceDeleteAfter.Duration - down; d > time.Second {
 		return d
 	}
 	return time.Second
@@ -321,10 +321,10 @@ func gate(d Decision, in Input, opts Options) (Decision, bool) {
 		d.Message += fmt.Sprintf("; node already recorded for this job (reschedule %d/%d)", h.Reschedules, in.MaxReschedules)
 	case h.Reschedules >= in.MaxReschedules:
 		return d.no(ReasonRescheduleCapReached, fmt.Sprintf("reschedule cap reached (%d/%d): no further action", h.Reschedules, in.MaxReschedules)), true
-	case h.Reschedules > 0 && in.Now.Before(h.RoundStart.Add(opts.BackoffBase)):
+	case h.Reschedules > 0 && in.Now.Before(h.RoundStart.Add(opts.BackoffBase.Duration)):
 		d.Message += fmt.Sprintf("; joins reschedule %d/%d started %s ago", h.Reschedules, in.MaxReschedules, in.Now.Sub(h.RoundStart).Round(time.Second))
-	case h.Reschedules > 0 && in.Now.Before(h.RoundStart.Add(opts.backoff(h.Reschedules))):
-		next := h.RoundStart.Add(opts.backoff(h.Reschedules))
+	case h.Reschedules > 0 && in.Now.Before(h.RoundStart.Add(backoff(opts, h.Reschedules))):
+		next := h.RoundStart.Add(backoff(opts, h.Reschedules))
 		d.Action, d.Reason, d.Migrate, d.RequeueAfter = ActionWait, ReasonBackoffPending, false, next.Sub(in.Now)
 		d.Message += fmt.Sprintf("; backing off: reschedule %d/%d allowed in %s", h.Reschedules+1, in.MaxReschedules, d.RequeueAfter.Round(time.Second))
 		return d, true
@@ -347,7 +347,7 @@ func (d Decision) no(reason, why string) Decision {
 // pods may predate it).
 func faultScheduling(pod *corev1.Pod, def string) (mode, note string) {
 	if def == "" {
-		def = config.DefaultFaultScheduling
+		def = configv1alpha1.DefaultFaultScheduling
 	}
 	v, ok := pod.Labels[contract.LabelMindClusterFaultScheduling]
 	if !ok {

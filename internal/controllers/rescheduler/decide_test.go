@@ -239,8 +239,8 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := DefaultOptions()
-			opts.ForceDeleteAfter = 5 * time.Minute // the table's bound, independent of the default
-			opts.DefaultRetryable = tc.defaultRetryable
+			opts.ForceDeleteAfter.Duration = 5 * time.Minute // the table's bound, independent of the default
+			opts.UnknownExitCodeRetryable = tc.defaultRetryable
 			capN := tc.max
 			switch capN {
 			case 0:
@@ -302,7 +302,7 @@ func TestBackoffGrowsAndCaps(t *testing.T) {
 	o := DefaultOptions()
 	var got []time.Duration
 	for n := 1; n <= 8; n++ {
-		got = append(got, o.backoff(n))
+		got = append(got, backoff(o, n))
 	}
 	assert.Equal(t, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second,
 		160 * time.Second, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}, got)

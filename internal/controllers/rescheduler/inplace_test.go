@@ -64,7 +64,7 @@ func TestInPlaceRestartsStopAtTheJobsCap(t *testing.T) {
 	assert.Equal(t, "1", got.GetAnnotations()[contract.AnnotationReschedulesExhausted])
 
 	// The webhook's view: the job's new pods get no restart rules.
-	stopped, err := newBadNodeStore(h.c, testOptions(), h.clock).InPlaceStopped(ctx, newPod())
+	stopped, err := newBadNodeStore(h.c, testOptions(), ownNS, h.clock).InPlaceStopped(ctx, newPod())
 	require.NoError(t, err)
 	assert.True(t, stopped)
 

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/trainguard/trainguard/internal/config"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -42,7 +41,7 @@ func (h *harness) forbidJob(t *testing.T, verb string) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	})
-	h.r = newReconciler(h.c, h.c, h.events, h.clock, config.DefaultConfig(), testOptions(), newMetrics())
+	h.r = newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics())
 }
 
 // TestCapReachedJobPatchForbiddenIsReportedOnce: RBAC refusing the cap mark

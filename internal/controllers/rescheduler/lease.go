@@ -187,8 +187,8 @@ func (w *leaseWatcher) check(ctx context.Context) {
 	for i := range list.Items {
 		lease := &list.Items[i]
 		present[lease.Name] = true
-		if w.r.leases.observe(lease, w.r.opts.LeaseLostAfter) {
-			log.FromContext(ctx).Info("node's kubelet went silent", "node", lease.Name, "silentFor", w.r.opts.LeaseLostAfter)
+		if w.r.leases.observe(lease, w.r.opts.LeaseLostAfter.Duration) {
+			log.FromContext(ctx).Info("node's kubelet went silent", "node", lease.Name, "silentFor", w.r.opts.LeaseLostAfter.Duration)
 			select {
 			case w.events <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: lease.Name}}}:
 			case <-ctx.Done():

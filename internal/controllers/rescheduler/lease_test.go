@@ -78,7 +78,7 @@ func TestSilentKubeletGracefulDeleteIsForcedAtTheBound(t *testing.T) {
 	assert.Equal(t, ActionForceDelete, d.Action, "%+v", d)
 	assert.Contains(t, d.Message, "node n1 unreachable (kubelet silent, Lease not renewed) for 41s, past --force-delete-after=40s; the kubelet cannot carry out the graceful delete")
 
-	opts.ForceDeleteAfter = time.Minute
+	opts.ForceDeleteAfter.Duration = time.Minute
 	d = Decide(silentInput(pod, readyNode(), 41*time.Second), opts)
 	assert.Equal(t, ActionWait, d.Action, "below the bound: wait for it")
 	assert.Equal(t, 19*time.Second, d.RequeueAfter)

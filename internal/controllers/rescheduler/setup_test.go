@@ -15,7 +15,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 )
 
 // TestSetup wires the controller into a manager that is never started, so
@@ -37,9 +37,7 @@ func TestSetup(t *testing.T) {
 		},
 	})
 	require.NoError(t, err)
-	opts := DefaultOptions()
-	opts.Namespace = "trainguard-system"
-	require.NoError(t, Setup(mgr, config.DefaultConfig(), opts))
+	require.NoError(t, Setup(mgr, configv1alpha1.Default(), "trainguard-system"))
 
 	families, err := crmetrics.Registry.Gather()
 	require.NoError(t, err)
@@ -52,10 +50,11 @@ func TestSetup(t *testing.T) {
 	assert.Contains(t, names, metricBadNodes)
 	assert.Contains(t, names, metricRecreated)
 
-	bad := opts
-	bad.MaxBadNodes = 0
-	assert.Error(t, Setup(mgr, config.DefaultConfig(), bad))
-	off := bad
-	off.Enabled = false
-	assert.NoError(t, Setup(mgr, config.DefaultConfig(), off), "disabled: nothing is set up, options unchecked")
+	// A Configuration built in code gets the file's check, in its words.
+	bad := configv1alpha1.Default()
+	bad.Rescheduler.MaxBadNodes = 0
+	assert.ErrorContains(t, Setup(mgr, bad, "trainguard-system"), "rescheduler.maxBadNodes: Invalid value: 0: must be at least 1")
+	assert.ErrorContains(t, Setup(mgr, configv1alpha1.Default(), ""), "set --namespace")
+	*bad.Rescheduler.Enabled = false
+	assert.NoError(t, Setup(mgr, bad, ""), "disabled: nothing is set up, settings unchecked")
 }

@@ -33,15 +33,16 @@ var _ podspec.NodeAvoider = (*BadNodeStore)(nil)
 // NewBadNodeStore returns the NodeAvoider the pod webhook uses; r is the
 // manager's cache reader. With the rescheduler disabled nothing records bad
 // nodes, so the store avoids none and never reads (no ConfigMap informer).
-func NewBadNodeStore(r client.Reader, opts Options) podspec.NodeAvoider {
-	if !opts.Enabled {
+// namespace is trainguard's own, where the records live.
+func NewBadNodeStore(r client.Reader, opts Options, namespace string) podspec.NodeAvoider {
+	if !*opts.Enabled {
 		return noAvoider{}
 	}
-	return newBadNodeStore(r, opts, clock.RealClock{})
+	return newBadNodeStore(r, opts, namespace, clock.RealClock{})
 }
 
-func newBadNodeStore(r client.Reader, opts Options, clk clock.PassiveClock) *BadNodeStore {
-	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: opts.Namespace, jobKeys: NewJobKeys(jobs.Builtin())}
+func newBadNodeStore(r client.Reader, opts Options, namespace string, clk clock.PassiveClock) *BadNodeStore {
+	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: namespace, jobKeys: NewJobKeys(jobs.Builtin())}
 }
 
 // AvoidNodes returns the unexpired bad nodes of the pod's job, sorted, at

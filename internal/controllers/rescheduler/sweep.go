@@ -42,7 +42,7 @@ func (s *sweeper) Start(ctx context.Context) error {
 // sweep walks the records once. Records it cannot judge are left alone.
 func (r *Reconciler) sweep(ctx context.Context) {
 	var list corev1.ConfigMapList
-	if err := r.client.List(ctx, &list, client.InNamespace(r.opts.Namespace), client.MatchingLabels{contract.LabelBadNodes: "true"}); err != nil {
+	if err := r.client.List(ctx, &list, client.InNamespace(r.namespace), client.MatchingLabels{contract.LabelBadNodes: "true"}); err != nil {
 		log.FromContext(ctx).Error(err, "sweeping bad-node records")
 		return
 	}

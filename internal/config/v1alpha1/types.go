@@ -1,4 +1,20 @@
-package config
+// Package v1alpha1 is trainguard's configuration file format,
+// config.trainguard.io/v1alpha1 kind Configuration, in the way of jobset's
+// and kueue's api/config/v1alpha1: the types (here), SetDefaults
+// (defaults.go) and Validate (validation.go). The defaulted Configuration
+// is the one settings type of the process: the webhook and the controllers
+// read it, `trainguard serve` binds its flags onto it (internal/config).
+//
+// It lives under internal/ because the file is the public contract, not
+// the Go type: no other module imports it, and the layering test keeps
+// internal/config/... one layer.
+//
+// Pointers mark the fields whose zero value is a setting of its own (0
+// means none, false turns a default-on switch off); every other field's
+// zero value means "unset, take the default", and a zero written in the
+// file is kept (the file is decoded over the defaults) so that the check
+// refuses it with its path instead of silently defaulting it.
+package v1alpha1
 
 import (
 	"slices"
@@ -10,17 +26,17 @@ import (
 
 // Versioned file format, like kueue's and jobset's Configuration.
 const (
-	ConfigAPIVersion = "config.trainguard.io/v1alpha1"
-	ConfigKind       = "Configuration"
+	APIVersion = "config.trainguard.io/v1alpha1"
+	Kind       = "Configuration"
 )
 
-// Config is the configuration file read by `trainguard serve --config`,
+// Configuration is the configuration file read by `trainguard serve --config`,
 // `trainguard inject --config` and `trainguard validate --config`:
 // apiVersion config.trainguard.io/v1alpha1, kind Configuration. Every
 // field has a default, so an empty file (or none) is valid. The
 // unversioned format of earlier releases (the same fields without
 // apiVersion and kind) still loads, with a deprecation warning.
-type Config struct {
+type Configuration struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// ClusterWide injects every namespace except ExcludedNamespaces, without
@@ -44,53 +60,70 @@ type Config struct {
 	// MaxReschedules caps the rescheduler per job; trainguard.io/max-reschedules overrides it.
 	// A pointer, as every count here: unset takes the default, 0 means none.
 	MaxReschedules *int `json:"maxReschedules,omitempty"`
-	// Rescheduler configures the rescheduling controller; `trainguard serve`
-	// flags of the same name override it.
+	// Rescheduler configures the rescheduling controller.
 	Rescheduler ReschedulerConfig `json:"rescheduler"`
 }
 
-// ReschedulerConfig holds the rescheduler's settings (docs/rescheduler.md).
+// ReschedulerConfig holds the rescheduler's settings (docs/rescheduler.md);
+// the rescheduler reads this block itself (rescheduler.Options is this
+// type). Each field's flag is the kebab-case of its key
+// (internal/config.FlagName): nodeLostGrace is --node-lost-grace.
 type ReschedulerConfig struct {
-	// Enabled runs the controller (--rescheduler).
+	// Enabled runs the controller (flag --rescheduler). When false, no pod
+	// is deleted or recreated and the pod webhook avoids no node.
 	Enabled *bool `json:"enabled,omitempty"`
-	// NodeLostGrace: how long a node may be NotReady before its pods count as lost (--node-lost-grace).
-	NodeLostGrace *metav1.Duration `json:"nodeLostGrace,omitempty"`
-	// GraceOverTime: how long a graceful delete may hang before a force delete (--grace-over-time).
-	GraceOverTime *metav1.Duration `json:"graceOverTime,omitempty"`
-	// BadNodeTTL: how long a node stays recorded as bad for a job (--bad-node-ttl).
-	BadNodeTTL *metav1.Duration `json:"badNodeTTL,omitempty"`
-	// MaxBadNodes bounds the record per job (--max-bad-nodes).
-	MaxBadNodes *int `json:"maxBadNodes,omitempty"`
-	// UnknownExitCodeRetryable treats exit codes outside kubeflow's table as retryable (--unknown-exit-code-retryable).
+	// NodeLostGrace: how long a node may be NotReady or Unknown before its
+	// training pods count as lost. Short blips (kubelet restarts) must not
+	// move a job.
+	NodeLostGrace metav1.Duration `json:"nodeLostGrace"`
+	// GraceOverTime: with fault-scheduling grace, how long a graceful
+	// delete may hang on an unreachable node before the pod is
+	// force-deleted, so its replacement can start.
+	GraceOverTime metav1.Duration `json:"graceOverTime"`
+	// BadNodeTTL: how long a node stays recorded as bad for a job.
+	BadNodeTTL metav1.Duration `json:"badNodeTTL"`
+	// MaxBadNodes bounds the record per job, so the anti-affinity stays
+	// small and a job can never exclude itself from the whole cluster for long.
+	MaxBadNodes int `json:"maxBadNodes,omitempty"`
+	// UnknownExitCodeRetryable treats exit codes outside kubeflow's ExitCode
+	// table (e.g. 3, 134, 255) as retryable instead of permanent.
 	UnknownExitCodeRetryable bool `json:"unknownExitCodeRetryable,omitempty"`
-	// BackoffBase and BackoffMax bound the backoff between reschedule rounds
-	// of one job (--reschedule-backoff-base, --reschedule-backoff-max).
-	BackoffBase *metav1.Duration `json:"backoffBase,omitempty"`
-	BackoffMax  *metav1.Duration `json:"backoffMax,omitempty"`
-	// ForceDeleteAfter: how long a node must have been unreachable before
-	// pods on it may be force-deleted, bypassing PodDisruptionBudgets (--force-delete-after).
-	ForceDeleteAfter *metav1.Duration `json:"forceDeleteAfter,omitempty"`
-	// LeaseLostAfter: how long a node's kubelet may leave its Lease
-	// unrenewed before the node counts as lost (--lease-lost-after).
-	LeaseLostAfter *metav1.Duration `json:"leaseLostAfter,omitempty"`
-	// NodeEvictionRate and NodeEvictionBurst: the token bucket on nodes acted
-	// on, as kube-controller-manager's --node-eviction-rate (--node-eviction-rate,
-	// --node-eviction-burst). A rate of 0 stops all action.
+	// BackoffBase and BackoffMax bound the exponential backoff between
+	// reschedule rounds of one job: round n+1 starts no earlier than
+	// min(BackoffBase*2^(n-1), BackoffMax) after round n. Pods of the job
+	// that need action within BackoffBase of a round's start join that round.
+	BackoffBase metav1.Duration `json:"backoffBase"`
+	BackoffMax  metav1.Duration `json:"backoffMax"`
+	// ForceDeleteAfter: how long a node must have been unreachable (its
+	// kubelet silent, or Ready not True) before pods on it may be
+	// force-deleted, bypassing PodDisruptionBudgets. A node object that is
+	// gone needs no wait. Below it, pods are only ever evicted.
+	ForceDeleteAfter metav1.Duration `json:"forceDeleteAfter"`
+	// LeaseLostAfter: how long a node's kubelet may go without renewing its
+	// Lease (as this process observes it) before the node counts as lost,
+	// ahead of the node lifecycle controller's NotReady.
+	LeaseLostAfter metav1.Duration `json:"leaseLostAfter"`
+	// NodeEvictionRate and NodeEvictionBurst: the token bucket on the nodes
+	// acted on (pods evicted or deleted off them), as kube-controller-manager's
+	// --node-eviction-rate. A rate of 0 stops all action.
 	NodeEvictionRate  *float64 `json:"nodeEvictionRate,omitempty"`
-	NodeEvictionBurst *int     `json:"nodeEvictionBurst,omitempty"`
+	NodeEvictionBurst int      `json:"nodeEvictionBurst,omitempty"`
 	// UnhealthyZoneThreshold: the partition brake, as kube-controller-manager's
-	// --unhealthy-zone-threshold (--unhealthy-zone-threshold). 1 disables it.
-	UnhealthyZoneThreshold *float64 `json:"unhealthyZoneThreshold,omitempty"`
-	// UnhealthyClusterThreshold: the cluster-wide brake on a large share of
-	// all carrier nodes unhealthy or node Leases silent
-	// (--unhealthy-cluster-threshold). 1 disables it.
-	UnhealthyClusterThreshold *float64 `json:"unhealthyClusterThreshold,omitempty"`
+	// --unhealthy-zone-threshold: every action in a zone stops when more than
+	// this fraction of the zone's nodes that carry managed pods are
+	// unhealthy (and at least 3 of them). 1 disables it.
+	UnhealthyZoneThreshold float64 `json:"unhealthyZoneThreshold,omitempty"`
+	// UnhealthyClusterThreshold: the cluster-wide brake: every action stops
+	// when more than this fraction of all nodes that carry managed pods are
+	// unhealthy, or of all node Leases silent (and at least 2): the control
+	// plane or trainguard's own view is then the likelier fault. 1 disables it.
+	UnhealthyClusterThreshold float64 `json:"unhealthyClusterThreshold,omitempty"`
 	// RetryEvictionRate and RetryEvictionBurst: the per-namespace token
 	// bucket on pods evicted for a retryable exit, apart from the node
-	// bucket (--retry-eviction-rate, --retry-eviction-burst). A rate of 0
-	// stops exit retries.
+	// bucket, so one tenant's retries never delay another's node loss. A
+	// rate of 0 stops exit retries.
 	RetryEvictionRate  *float64 `json:"retryEvictionRate,omitempty"`
-	RetryEvictionBurst *int     `json:"retryEvictionBurst,omitempty"`
+	RetryEvictionBurst int      `json:"retryEvictionBurst,omitempty"`
 }
 
 // CheckpointConfig describes the checkpoint volume and the preStop hook.
@@ -157,7 +190,7 @@ type TrainingContainerConfig struct {
 // its add-ons (kube-public, kube-node-lease, kube-flannel, ...), never to a
 // training team, and cluster-wide mode must not let trainguard's account
 // create pods there (the chart's admission policy refuses it too).
-func (c *Config) Excluded(namespace string) bool {
+func (c *Configuration) Excluded(namespace string) bool {
 	return strings.HasPrefix(namespace, "kube-") || contains(c.ExcludedNamespaces, namespace)
 }
 

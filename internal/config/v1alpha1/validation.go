@@ -1,4 +1,4 @@
-package config
+package v1alpha1
 
 import (
 	"fmt"
@@ -11,36 +11,33 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
-// validate refuses settings the rescheduler cannot work with.
-func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
+// ValidateRescheduler refuses settings the rescheduler cannot work with.
+// p is the block's path (rescheduler); each error names its field and the fix.
+func ValidateRescheduler(r *ReschedulerConfig, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for name, d := range map[string]*metav1.Duration{"nodeLostGrace": r.NodeLostGrace, "graceOverTime": r.GraceOverTime,
+	for name, d := range map[string]metav1.Duration{"nodeLostGrace": r.NodeLostGrace, "graceOverTime": r.GraceOverTime,
 		"badNodeTTL": r.BadNodeTTL, "backoffBase": r.BackoffBase, "backoffMax": r.BackoffMax, "forceDeleteAfter": r.ForceDeleteAfter,
 		"leaseLostAfter": r.LeaseLostAfter} {
 		if d.Duration <= 0 {
 			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
 		}
 	}
-	if *r.MaxBadNodes < 1 {
-		errs = append(errs, field.Invalid(p.Child("maxBadNodes"), *r.MaxBadNodes, "must be at least 1 (unset takes the default, 16)"))
+	if r.MaxBadNodes < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxBadNodes"), r.MaxBadNodes, fmt.Sprintf("must be at least 1 (unset takes the default, %d)", DefaultMaxBadNodes)))
 	}
-	if *r.NodeEvictionBurst < 1 {
-		errs = append(errs, field.Invalid(p.Child("nodeEvictionBurst"), *r.NodeEvictionBurst, "must be at least 1 (to stop all action, set nodeEvictionRate: 0)"))
+	if r.NodeEvictionBurst < 1 {
+		errs = append(errs, field.Invalid(p.Child("nodeEvictionBurst"), r.NodeEvictionBurst, "must be at least 1 (to stop all action, set nodeEvictionRate: 0)"))
 	}
-	if *r.NodeEvictionRate < 0 {
-		errs = append(errs, field.Invalid(p.Child("nodeEvictionRate"), *r.NodeEvictionRate, "must not be negative (0 stops all action)"))
-	}
-	if t := *r.UnhealthyZoneThreshold; t <= 0 || t > 1 {
+	errs = append(errs, rate(p.Child("nodeEvictionRate"), r.NodeEvictionRate, "0 stops all action")...)
+	if t := r.UnhealthyZoneThreshold; t <= 0 || t > 1 {
 		errs = append(errs, field.Invalid(p.Child("unhealthyZoneThreshold"), t, "must be above 0 and at most 1 (1 disables the brake)"))
 	}
-	if t := *r.UnhealthyClusterThreshold; t <= 0 || t > 1 {
+	if t := r.UnhealthyClusterThreshold; t <= 0 || t > 1 {
 		errs = append(errs, field.Invalid(p.Child("unhealthyClusterThreshold"), t, "must be above 0 and at most 1 (1 disables the brake)"))
 	}
-	if *r.RetryEvictionRate < 0 {
-		errs = append(errs, field.Invalid(p.Child("retryEvictionRate"), *r.RetryEvictionRate, "must not be negative (0 stops retries of retryable exits)"))
-	}
-	if *r.RetryEvictionBurst < 1 {
-		errs = append(errs, field.Invalid(p.Child("retryEvictionBurst"), *r.RetryEvictionBurst, "must be at least 1 (to stop retries, set retryEvictionRate: 0)"))
+	errs = append(errs, rate(p.Child("retryEvictionRate"), r.RetryEvictionRate, "0 stops retries of retryable exits")...)
+	if r.RetryEvictionBurst < 1 {
+		errs = append(errs, field.Invalid(p.Child("retryEvictionBurst"), r.RetryEvictionBurst, "must be at least 1 (to stop retries, set retryEvictionRate: 0)"))
 	}
 	if r.BackoffMax.Duration < r.BackoffBase.Duration {
 		errs = append(errs, field.Invalid(p.Child("backoffMax"), r.BackoffMax.Duration.String(), "must not be below backoffBase"))
@@ -49,13 +46,26 @@ func (r *ReschedulerConfig) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
+// rate checks a token bucket's rate; nil is only possible in a block
+// built in code without SetDefaults.
+func rate(p *field.Path, r *float64, zero string) field.ErrorList {
+	switch {
+	case r == nil:
+		return field.ErrorList{field.Required(p, "set a rate ("+zero+")")}
+	case *r < 0:
+		return field.ErrorList{field.Invalid(p, *r, "must not be negative ("+zero+")")}
+	}
+	return nil
+}
+
 func sortErrors(errs field.ErrorList) {
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
 }
 
-// validate applies the annotation rules to the file's values too, so the
-// config file can never set what an annotation could not.
-func (c *Config) validate() field.ErrorList {
+// Validate checks a defaulted Configuration. It applies the annotation
+// rules to the file's values too, so the config file can never set what an
+// annotation could not.
+func Validate(c *Configuration) field.ErrorList {
 	var errs field.ErrorList
 	check := func(p *field.Path, v string, err error) {
 		if err != nil {
@@ -96,5 +106,5 @@ func (c *Config) validate() field.ErrorList {
 	// The annotation's own parser: 0 (never reschedule) up to its cap.
 	_, err = contract.ParseMaxReschedules(fmt.Sprint(*c.MaxReschedules))
 	check(field.NewPath("maxReschedules"), fmt.Sprint(*c.MaxReschedules), err)
-	return append(errs, c.Rescheduler.validate(field.NewPath("rescheduler"))...)
+	return append(errs, ValidateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
 }

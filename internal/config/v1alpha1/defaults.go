@@ -1,6 +1,7 @@
-package config
+package v1alpha1
 
 import (
+	"encoding/json"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +11,8 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
-// Defaults of the config file, documented in the README's config reference.
+// Defaults of the config file, listed in docs/config-reference.yaml (a test
+// holds the two equal).
 const (
 	DefaultCheckpointPath    = "/checkpoint"
 	DefaultPreStopTimeout    = 60 * time.Second
@@ -24,8 +26,7 @@ const (
 	DefaultAgentPath         = "/opt/trainguard/bin"
 	DefaultMaxReschedules    = 10
 
-	// Rescheduler defaults (docs/rescheduler.md); the rescheduler reads
-	// them from the defaulted Configuration (rescheduler.OptionsFrom).
+	// Rescheduler defaults (docs/rescheduler.md).
 	DefaultNodeLostGrace = 60 * time.Second
 	DefaultGraceOverTime = 900 * time.Second
 	DefaultBadNodeTTL    = time.Hour
@@ -66,16 +67,39 @@ const (
 	DefaultRetryEvictionBurst = 32
 )
 
-// DefaultConfig returns the configuration used when no file is given.
-func DefaultConfig() *Config {
-	c := &Config{}
-	c.applyDefaults()
+// Default returns the configuration used when no file is given.
+func Default() *Configuration {
+	c := &Configuration{}
+	SetDefaults(c)
 	return c
 }
 
-func (c *Config) applyDefaults() {
-	c.APIVersion, c.Kind = ConfigAPIVersion, ConfigKind
-	c.Rescheduler.applyDefaults()
+// SetDefaults fills every unset field (nil, or the zero value where zero
+// is not a setting of its own). It is idempotent.
+func SetDefaults(c *Configuration) {
+	c.APIVersion, c.Kind = APIVersion, Kind
+	setZeroDefaults(&c.Rescheduler)
+	fill(c)
+}
+
+// Decode decodes a file's JSON over the defaults: a key the file leaves
+// out keeps its default, and a zero the file writes stays zero, for
+// Validate to refuse with its path rather than default silently. The
+// TypeMeta is the file's.
+func Decode(raw []byte) (*Configuration, error) {
+	c := Default()
+	c.TypeMeta = metav1.TypeMeta{}
+	err := json.Unmarshal(raw, c)
+	// Not SetDefaults, which would default a zero the file wrote: only what
+	// a null or an empty list left unset.
+	fill(c)
+	return c, err
+}
+
+// fill defaults the fields whose unset value a file can write (null, an
+// empty list or string).
+func fill(c *Configuration) {
+	setReschedulerDefaults(&c.Rescheduler)
 	if c.Checkpoint.Path == "" {
 		c.Checkpoint.Path = DefaultCheckpointPath
 	}
@@ -86,8 +110,7 @@ func (c *Config) applyDefaults() {
 		c.Checkpoint.GracePeriodMargin = &metav1.Duration{Duration: DefaultGracePeriodMargin}
 	}
 	if c.TaskD.Enabled == nil {
-		on := true
-		c.TaskD.Enabled = &on
+		c.TaskD.Enabled = ptr(true)
 	}
 	if c.TaskD.Port == nil {
 		c.TaskD.Port = ptr(int32(DefaultTaskDPort))
@@ -102,8 +125,7 @@ func (c *Config) applyDefaults() {
 		c.GPU.ResourceName = DefaultGPUResource
 	}
 	if c.GPU.DefaultCount == nil {
-		n := int64(DefaultGPUCount)
-		c.GPU.DefaultCount = &n
+		c.GPU.DefaultCount = ptr(int64(DefaultGPUCount))
 	}
 	if c.GPU.DefaultFor == "" {
 		c.GPU.DefaultFor = GPUDefaultForAcceleratorJobs
@@ -131,61 +153,68 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-func (r *ReschedulerConfig) applyDefaults() {
+func setReschedulerDefaults(r *ReschedulerConfig) {
 	if r.Enabled == nil {
-		on := true
-		r.Enabled = &on
+		r.Enabled = ptr(true)
 	}
+	if r.NodeEvictionRate == nil {
+		r.NodeEvictionRate = ptr(DefaultNodeEvictionRate)
+	}
+	if r.RetryEvictionRate == nil {
+		r.RetryEvictionRate = ptr(DefaultRetryEvictionRate)
+	}
+}
+
+// setZeroDefaults defaults the fields whose zero value is not a setting
+// (a Configuration built in code leaves them zero).
+func setZeroDefaults(r *ReschedulerConfig) {
 	for _, d := range []struct {
-		field **metav1.Duration
+		field *metav1.Duration
 		def   time.Duration
 	}{
 		{&r.NodeLostGrace, DefaultNodeLostGrace}, {&r.GraceOverTime, DefaultGraceOverTime}, {&r.BadNodeTTL, DefaultBadNodeTTL},
 		{&r.BackoffBase, DefaultBackoffBase}, {&r.BackoffMax, DefaultBackoffMax}, {&r.ForceDeleteAfter, DefaultForceDeleteAfter},
 		{&r.LeaseLostAfter, DefaultLeaseLostAfter},
 	} {
-		if *d.field == nil {
-			*d.field = &metav1.Duration{Duration: d.def}
+		if d.field.Duration == 0 {
+			d.field.Duration = d.def
 		}
 	}
-	if r.MaxBadNodes == nil {
-		r.MaxBadNodes = ptr(DefaultMaxBadNodes)
-	}
-	if r.NodeEvictionBurst == nil {
-		r.NodeEvictionBurst = ptr(DefaultNodeEvictionBurst)
-	}
-	if r.RetryEvictionBurst == nil {
-		r.RetryEvictionBurst = ptr(DefaultRetryEvictionBurst)
+	for _, n := range []struct {
+		field *int
+		def   int
+	}{{&r.MaxBadNodes, DefaultMaxBadNodes}, {&r.NodeEvictionBurst, DefaultNodeEvictionBurst}, {&r.RetryEvictionBurst, DefaultRetryEvictionBurst}} {
+		if *n.field == 0 {
+			*n.field = n.def
+		}
 	}
 	for _, f := range []struct {
-		field **float64
+		field *float64
 		def   float64
-	}{{&r.NodeEvictionRate, DefaultNodeEvictionRate}, {&r.UnhealthyZoneThreshold, DefaultUnhealthyZoneThreshold},
-		{&r.UnhealthyClusterThreshold, DefaultUnhealthyClusterThreshold}, {&r.RetryEvictionRate, DefaultRetryEvictionRate}} {
-		if *f.field == nil {
-			v := f.def
-			*f.field = &v
+	}{{&r.UnhealthyZoneThreshold, DefaultUnhealthyZoneThreshold}, {&r.UnhealthyClusterThreshold, DefaultUnhealthyClusterThreshold}} {
+		if *f.field == 0 {
+			*f.field = f.def
 		}
 	}
 }
 
-// defaulted reports whether applyDefaults ran (Resolve needs its pointers set).
-func (c *Config) defaulted() bool {
+// defaulted reports whether SetDefaults ran (readers need its pointers set).
+func (c *Configuration) defaulted() bool {
 	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
-		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.MaxBadNodes != nil &&
-		c.Rescheduler.NodeEvictionBurst != nil
+		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.NodeEvictionRate != nil &&
+		c.Rescheduler.RetryEvictionRate != nil
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // WithDefaults returns c when every default is set, otherwise a defaulted
-// copy: a Config built in code (a test, a tool) need not call Parse, and c
-// itself is never changed.
-func (c *Config) WithDefaults() *Config {
+// copy: a Configuration built in code (a test, a tool) need not be
+// parsed, and c itself is never changed.
+func (c *Configuration) WithDefaults() *Configuration {
 	if c.defaulted() {
 		return c
 	}
 	d := *c
-	d.applyDefaults()
+	SetDefaults(&d)
 	return &d
 }
