@@ -206,12 +206,11 @@ type OutageReport struct {
 	Nodes, AffectedPods, Decided          int
 	DecisionP50, DecisionP99, DecisionMax float64 // seconds after the node's Lease deadline
 	Reasons                               map[string]int
-	Writes, Events                        float64
-	WritesPerPodBeyondAction              float64
-	Evicted, ForceDeleted                 float64
-	BrakeEngaged                          bool
-	OtherZonesActedOn                     int
-	ImpliedSecondsAtDefaultRate           float64
+	Spent
+	WritesPerPodBeyondAction    float64
+	BrakeEngaged                bool
+	OtherZonesActedOn           int
+	ImpliedSecondsAtDefaultRate float64
 }
 
 // outage stops the Leases of zone 0 and waits until every managed pod on
@@ -310,17 +309,10 @@ func (e *env) outage(ctx context.Context, brake bool) (*OutageReport, error) {
 		// The brake must keep holding: nothing evicted a while later either.
 		time.Sleep(15 * time.Second)
 	}
-	s1, err := e.scrape(ctx)
+	s1, err := e.spentSince(ctx, s0, start, &r.Spent)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := e.trainguardEvents(ctx, start)
-	if err != nil {
-		return nil, err
-	}
-	r.Events = float64(len(evs))
-	r.Writes = s1.writes() - s0.writes()
-	r.Evicted, r.ForceDeleted = actions(s0, s1)
 	r.BrakeEngaged = s1.sum("trainguard_rescheduler_brake_engaged", `zone="`+zoneName(0)+`"`) == 1
 	r.WritesPerPodBeyondAction = (r.Writes - r.Evicted - r.ForceDeleted - r.Events) / float64(max(r.AffectedPods, 1))
 	// With the chart's token bucket (0.1 lost nodes/s, burst 3) and no
@@ -428,15 +420,37 @@ func (e *env) restore(ctx context.Context, group, zone string) error {
 	return nil
 }
 
+// Spent is what trainguard did in a scenario: API writes (its client's
+// POST, PUT, PATCH, DELETE), Event objects, pods evicted and force-deleted.
+type Spent struct {
+	Writes, Events, Evicted, ForceDeleted float64
+}
+
+// spentSince fills sp with what trainguard did since s0 and start, and
+// returns the scrape it ended with.
+func (e *env) spentSince(ctx context.Context, s0 series, start time.Time, sp *Spent) (series, error) {
+	s1, err := e.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := e.trainguardEvents(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	sp.Events = float64(len(evs))
+	sp.Writes = s1.writes() - s0.writes()
+	sp.Evicted, sp.ForceDeleted = actions(s0, s1)
+	return s1, nil
+}
+
 // StallReport is what happens when every Lease stops at once.
 type StallReport struct {
-	BrakeAfter            float64 // seconds after the stop
-	HeldFor               float64
-	Evicted, ForceDeleted float64
+	BrakeAfter float64 // seconds after the stop
+	HeldFor    float64
+	Spent
 	// EvictedAfter and ForceDeletedAfter: once the Leases came back.
 	EvictedAfter, ForceDeletedAfter float64
 	PodsGone                        int
-	Writes, Events                  float64
 }
 
 func (e *env) stall(ctx context.Context) (*StallReport, error) {
@@ -465,7 +479,7 @@ func (e *env) stall(ctx context.Context) (*StallReport, error) {
 	// the same as the Lease's at the chart's 40 s and in the smoke run).
 	time.Sleep(time.Until(start.Add(lease + 15*time.Second)))
 	r.HeldFor = time.Since(start).Seconds()
-	s1, err := e.scrape(ctx)
+	s1, err := e.spentSince(ctx, s0, start, &r.Spent)
 	if err != nil {
 		return nil, err
 	}
@@ -473,13 +487,6 @@ func (e *env) stall(ctx context.Context) (*StallReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := e.trainguardEvents(ctx, start)
-	if err != nil {
-		return nil, err
-	}
-	r.Events = float64(len(evs))
-	r.Writes = s1.writes() - s0.writes()
-	r.Evicted, r.ForceDeleted = actions(s0, s1)
 	r.PodsGone = len(before) - len(after)
 	fmt.Fprintf(e.out, "  all KWOK stopped: cluster brake engaged %.0f s later; after %.0f s: %.0f evicted, %.0f force-deleted, %d managed pods gone; %.0f API writes (%.0f Events)\n",
 		r.BrakeAfter, r.HeldFor, r.Evicted, r.ForceDeleted, r.PodsGone, r.Writes, r.Events)
