@@ -213,8 +213,22 @@ e2e-images: build ## Build every image the local cluster runs (tarballs in bin/c
 	bash hack/cluster/build-bins.sh all
 	bash hack/cluster/images.sh
 
+# ---- Goodput benchmark (docs/goodput.md) -------------------------------------
+SEED     ?= 1
+DURATION ?= 30m
+INTERVAL ?= 3m
+GOODPUT_KUBECONFIG ?= /tmp/trainguard-cluster/kubeconfig
+GOODPUT_HOOK       ?= hack/cluster/goodput-hook.sh
+GOODPUT_ARGS       ?= -kubectl bin/cluster/kubectl -pull-policy Never
+
+.PHONY: goodput
+goodput: ## ETTR of trainguard, plain Kubernetes and Kueue's recovery under a seeded chaos schedule (SEED, DURATION, INTERVAL) on a cluster with trainguard installed; table + docs/goodput.png.
+	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || apt-get install -y python3-matplotlib >/dev/null
+	KUBECONFIG=$(GOODPUT_KUBECONFIG) $(GO) run ./hack/goodput -seed $(SEED) -duration $(DURATION) -interval $(INTERVAL) -hook $(GOODPUT_HOOK) -out bin/goodput $(GOODPUT_ARGS)
+	/usr/bin/python3 hack/goodput/plot.py bin/goodput docs/goodput.png "ETTR under a chaos schedule: seed $(SEED), one disruption per $(INTERVAL) (bin/goodput/table.md)"
+
 .PHONY: e2e
-e2e: cluster ## Scenarios on the local cluster (drain, TrainJob drain, Kueue preemption, scheduler preemption, exit codes, rank crash, trainguard down, upgrade, TrainJob node crash, partition, node crash); one table. E2E_KEEP=1 keeps the cluster.
+e2e: cluster ## Scenarios on the local cluster (drain, TrainJob drain, Kueue preemption, scheduler preemption, exit codes, rank crash, trainguard down, upgrade, TrainJob node crash, partition, goodput short form, node crash); one table. E2E_KEEP=1 keeps the cluster.
 	set -o pipefail; rc=0; KUBECONFIG=/tmp/trainguard-cluster/kubeconfig $(GO) test -tags e2e -count=1 -parallel 8 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/ \
 		2>&1 | tee /tmp/trainguard-e2e.log | grep -E '^ *(--- |ok|FAIL|panic)|_test.go:[0-9]+: |^\||^e2e' || rc=$$?; \
 	echo "full log: /tmp/trainguard-e2e.log"; \

@@ -7,11 +7,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// InjectTemplate runs every enabled injection of the registry
+// injectTemplate runs every enabled injection of the registry
 // (Injections) on t, in its order, labels it as managed and
 // records what was applied in the marker annotation. It returns the names of
 // the injections in place.
-func InjectTemplate(t *Target) []string {
+func injectTemplate(t *Target) []string {
 	var applied []string
 	for _, in := range Injections() {
 		if in.Template != nil && t.Policy.Enabled(in.Name) && in.Template(t) {
@@ -23,14 +23,6 @@ func InjectTemplate(t *Target) []string {
 	// place (e.g. the GPU limit it set) looks like the user's own.
 	Mark(t.Meta, applied)
 	return Marked(t.Meta.Annotations)
-}
-
-// InjectPodOfInjectedTemplate handles a pod whose template trainguard
-// already injected: only what is decided per pod (its in-place restart
-// rules, where it may run) is added.
-func InjectPodOfInjectedTemplate(t *Target, avoid []string) {
-	setManaged(t)
-	injectPerPod(t, avoid)
 }
 
 // injectPerPod runs the injections decided per pod, in registry order.
@@ -79,11 +71,4 @@ func setManaged(t *Target) {
 		t.Meta.Labels = map[string]string{}
 	}
 	t.Meta.Labels[contract.LabelManaged] = "true"
-}
-
-// InjectPod handles a pod nobody injected yet (a bare pod, or one from
-// another controller): the whole chain, then the per-pod node avoidance.
-func InjectPod(t *Target, avoid []string) {
-	InjectTemplate(t)
-	injectPerPod(t, avoid)
 }

@@ -121,9 +121,9 @@ func TestCheckpointDirWithoutAClaimIsStillPerJob(t *testing.T) {
 func TestCheckpointInjectionIsIdempotent(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	tg.Where = "spec.pytorchReplicaSpecs[Worker].template"
-	InjectTemplate(tg)
+	injectTemplate(tg)
 	first := tg.Spec.DeepCopy()
-	InjectTemplate(tg)
+	injectTemplate(tg)
 	assert.Equal(t, first, tg.Spec)
 }
 

@@ -89,8 +89,12 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 // ".." (the API server's label syntax), and the kubelet refuses a subPathExpr
 // that expands to an absolute path or one with "..".
 func checkpointKey(t *Target) string {
-	if _, err := contract.ParseCheckpointKey(t.Policy.CheckpointKey); err == nil {
-		return "key/" + t.Policy.CheckpointKey
+	// Most jobs set no key: the empty one is invalid without building the
+	// validation's error messages, several times per pod.
+	if k := t.Policy.CheckpointKey; k != "" {
+		if _, err := contract.ParseCheckpointKey(k); err == nil {
+			return "key/" + k
+		}
 	}
 	if t.Policy.JobDirectory != "" {
 		return t.Policy.JobDirectory

@@ -37,7 +37,7 @@ func GPU(t *Target) bool {
 		setResource(&c.Resources.Limits, name, request)
 		return true
 	}
-	if !t.Policy.GPUForAll && !AcceleratorMeant(t.Policy, t.Spec) {
+	if !t.Policy.GPUForAll && (t.noAccelerator || !AcceleratorMeant(t.Policy, t.Spec)) {
 		return false
 	}
 	q := *resource.NewQuantity(n, resource.DecimalSI)
@@ -97,18 +97,85 @@ func containerWantsAccelerator(p *contract.Policy, c *corev1.Container) bool {
 			}
 		}
 	}
-	words := append(append([]string{}, c.Command...), c.Args...)
-	for _, e := range c.Env {
-		words = append(words, e.Name+"="+e.Value)
+	for _, list := range [][]string{c.Command, c.Args} {
+		for _, w := range list {
+			if acceleratorWord(w) {
+				return true
+			}
+		}
 	}
-	for _, w := range words {
-		w = strings.ToLower(w)
-		if strings.Contains(w, "nccl") || strings.Contains(w, "nproc_per_node=gpu") || strings.Contains(w, "nproc-per-node=gpu") ||
-			w == "pet_nproc_per_node=gpu" {
+	for _, e := range c.Env {
+		if acceleratorEnv(e.Name, e.Value) {
 			return true
 		}
 	}
 	return false
+}
+
+// acceleratorSigns are what, in a command line or NAME=value, says a
+// process wants an accelerator: NCCL (GPU-only) or torchrun's
+// --nproc-per-node=gpu (PET_NPROC_PER_NODE=gpu), in any case.
+func acceleratorSigns() []string {
+	return []string{"nccl", "nproc_per_node=gpu", "nproc-per-node=gpu"}
+}
+
+// acceleratorWord reports whether w shows a sign, without lowering a copy
+// of it: every container's command, args and env are read on every
+// admission. The signs are ASCII, which no other letter folds to.
+func acceleratorWord(w string) bool {
+	for _, sign := range acceleratorSigns() {
+		if containsFold(w, sign) {
+			return true
+		}
+	}
+	return false
+}
+
+// acceleratorEnv is acceleratorWord(name + "=" + value) without joining
+// them: a sign is in the name, in the value, or split at its "=" across
+// the two (a name has no "=").
+func acceleratorEnv(name, value string) bool {
+	for _, sign := range acceleratorSigns() {
+		if containsFold(name, sign) || containsFold(value, sign) {
+			return true
+		}
+		if left, right, ok := strings.Cut(sign, "="); ok && hasSuffixFold(name, left) && hasPrefixFold(value, right) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether s contains sub (ASCII, lower case) in any case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if hasPrefixFold(s[i:], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPrefixFold reports whether s starts with prefix (ASCII, lower case)
+// in any case.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && hasPrefixFold(s[len(s)-len(suffix):], suffix)
 }
 
 // acceleratorVendors are resource (and node label/taint key) prefixes of

@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,4 +53,32 @@ func TestGPUDefaultOnlyWhereAnAcceleratorIsMeant(t *testing.T) {
 			assert.Equal(t, tc.want, has)
 		})
 	}
+}
+
+// lowered is how the signs were looked for before acceleratorWord: lower
+// a joined copy, then search it.
+func lowered(w string) bool {
+	w = strings.ToLower(w)
+	return strings.Contains(w, "nccl") || strings.Contains(w, "nproc_per_node=gpu") || strings.Contains(w, "nproc-per-node=gpu")
+}
+
+// FuzzAcceleratorSignsAsLowering: the allocation-free search finds a sign
+// exactly where lowering the joined words did.
+func FuzzAcceleratorSignsAsLowering(f *testing.F) {
+	f.Add("PET_NPROC_PER_NODE", "gpu")
+	f.Add("NCCL_DEBUG", "INFO")
+	f.Add("X", "--nproc-per-node=GPU")
+	f.Add("A_NPROC_PER_NODE", "GPU=1")
+	f.Add("\u212a", "nCcL")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		if strings.Contains(name, "=") {
+			return // not an env name
+		}
+		if got, want := acceleratorEnv(name, value), lowered(name+"="+value); got != want {
+			t.Fatalf("env %q=%q: %v, lowering says %v", name, value, got, want)
+		}
+		if got, want := acceleratorWord(value), lowered(value); got != want {
+			t.Fatalf("word %q: %v, lowering says %v", value, got, want)
+		}
+	})
 }

@@ -221,7 +221,7 @@ func TestInjectTemplateMarkerAndSwitches(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	tg.Policy = defaultPolicy()
 	tg.Policy.Disable(contract.InjectionGPU)
-	applied := InjectTemplate(tg)
+	applied := injectTemplate(tg)
 	assert.Equal(t, []string{"prestop", "taskd", "recover-strategy"}, applied)
 	assert.Equal(t, "prestop,taskd,recover-strategy", tg.Meta.Annotations[contract.AnnotationInjected])
 	assert.Nil(t, tg.Spec.Containers[0].Resources.Limits, "a switched-off injection does nothing")

@@ -11,7 +11,7 @@ type Injection struct {
 	Template func(*Target) bool
 	// Pod applies it to a pod only (never a job's template), when it needs
 	// what only the pod has; nil otherwise. avoid-nodes, which also needs
-	// the rescheduler's record, is applied by InjectPod itself.
+	// the rescheduler's record, is applied by MutatePod itself.
 	Pod func(*Target) bool
 }
 
@@ -28,7 +28,7 @@ func Injections() []Injection {
 		{Name: contract.InjectionRecoverStrategy, Template: RecoverStrategy},
 		{Name: contract.InjectionGPU, Template: GPU},
 		// Decided per pod: the pod's own restartPolicy (Pod), the
-		// rescheduler's record (InjectPod).
+		// rescheduler's record (MutatePod).
 		{Name: contract.InjectionRestartRules, Pod: RestartRules},
 		{Name: contract.InjectionAvoidNodes},
 	}

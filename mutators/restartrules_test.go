@@ -91,10 +91,11 @@ func TestRestartRulesFollowTheRecoverStrategy(t *testing.T) {
 // operator's to set (kubeflow turns ExitCode into Never on the pod).
 func TestRestartRulesArePerPod(t *testing.T) {
 	tg := newTarget("pytorch").with(func(s *corev1.PodSpec) { s.RestartPolicy = corev1.RestartPolicyNever }).build()
-	InjectTemplate(tg)
+	injectTemplate(tg)
 	assert.Nil(t, tg.Spec.Containers[0].RestartPolicyRules)
 	assert.NotContains(t, Marked(tg.Meta.Annotations), contract.InjectionRestartRules)
-	InjectPodOfInjectedTemplate(tg, nil)
+	setManaged(tg)
+	injectPerPod(tg, nil)
 	assert.NotNil(t, tg.Spec.Containers[0].RestartPolicyRules)
 	assert.Contains(t, Marked(tg.Meta.Annotations), contract.InjectionRestartRules)
 }

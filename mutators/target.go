@@ -31,6 +31,9 @@ type Target struct {
 	// the job's name (from the kind's adapter); they name the job's
 	// checkpoint directory below Kind's.
 	JobNameLabels []jobs.JobNameLabel
+	// noAccelerator: the job's templates were all looked at for an
+	// accelerator (MutateJob) and none wants one, so GPU need not look again.
+	noAccelerator bool
 	// InPlaceStopped: the rescheduler stopped the in-place restarts of the
 	// pod's job at its cap (its record, which no tenant can write); the pod
 	// gets no restart rules (RestartRules).

@@ -12,10 +12,10 @@ import (
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
-// EphemeralCheckpointWarning starts every warning about checkpoints that
-// die with their pod, so callers (the webhook's Event and metric) can
-// recognise them.
-const EphemeralCheckpointWarning = "checkpoints are not durable"
+// ephemeralCheckpointWarning starts every message about checkpoints that
+// die with their pod. Callers recognise them by Result.EphemeralCheckpoints,
+// never by this text: a message also quotes what the tenant wrote.
+const ephemeralCheckpointWarning = "checkpoints are not durable"
 
 // durableCheckpoints checks, for every pod template (or pod) of an object
 // trainguard injects, that the training container's checkpoint directory
@@ -23,14 +23,15 @@ const EphemeralCheckpointWarning = "checkpoints are not durable"
 // filesystem or an emptyDir is deleted with the pod, and the replacement
 // that should load it starts from scratch. It is a warning, or an error
 // where the namespace (or the config) requires durable checkpoints.
-func durableCheckpoints(p *contract.Policy, job jobs.Job) (field.ErrorList, []string) {
+func durableCheckpoints(p *contract.Policy, job jobs.Job) (field.ErrorList, []string, []EphemeralCheckpoint) {
 	if _, notMutated := job.(jobs.NotMutated); notMutated {
 		// A Trainer runtime or TrainJob is not injected itself: its pods
 		// are, in their own namespaces, and are checked there.
-		return nil, nil
+		return nil, nil, nil
 	}
 	var errs field.ErrorList
 	var warnings []string
+	var found []EphemeralCheckpoint
 	for _, tpl := range job.Templates() {
 		i := contract.TrainingContainer(tpl.Spec, p.TrainingContainers)
 		if i < 0 {
@@ -43,7 +44,8 @@ func durableCheckpoints(p *contract.Policy, job jobs.Job) (field.ErrorList, []st
 		cPath := tpl.SpecPath().Child("containers").Index(i)
 		msg := fmt.Sprintf("%s: %s is on %s, which is deleted with the pod: a preStop or periodic checkpoint saves nothing a replacement pod can load; "+
 			"set %s on the namespace (or checkpoint.claim in the configuration) to a ReadWriteMany PersistentVolumeClaim",
-			EphemeralCheckpointWarning, p.CheckpointPath, where, contract.AnnotationCheckpointClaim)
+			ephemeralCheckpointWarning, p.CheckpointPath, where, contract.AnnotationCheckpointClaim)
+		found = append(found, EphemeralCheckpoint{Container: cPath, Refused: p.RequireDurableCheckpoints})
 		if p.RequireDurableCheckpoints {
 			errs = append(errs, field.Forbidden(cPath.Child("volumeMounts"), msg+
 				fmt.Sprintf(" (required here by %s=true or checkpoint.requireDurable)", contract.AnnotationRequireDurableCheckpoints)))
@@ -51,7 +53,7 @@ func durableCheckpoints(p *contract.Policy, job jobs.Job) (field.ErrorList, []st
 		}
 		warnings = append(warnings, cPath.String()+": "+msg)
 	}
-	return errs, warnings
+	return errs, warnings, found
 }
 
 // ephemeralCheckpoint says where the checkpoint directory of c would live
@@ -118,18 +120,14 @@ func volumeType(v *corev1.Volume) string {
 	return "not persistent"
 }
 
-// EphemeralCheckpoints counts, in a Result, the pod templates (or pods)
-// warned about and refused for checkpoints that die with the pod, so the
-// webhook can record an Event and a metric for them.
-func EphemeralCheckpoints(res Result) (warned, refused int) {
-	for _, w := range res.Warnings {
-		if strings.Contains(w, ": "+EphemeralCheckpointWarning+":") {
-			warned++
-		}
-	}
-	for _, e := range res.Errors {
-		if strings.HasPrefix(e.Detail, EphemeralCheckpointWarning+":") {
+// EphemeralCounts counts the pod templates (or pods) of r warned about
+// and refused for checkpoints that die with the pod.
+func (r Result) EphemeralCounts() (warned, refused int) {
+	for _, e := range r.EphemeralCheckpoints {
+		if e.Refused {
 			refused++
+		} else {
+			warned++
 		}
 	}
 	return warned, refused

@@ -24,10 +24,11 @@ func (v *Validator) checkJob(a jobs.Adapter, job jobs.Job, nsAnnotations map[str
 	if _, isPod := job.(jobs.PodJob); policy.OptOut(ann) != "" || (isPod && !contract.Injected(ann)) {
 		return res
 	}
-	errs, warnings := v.crossCheck(job, nsAnnotations)
+	errs, warnings, ephemeral := v.crossCheck(job, nsAnnotations)
 	errs, warnings = jobs.AdvisoryCrossCheck(job, errs, warnings)
 	res.Errors = append(res.Errors, errs...)
 	res.Warnings = append(res.Warnings, warnings...)
+	res.EphemeralCheckpoints = ephemeral
 	return res
 }
 
@@ -37,7 +38,7 @@ func (v *Validator) checkJob(a jobs.Adapter, job jobs.Job, nsAnnotations map[str
 func (v *Validator) kindRules(a jobs.Adapter, job jobs.Job) Result {
 	if r, ok := a.(jobs.Validating); ok {
 		if res, ok := r.Validate(job, jobs.RuleEnv{Runtimes: v.Runtimes}); ok {
-			return res
+			return fromRules(res)
 		}
 	}
 	errs := validateMetadata(job.Meta(), field.NewPath("metadata"))
@@ -50,7 +51,7 @@ func (v *Validator) kindRules(a jobs.Adapter, job jobs.Job) Result {
 }
 
 // crossCheck compares the object with its effective policy.
-func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (field.ErrorList, []string) {
+func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (field.ErrorList, []string, []EphemeralCheckpoint) {
 	meta := job.Meta()
 	p, warnings := v.resolveFor(job, nsAnnotations)
 	e := job.Elastic()
@@ -68,6 +69,6 @@ func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (f
 	case !e.Enabled:
 		warnings = append(warnings, elasticStrategyWarning(p, meta.Annotations, field.NewPath("metadata"), e.Path)...)
 	}
-	durableErrs, durableWarnings := durableCheckpoints(p, job)
-	return append(errs, durableErrs...), append(warnings, durableWarnings...)
+	durableErrs, durableWarnings, ephemeral := durableCheckpoints(p, job)
+	return append(errs, durableErrs...), append(warnings, durableWarnings...), ephemeral
 }

@@ -27,8 +27,30 @@ type Object struct {
 }
 
 // Result is the outcome of one validation: errors refuse the object,
-// warnings are returned to the client as admission warnings.
-type Result = jobs.Result
+// warnings are returned to the client as admission warnings. What the
+// webhook acts on beyond its answer is a typed finding beside them, never
+// read back out of a message (messages quote tenant-written values).
+type Result struct {
+	Errors   field.ErrorList
+	Warnings []string
+	// EphemeralCheckpoints are the pod templates (or pods) whose
+	// checkpoints die with the pod, each warned about or refused; the
+	// webhook records an Event and a metric for them.
+	EphemeralCheckpoints []EphemeralCheckpoint
+}
+
+// EphemeralCheckpoint is one pod template (or pod) whose training
+// container checkpoints to storage that is deleted with the pod.
+type EphemeralCheckpoint struct {
+	// Container is the training container's field path.
+	Container *field.Path
+	// Refused is set when it was refused (durable checkpoints required),
+	// unset when it was only warned about.
+	Refused bool
+}
+
+// fromRules is a kind's own rules' outcome as a Result.
+func fromRules(r jobs.Result) Result { return Result{Errors: r.Errors, Warnings: r.Warnings} }
 
 // RuntimeLookup finds the runtime a TrainJob refers to (jobs.RuntimeLookup).
 type RuntimeLookup = jobs.RuntimeLookup

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -9,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/validators"
 )
@@ -37,10 +37,10 @@ func (s *Server) mutate(want schema.GroupVersionKind) admitFunc {
 		}
 		resp := allowed(res.Warnings)
 		if len(res.Patch) > 0 {
-			patch, err := json.Marshal(res.Patch)
+			patch, err := admissionio.EncodePatch(res.Patch)
 			if err != nil {
 				log.Error(err, "refused: cannot encode patch")
-				return errored(http.StatusInternalServerError, fmt.Errorf("encoding patch: %w", err))
+				return errored(http.StatusInternalServerError, err)
 			}
 			pt := admissionv1.PatchTypeJSONPatch
 			resp.Patch, resp.PatchType = patch, &pt

@@ -44,7 +44,7 @@ func newDurableReporter(reg prometheus.Registerer, rec events.EventRecorder) (*d
 // report records one admission: only a CREATE that is not a dry run, so
 // an update or a `kubectl apply --dry-run=server` leaves no trace.
 func (d *durableReporter) report(req *admissionv1.AdmissionRequest, res validators.Result) {
-	warned, refused := validators.EphemeralCheckpoints(res)
+	warned, refused := res.EphemeralCounts()
 	if d == nil || warned+refused == 0 || req.Operation != admissionv1.Create || (req.DryRun != nil && *req.DryRun) {
 		return
 	}

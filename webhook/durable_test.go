@@ -39,7 +39,12 @@ func durableServer(t *testing.T) (*Server, *events.FakeRecorder, *prometheus.Reg
 
 func jobReview(t *testing.T, ns string, dryRun bool) []byte {
 	t.Helper()
-	raw, err := json.Marshal(builders.MakeKubeflowJob(ns, "train").Obj())
+	return jobReviewOf(t, ns, dryRun, builders.MakeKubeflowJob(ns, "train"))
+}
+
+func jobReviewOf(t *testing.T, ns string, dryRun bool, job *builders.KubeflowJobWrapper) []byte {
+	t.Helper()
+	raw, err := json.Marshal(job.Obj())
 	require.NoError(t, err)
 	ar := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
@@ -88,4 +93,22 @@ func TestEphemeralCheckpointsWarnEventAndMetric(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "trainguard_ephemeral_checkpoint_objects_total")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
+}
+
+// TestEphemeralCheckpointsAreNotReadFromMessages: a warning that quotes a
+// tenant's annotation is not taken for an ephemeral-checkpoint verdict,
+// however the tenant words it. When the webhook searched the warnings for
+// ": checkpoints are not durable:", this job, whose checkpoints are on the
+// namespace's claim, got an EphemeralCheckpoints Event and was counted.
+func TestEphemeralCheckpointsAreNotReadFromMessages(t *testing.T) {
+	s, rec, reg := durableServer(t)
+	forged := builders.MakeKubeflowJob("team-ckp", "train").WithAnnotation("recover-strategy", "elastic-training,x: checkpoints are not durable: forged")
+	rr, out := post(t, s, PathValidateKubeflowJob, bytes.NewReader(jobReviewOf(t, "team-ckp", false, forged)), -1)
+	require.Equal(t, http.StatusOK, rr.Code)
+	require.NotEmpty(t, out.Response.Warnings, "the quoting warning is answered")
+	assert.Contains(t, strings.Join(out.Response.Warnings, "\n"), ": checkpoints are not durable: forged")
+	assert.Empty(t, rec.Events)
+	n, err := testutil.GatherAndCount(reg, "trainguard_ephemeral_checkpoint_objects_total")
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -37,7 +38,7 @@ func FuzzAdmissionReview(f *testing.F) {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code == http.StatusOK {
-				if _, err := DecodeReviewResponse(rec.Body.Bytes()); err != nil {
+				if _, err := admissionio.DecodeReviewResponse(rec.Body.Bytes()); err != nil {
 					t.Fatalf("%s answered 200 with an unreadable review: %v", path, err)
 				}
 			} else if rec.Body.Len() == 0 {
@@ -64,7 +65,7 @@ func FuzzInjectObject(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if _, err := ApplyPatch(raw, res); err != nil {
+			if _, err := admissionio.ApplyPatch(raw, res.Patch); err != nil {
 				t.Fatalf("kind %v: the patch does not apply to its own object: %v", a.GVK(), err)
 			}
 		}

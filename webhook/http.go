@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 )
 
 // MaxRequestBytes bounds an AdmissionReview: two objects of at most 3 MiB
@@ -41,7 +42,7 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp.UID = review.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
 	w.Header().Set("Content-Type", "application/json")
-	if err := objectJSON.NewEncoder(w).Encode(&out); err != nil {
+	if err := admissionio.JSON().NewEncoder(w).Encode(&out); err != nil {
 		h.log.Error(err, "writing admission response", "webhook", h.name)
 	}
 }
@@ -79,7 +80,7 @@ func decodeReview(r *http.Request) (*admissionv1.AdmissionReview, int, error) {
 		}
 		return nil, http.StatusBadRequest, fmt.Errorf("reading request body: %w", err)
 	}
-	review, err := DecodeReview(body)
+	review, err := admissionio.DecodeReview(body)
 	if err != nil {
 		return nil, http.StatusBadRequest, err
 	}
@@ -102,27 +103,6 @@ func readBody(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-// DecodeReview parses an AdmissionReview body and checks it carries a request.
-func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
-	if len(body) == 0 {
-		return nil, errors.New("empty request body; expected an AdmissionReview")
-	}
-	var review admissionv1.AdmissionReview
-	if err := objectJSON.Unmarshal(body, &review); err != nil {
-		return nil, fmt.Errorf("malformed AdmissionReview: %w", err)
-	}
-	if review.Request == nil {
-		return nil, errors.New("malformed AdmissionReview: no request")
-	}
-	if review.Kind != "AdmissionReview" || (review.APIVersion != "admission.k8s.io/v1" && review.APIVersion != "admission.k8s.io/v1beta1") {
-		return nil, fmt.Errorf("unsupported review %s %s; expected admission.k8s.io/v1 AdmissionReview", review.APIVersion, review.Kind)
-	}
-	if review.Request.UID == "" {
-		return nil, errors.New("malformed AdmissionReview: request has no uid")
-	}
-	return &review, nil
-}
-
 func allowed(warnings []string) *admissionv1.AdmissionResponse {
 	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
 }
@@ -131,16 +111,4 @@ func errored(code int32, err error) *admissionv1.AdmissionResponse {
 	return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Code: code, Message: err.Error(), Reason: metav1.StatusReasonBadRequest,
 	}}
-}
-
-// DecodeReviewResponse parses an AdmissionReview answer, as the API server would.
-func DecodeReviewResponse(body []byte) (*admissionv1.AdmissionReview, error) {
-	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &review); err != nil {
-		return nil, fmt.Errorf("malformed AdmissionReview response: %w", err)
-	}
-	if review.Response == nil {
-		return nil, errors.New("AdmissionReview has no response")
-	}
-	return &review, nil
 }

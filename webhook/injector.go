@@ -8,11 +8,9 @@ import (
 	"fmt"
 
 	"gomodules.xyz/jsonpatch/v2"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -29,7 +27,7 @@ type Injector struct {
 	// TrainJobs reads the TrainJob a pod's labels name; nil means pods
 	// are never taken for TrainJob pods (see trainjob.go).
 	TrainJobs TrainJobLookup
-	types     typeCache
+	types     admissionio.TypeCache
 }
 
 // Request is one object to mutate.
@@ -92,14 +90,14 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	}
 	var more []string
 	if pod, isPod := job.(jobs.PodJob); isPod {
-		more, skip, err = i.mutatePod(ctx, pod, p, req.Namespace)
+		more, skip, err = mutators.MutatePod(mutators.PodRequest{Pod: pod.Pod, Policy: p, Kinds: i.kinds(), Record: i.fromRecord(ctx, pod.Pod, req.Namespace)})
 	} else {
-		more = mutateTemplates(job, p, adapter)
+		more = mutators.MutateJob(job, adapter, p)
 	}
 	if err != nil || skip != "" {
 		return Result{Skipped: skip}, err
 	}
-	ops, err := typedDiff(&i.types, req.Raw, base.Object(), job.Object())
+	ops, err := admissionio.TypedDiff(&i.types, req.Raw, base.Object(), job.Object())
 	if err != nil {
 		return Result{}, fmt.Errorf("diffing mutated %s: %w", adapter.GVK().Kind, err)
 	}
@@ -114,49 +112,4 @@ func baseline(adapter jobs.Adapter, job jobs.Job, raw []byte) (jobs.Job, error) 
 		return jobs.PodJob{Pod: pod.DeepCopy()}, nil
 	}
 	return adapter.Decode(raw)
-}
-
-// mutateTemplates runs the template chain on every pod template of a job
-// and puts the job-level vocabulary on the job itself. The kind and its
-// operator's job-name labels name the job's checkpoint directory.
-func mutateTemplates(job jobs.Job, p *contract.Policy, adapter jobs.Adapter) []string {
-	kind := adapter.GVK().GroupKind()
-	var labels []jobs.JobNameLabel
-	if l, ok := adapter.(jobs.Labelled); ok {
-		labels = l.JobNameLabels()
-	}
-	var applied, warnings []string
-	// A GPU on one replica type (a Master) means the job wants one on all.
-	var specs []*corev1.PodSpec
-	for _, tpl := range job.Templates() {
-		specs = append(specs, tpl.Spec)
-	}
-	if mutators.AcceleratorMeant(p, specs...) {
-		p.GPUForAll = true
-	}
-	for _, tpl := range job.Templates() {
-		// A template without containers is invalid and the validating
-		// webhook says so; there is nothing to inject into.
-		if len(tpl.Spec.Containers) == 0 {
-			continue
-		}
-		t := &mutators.Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind, JobNameLabels: labels}
-		applied = append(applied, mutators.InjectTemplate(t)...)
-		warnings = append(warnings, t.Warnings()...)
-	}
-	markJob(job.Meta(), p, applied)
-	return warnings
-}
-
-// markJob puts MindCluster's job-level vocabulary on the job itself (where
-// MindCluster reads it) and the marker listing what any template received.
-func markJob(meta *metav1.ObjectMeta, p *contract.Policy, applied []string) {
-	t := &mutators.Target{Meta: meta, Policy: p}
-	if p.Enabled(contract.InjectionRecoverStrategy) {
-		mutators.RecoverStrategy(t)
-	}
-	if p.Enabled(contract.InjectionTaskD) && p.TaskD {
-		mutators.MindClusterLabels(t) // under TaskD's switch, like the templates' (mutators/mindcluster.go)
-	}
-	mutators.Mark(meta, applied)
 }

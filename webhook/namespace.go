@@ -1,13 +1,13 @@
 package webhook
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
@@ -26,13 +26,13 @@ func (s *Server) mirrorNamespaceLabel(_ *http.Request, req *admissionv1.Admissio
 	if !contract.MirrorInjectLabel(&ns.ObjectMeta) {
 		return allowed(nil)
 	}
-	ops, err := typedDiff(&s.injector.types, req.Object.Raw, base, &ns)
+	ops, err := admissionio.TypedDiff(&s.injector.types, req.Object.Raw, base, &ns)
 	if err != nil {
 		return errored(http.StatusInternalServerError, err)
 	}
-	patch, err := json.Marshal(ops)
+	patch, err := admissionio.EncodePatch(ops)
 	if err != nil {
-		return errored(http.StatusInternalServerError, fmt.Errorf("encoding patch: %w", err))
+		return errored(http.StatusInternalServerError, err)
 	}
 	pt := admissionv1.PatchTypeJSONPatch
 	s.log.V(1).Info("mirrored opt-in label", "namespace", ns.Name, "label", contract.LabelInjectEnabled, "value", ns.Labels[contract.LabelInjectEnabled])

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
@@ -121,7 +121,7 @@ func (o *Offline) inject(ctx context.Context, raw []byte, named bool) ([]byte, [
 	if len(res.Patch) == 0 {
 		return nil, warnings, nil
 	}
-	out, err := ApplyPatch(raw, res)
+	out, err := admissionio.ApplyPatch(raw, res.Patch)
 	return out, warnings, err
 }
 
@@ -148,26 +148,6 @@ func (o *Offline) injectList(ctx context.Context, raw []byte) ([]byte, []string,
 	}
 	out, err := jobs.ReplaceListItems(raw, items)
 	return out, warnings, err
-}
-
-// ApplyPatch applies a Result's patch to raw JSON, as the API server would.
-func ApplyPatch(raw []byte, res Result) ([]byte, error) {
-	if len(res.Patch) == 0 {
-		return raw, nil
-	}
-	pb, err := json.Marshal(res.Patch)
-	if err != nil {
-		return nil, fmt.Errorf("encoding patch: %w", err)
-	}
-	p, err := jsonpatchapply.DecodePatch(pb)
-	if err != nil {
-		return nil, fmt.Errorf("decoding patch: %w", err)
-	}
-	out, err := p.Apply(raw)
-	if err != nil {
-		return nil, fmt.Errorf("applying patch: %w", err)
-	}
-	return out, nil
 }
 
 // ObjectName is how every command names an object in its messages:

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/config"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
@@ -56,7 +57,7 @@ func injectPod(t *testing.T, tjs *trainJobs, p *builders.PodWrapper) (*corev1.Po
 	require.NoError(t, err)
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.Pod().GVK(), Namespace: p.Namespace, Raw: raw})
 	require.NoError(t, err)
-	out, err := ApplyPatch(raw, res)
+	out, err := admissionio.ApplyPatch(raw, res.Patch)
 	require.NoError(t, err)
 	var got corev1.Pod
 	require.NoError(t, json.Unmarshal(out, &got))
@@ -165,11 +166,11 @@ func TestTrainerTypesKeepUnknownFields(t *testing.T) {
 		require.NoError(t, err)
 		tpl := after.Templates()[0]
 		mutators.TaskD(&mutators.Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: mustPolicy()})
-		var tc typeCache
-		ops, err := typedDiff(&tc, raw, before.Object(), after.Object())
+		var tc admissionio.TypeCache
+		ops, err := admissionio.TypedDiff(&tc, raw, before.Object(), after.Object())
 		require.NoError(t, err)
 		require.NotEmpty(t, ops)
-		out, err := ApplyPatch(raw, Result{Patch: ops})
+		out, err := admissionio.ApplyPatch(raw, ops)
 		require.NoError(t, err)
 		for _, path := range [][]string{{"spec", "podGroupPolicy"}, {"spec", "template", "spec", "failurePolicy"}, {"spec", "template", "spec", "successPolicy"},
 			{"spec", "template", "spec", "network"}, {"spec", "template", "metadata"}} {
@@ -202,7 +203,7 @@ func TestTrainerPodIsValidatedAgainstItsTrainJobsPolicy(t *testing.T) {
 	require.NoError(t, err)
 	_, out := post(t, s, PathMutatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", raw, false)), -1)
 	require.True(t, out.Response.Allowed)
-	mutated, err := ApplyPatch(raw, Result{Patch: decodePatch(t, out.Response.Patch)})
+	mutated, err := admissionio.ApplyPatch(raw, decodePatch(t, out.Response.Patch))
 	require.NoError(t, err)
 	assert.NotContains(t, string(mutated), contract.TaskDPortName, "the TrainJob turned TaskD off")
 	assert.Contains(t, string(mutated), contract.AnnotationInjected)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/config"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -27,7 +28,7 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK(), Namespace: "team-a", Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Patch)
-	out, err := ApplyPatch(raw, res)
+	out, err := admissionio.ApplyPatch(raw, res.Patch)
 	require.NoError(t, err)
 
 	for _, path := range [][]string{

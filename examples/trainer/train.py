@@ -33,6 +33,9 @@ def parse_args():
     p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
     p.add_argument("--dump-state", default="", help="after resume, torch.save the state to PATH.rank<R>")
     p.add_argument("--dump-final", default="", help="at the end, torch.save the state to PATH.rank<R>")
+    p.add_argument("--raise-if-exists", default="", metavar="PATH",
+                   help="chaos tests: before a step, if PATH exists, remove it and raise RuntimeError "
+                        "(a crash in the user's Python code, exit 1)")
     p.add_argument("--bench-raw-save", type=int, default=0, metavar="N",
                    help="benchmark baseline: torch.save + fsync the registered state N times into the "
                         "checkpoint dir, print each time, and exit without training")
@@ -146,6 +149,9 @@ def main():
     # (its all_reduce fails) exits 138, retryable, after rank 0 committed the
     # last completed step (docs/checkpoint-protocol.md, "A peer dies").
     for step in range(start, args.steps):
+        if args.raise_if_exists and os.path.exists(args.raise_if_exists):
+            os.unlink(args.raise_if_exists)  # one exception per request
+            raise RuntimeError("injected failure before step %d (%s)" % (step + 1, args.raise_if_exists))
         with migrator.step():
             x, y = batch_for(step, args)
             x, y = x.chunk(world)[rank], y.chunk(world)[rank]

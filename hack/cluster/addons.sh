@@ -145,6 +145,9 @@ YAML
 # only queue-labelled jobs, PyTorchJob + TrainJob), and without the
 # visibility APIServices (an aggregated API that is not served would break
 # discovery, and with it namespace deletion, for the whole cluster).
+# FailureRecoveryPolicy (alpha, off by default) is on for the goodput
+# scenario's Kueue arm: it acts only on pods annotated
+# kueue.x-k8s.io/safe-to-forcefully-delete (docs/goodput.md).
 kueue() {
   local k=$work/kueue
   upstream "sigs.k8s.io/kueue@$KUEUE_VERSION" config "$k"
@@ -165,7 +168,7 @@ patches:
     metadata: {name: any}
 - target: {kind: Deployment, name: kueue-controller-manager}
   patch: |
-    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--feature-gates=VisibilityOnDemand=false"}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--feature-gates=VisibilityOnDemand=false,FailureRecoveryPolicy=true"}
 YAML
     infra_patch kueue-controller-manager kueue | sed 's/requests: {cpu: 20m, memory: 64Mi}/requests: {cpu: 20m, memory: 128Mi}, limits: {memory: 512Mi}/'
   } >"$k/kustomization.yaml"

@@ -3,20 +3,12 @@ package jobs
 import (
 	"fmt"
 
-	jsoniter "github.com/json-iterator/go"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 )
 
-// objectJSON decodes AdmissionReviews and admitted objects the way the API
-// server reads them: field names match case-sensitively (encoding/json
-// would take "Labels" for "labels", and a patch would then point at a
-// member raw lacks). It is also several times faster than encoding/json on
-// the webhook's hot path, which reads every pod of an opted-in namespace.
-// A frozen config is immutable; its decoder cache is safe for concurrent use.
-var objectJSON = jsoniter.Config{ //nolint:gochecknoglobals // immutable codec, like encoding/json's own type cache.
-	EscapeHTML:             true,
-	CaseSensitive:          true,
-	ValidateJsonRawMessage: true,
-}.Froze()
+// objectJSON is admission's one codec (admissionio.JSON): case-sensitive,
+// as the API server reads objects.
+var objectJSON = admissionio.JSON() //nolint:gochecknoglobals // immutable codec, like encoding/json's own type cache.
 
 // Decode decodes an admitted object (see objectJSON). It is the one JSON
 // decoder for admitted objects: the mutating and validating paths, online
@@ -36,7 +28,3 @@ func Decode(raw []byte, into any) (err error) {
 	}()
 	return objectJSON.Unmarshal(raw, into)
 }
-
-// JSON returns the codec Decode uses, for the admission envelope (the
-// AdmissionReview), which must be read the same way as the object in it.
-func JSON() jsoniter.API { return objectJSON }

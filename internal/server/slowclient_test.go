@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -81,7 +82,7 @@ func TestHeaderOnlyClientsDoNotLockOutAdmission(t *testing.T) {
 			status, body, took := realReview(t, url)
 			t.Logf("a real review took %s (status %d) with %d header-only connections open", took.Round(time.Millisecond), status, len(tc.declared))
 			require.Equal(t, http.StatusOK, status, "the real review is handled, not refused: %s", body)
-			review, err := webhook.DecodeReviewResponse(body)
+			review, err := admissionio.DecodeReviewResponse(body)
 			require.NoError(t, err)
 			assert.True(t, review.Response.Allowed)
 		})

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainguard/trainguard/test/goodput"
 )
 
 // rankCrashCase is one job of the rank-crash scenario: its kind (a
@@ -303,28 +305,11 @@ func signalExit(sig string) int32 {
 	return 137
 }
 
-// killRankScript sends a signal (argv[1]) to the rank 1 trainer of a
-// container: the python3 process running the example trainer with RANK=1
-// in its environment (not the shell around it, not torchrun), and prints its
-// PID. Python, because the image has no grep or pgrep.
-const killRankScript = `import os, signal, sys
-for p in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        argv = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
-        env = open("/proc/%s/environ" % p, "rb").read().split(b"\0")
-    except OSError:
-        continue
-    if argv[0].endswith(b"python3") and b"/opt/trainguard/trainer/train.py" in argv and b"torch.distributed.run" not in argv and b"RANK=1" in env:
-        os.kill(int(p), getattr(signal, "SIG" + sys.argv[1]))
-        print(p)
-        sys.exit(0)
-sys.exit("no rank 1 trainer found")`
-
 // killRank signals the rank 1 trainer in pod/container and returns when
 // the signal was sent.
 func (e *env) killRank(ctx context.Context, ns, pod, container, signal string) (time.Time, error) {
 	t := time.Now()
-	if out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", killRankScript, signal); err != nil {
+	if out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", goodput.KillRankScript, signal, "1"); err != nil {
 		return t, fmt.Errorf("kill rank 1 in %s: %w (%s)", pod, err, out)
 	}
 	return t, nil

@@ -48,6 +48,7 @@ import (
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -116,6 +117,21 @@ func BenchmarkAdmissionThroughAPIServer(b *testing.B) {
 	}
 }
 
+// trainguardNamespace is the annotations of trainguard's namespace: opted
+// in, without a checkpoint claim, so every admitted object is also warned
+// about and gets an EphemeralCheckpoints Event (an API write the patching
+// no-op does not make). LOAD_CHECKPOINT_CLAIM=on names a claim, as a
+// namespace that trains should (docs/annotations.md#durable-checkpoints),
+// to measure admission without those Events; the patching no-op then
+// returns the patch for that namespace.
+func trainguardNamespace() map[string]string {
+	ann := map[string]string{contract.AnnotationInject: contract.InjectEnabled}
+	if os.Getenv("LOAD_CHECKPOINT_CLAIM") == "on" {
+		ann[contract.AnnotationCheckpointClaim] = "load-checkpoints"
+	}
+	return ann
+}
+
 type setup struct {
 	name   string
 	labels map[string]string
@@ -127,7 +143,7 @@ func setups() []setup {
 		{name: "no webhook"},
 		{name: "no-op webhook", labels: map[string]string{noopLabel: "true"}},
 		{name: "patching no-op", labels: map[string]string{patchingLabel: "true"}},
-		{name: "trainguard", ann: map[string]string{contract.AnnotationInject: contract.InjectEnabled}},
+		{name: "trainguard", ann: trainguardNamespace()},
 	}
 }
 
@@ -596,7 +612,7 @@ type patchingNoop struct {
 
 func newPatchingNoop() *patchingNoop {
 	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
+		return trainguardNamespace(), true, nil
 	}
 	s := webhook.NewServer(webhook.Options{Config: configv1alpha1.Default(), OwnNamespace: controlplane.Namespace}, optedIn, nil, logr.Discard())
 	return &patchingNoop{tg: s.Handlers(), patches: map[string][]byte{}}
@@ -630,7 +646,7 @@ func (p *patchingNoop) patch(path string, req admission.Request) ([]byte, error)
 	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	p.tg[path].ServeHTTP(rec, r)
-	out, err := webhook.DecodeReviewResponse(rec.Body.Bytes())
+	out, err := admissionio.DecodeReviewResponse(rec.Body.Bytes())
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,16 @@
-package webhook
+package admissionio
 
 import (
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestRawObjectAt(t *testing.T) {
@@ -89,4 +92,37 @@ func FuzzRawObjectAt(f *testing.F) {
 			t.Fatalf("rawObjectAt(%s, %q) = %v, decoding says %v", raw, path, got, want)
 		}
 	})
+}
+
+// TestLabelsAndAnnotationsIsTheRoundTrip: the shortcut gives what the JSON
+// round trip gives, and knows every field of ObjectMeta.
+func TestLabelsAndAnnotationsIsTheRoundTrip(t *testing.T) {
+	assert.Equal(t, 15, reflect.TypeOf(metav1.ObjectMeta{}).NumField(),
+		"ObjectMeta changed: teach labelsAndAnnotations its new field (and this count)")
+	d := &differ{}
+	for _, m := range []metav1.ObjectMeta{
+		{},
+		{Labels: map[string]string{"a": "b"}},
+		{Annotations: map[string]string{"trainguard.io/injected": "prestop"}, Labels: map[string]string{}},
+		{Labels: map[string]string{"a": ""}, Annotations: map[string]string{"x": "null"}},
+	} {
+		fast, ok := labelsAndAnnotations(&m)
+		require.True(t, ok)
+		b, err := json.Marshal(&m)
+		require.NoError(t, err)
+		var tree any
+		require.NoError(t, json.Unmarshal(b, &tree))
+		want, err := json.Marshal(prune(tree))
+		require.NoError(t, err)
+		got, err := json.Marshal(fast)
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want), string(got))
+		gotClean, err := json.Marshal(d.clean(reflect.ValueOf(&m)))
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want), string(gotClean))
+	}
+	for _, m := range []metav1.ObjectMeta{{Name: "n"}, {Finalizers: []string{"f"}}, {Generation: 1}} {
+		_, ok := labelsAndAnnotations(&m)
+		assert.False(t, ok, "%+v", m)
+	}
 }

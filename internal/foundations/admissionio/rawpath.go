@@ -1,4 +1,4 @@
-package webhook
+package admissionio
 
 import (
 	"bytes"
@@ -181,4 +181,82 @@ func endsScalar(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// span is the bytes [start, end) of one JSON value in a document.
+type span struct{ start, end int }
+
+// reviewObjects finds the values of request.object and request.oldObject
+// in an AdmissionReview, as the decoder takes them: the last of duplicate
+// members, of the last "request". ok is false when body is not an object
+// of that shape the scanner can follow; the caller then decodes it whole.
+func reviewObjects(body []byte) (objects [2]span, found [2]bool, ok bool) {
+	s := jsonScanner{b: body}
+	if !s.expect('{') {
+		return objects, found, false
+	}
+	for first := true; ; first = false {
+		s.space()
+		if s.peek() == '}' {
+			s.i++
+			s.space()
+			return objects, found, s.i == len(s.b)
+		}
+		if !first && !s.expect(',') {
+			return objects, found, false
+		}
+		k, isStr := s.str()
+		if !isStr || !s.expect(':') {
+			return objects, found, false
+		}
+		if !keyIs(k, "request") {
+			if !s.skip() {
+				return objects, found, false
+			}
+			continue
+		}
+		// A later request replaces an earlier one, objects and all.
+		found = [2]bool{}
+		s.space()
+		if s.peek() != '{' {
+			if !s.skip() {
+				return objects, found, false
+			}
+			continue
+		}
+		if !s.requestObjects(&objects, &found) {
+			return objects, found, false
+		}
+	}
+}
+
+// requestObjects walks the request object at the cursor, recording where
+// its object and oldObject values are.
+func (s *jsonScanner) requestObjects(objects *[2]span, found *[2]bool) bool {
+	s.i++ // the '{'
+	for first := true; ; first = false {
+		s.space()
+		if s.peek() == '}' {
+			s.i++
+			return true
+		}
+		if !first && !s.expect(',') {
+			return false
+		}
+		k, isStr := s.str()
+		if !isStr || !s.expect(':') {
+			return false
+		}
+		s.space()
+		start := s.i
+		if !s.skip() {
+			return false
+		}
+		switch {
+		case keyIs(k, "object"):
+			objects[0], found[0] = span{start, s.i}, true
+		case keyIs(k, "oldObject"):
+			objects[1], found[1] = span{start, s.i}, true
+		}
+	}
 }

@@ -1,6 +1,7 @@
-package webhook
+package admissionio_test
 
 import (
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/testing/builders"
 
@@ -14,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// roundTrip applies typedDiff(before, after) to raw and decodes the result.
+// roundTrip applies TypedDiff(before, after) to raw and decodes the result.
 func roundTrip(t *testing.T, raw string, mutate func(*corev1.Pod)) corev1.Pod {
 	t.Helper()
 	var got corev1.Pod
@@ -57,7 +58,7 @@ func TestTypedDiffCases(t *testing.T) {
 func TestTypedDiffUnchangedIsEmpty(t *testing.T) {
 	var p corev1.Pod
 	require.NoError(t, jobs.Decode([]byte(`{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1"}}}]}}`), &p))
-	ops, err := typedDiff(&typeCache{}, nil, p.DeepCopy(), &p)
+	ops, err := admissionio.TypedDiff(&admissionio.TypeCache{}, nil, p.DeepCopy(), &p)
 	require.NoError(t, err)
 	assert.Empty(t, ops)
 }
@@ -70,7 +71,7 @@ func mustJSONOf(t *testing.T, v any) string {
 }
 
 func TestJoinPointerEscapes(t *testing.T) {
-	assert.Equal(t, "/metadata/annotations/trainguard.io~1injected", joinPointer([]string{"metadata", "annotations", "trainguard.io/injected"}))
-	assert.Equal(t, "/a~0b~1c", joinPointer([]string{"a~b/c"}))
-	assert.Equal(t, "", joinPointer(nil))
+	assert.Equal(t, "/metadata/annotations/trainguard.io~1injected", admissionio.JoinPointer([]string{"metadata", "annotations", "trainguard.io/injected"}))
+	assert.Equal(t, "/a~0b~1c", admissionio.JoinPointer([]string{"a~b/c"}))
+	assert.Equal(t, "", admissionio.JoinPointer(nil))
 }

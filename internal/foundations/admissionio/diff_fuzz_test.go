@@ -1,15 +1,18 @@
-package webhook
+package admissionio_test
 
 import (
 	"encoding/json"
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/config"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
@@ -47,13 +50,13 @@ func FuzzTypedDiffAgainstCreatePatch(f *testing.F) {
 		}
 		after := before.DeepCopy()
 		mutate(cfg, after, mode)
-		ops, err := typedDiff(&typeCache{}, raw, &before, after)
+		ops, err := admissionio.TypedDiff(&admissionio.TypeCache{}, raw, &before, after)
 		require.NoError(t, err)
-		got, err := ApplyPatch(raw, Result{Patch: ops})
+		got, err := admissionio.ApplyPatch(raw, ops)
 		require.NoError(t, err, "the typed patch must apply to raw: %v", ops)
 
 		oracle, base := oraclePatch(t, tree, &before, after)
-		want, err := ApplyPatch(base, Result{Patch: oracle})
+		want, err := admissionio.ApplyPatch(base, oracle)
 		require.NoError(t, err, "the oracle's patch applies to raw with typed defaults: %v", oracle)
 		assert.JSONEq(t, normalized(t, want), normalized(t, got), "typed ops %v\noracle ops %v", ops, oracle)
 	})
@@ -63,9 +66,9 @@ func FuzzTypedDiffAgainstCreatePatch(f *testing.F) {
 func mutate(cfg *config.Config, pod *corev1.Pod, mode uint8) {
 	if mode%3 != 1 {
 		p, _ := policy.Resolve(cfg, nil, nil)
-		if len(pod.Spec.Containers) > 0 {
-			mutators.InjectPod(&mutators.Target{Meta: &pod.ObjectMeta, Spec: &pod.Spec, Policy: p}, nil)
-		}
+		// Asked for explicitly, so any pod with a container is injected.
+		metav1.SetMetaDataAnnotation(&pod.ObjectMeta, contract.AnnotationInject, contract.InjectEnabled)
+		_, _, _ = mutators.MutatePod(mutators.PodRequest{Pod: pod, Policy: p})
 	}
 	if mode%3 != 0 {
 		pod.Labels = nil
@@ -196,20 +199,20 @@ func TestTypedDiffRefusesNonStringMapKeys(t *testing.T) {
 	type odd struct {
 		M map[int]string `json:"m"`
 	}
-	_, err := typedDiff(&typeCache{}, nil, &odd{M: map[int]string{1: "a"}}, &odd{M: map[int]string{1: "b"}})
+	_, err := admissionio.TypedDiff(&admissionio.TypeCache{}, nil, &odd{M: map[int]string{1: "a"}}, &odd{M: map[int]string{1: "b"}})
 	require.ErrorContains(t, err, "/m: map key type int is not a string")
 }
 
-// roundTripJSON applies typedDiff(before, after) to raw, as the API server would.
+// roundTripJSON applies TypedDiff(before, after) to raw, as the API server would.
 func roundTripJSON(t *testing.T, raw string, mutate func(*corev1.Pod)) string {
 	t.Helper()
 	var before corev1.Pod
 	require.NoError(t, jobs.Decode([]byte(raw), &before))
 	after := before.DeepCopy()
 	mutate(after)
-	ops, err := typedDiff(&typeCache{}, []byte(raw), &before, after)
+	ops, err := admissionio.TypedDiff(&admissionio.TypeCache{}, []byte(raw), &before, after)
 	require.NoError(t, err)
-	out, err := ApplyPatch([]byte(raw), Result{Patch: ops})
+	out, err := admissionio.ApplyPatch([]byte(raw), ops)
 	require.NoError(t, err, "ops %v", ops)
 	return string(out)
 }

@@ -1,11 +1,18 @@
-package webhook
+package admissionio
 
 import "strings"
 
-// joinPointer builds a JSON pointer (RFC 6901) from path segments, escaping
+// JoinPointer builds a JSON pointer (RFC 6901) from path segments, escaping
 // "~" and "/" (annotation keys such as trainguard.io/injected contain one).
-func joinPointer(segs []string) string {
+func JoinPointer(segs []string) string {
+	n := len(segs)
+	for _, s := range segs {
+		n += len(s)
+	}
 	var b strings.Builder
+	// One allocation for the common case (no escapes): the differ builds
+	// one pointer per patch operation.
+	b.Grow(n)
 	for _, s := range segs {
 		b.WriteByte('/')
 		if strings.ContainsAny(s, "~/") {
