@@ -29,7 +29,7 @@ k8s-bins: ## Build kube-apiserver and etcd from Go modules into bin/k8s (cached)
 	bash hack/build-k8s.sh all
 
 .PHONY: tools
-tools: $(HELM) k8s-bins trainer-bins python-deps ## Install every tool the tests need.
+tools: $(HELM) k8s-bins trainer-bins python-deps kwok ## Install every tool the tests need.
 
 .PHONY: trainer-bins
 trainer-bins: ## Build the Kubeflow Trainer and JobSet controllers, v2.3.0 + v0.12.0 and v2.0.0 + v0.8.2, into bin/trainer (cached).
@@ -100,6 +100,36 @@ bench-rescheduler-rss: k8s-bins $(HELM) ## Rescheduler manager RSS: 10,000 manag
 .PHONY: load
 load: k8s-bins $(HELM) ## Admission cost through a real kube-apiserver: no webhook, a no-op, a patching no-op, trainguard (LOAD_N, LOAD_CLIENTS, LOAD_ROUNDS, LOAD_PROFILE_DIR, LOAD_CHART_VALUES).
 	$(GO) test ./test/load/ -run '^$$' -bench . -benchtime 1x -timeout 30m
+
+# KWOK's controller simulates nodes (their Leases) and pods for make scale
+# and its 200-node smoke run in make test; the version is in the file name
+# (test/scale.KWOKVersion reads the same one).
+KWOK_VERSION ?= v0.8.0
+KWOK := $(BIN)/kwok-$(KWOK_VERSION)
+
+.PHONY: kwok
+kwok: $(KWOK) ## Build the KWOK controller from Go modules into bin/ (cached).
+
+$(KWOK):
+	mkdir -p $(BIN)/.kwok-$(KWOK_VERSION)
+	GOBIN=$(BIN)/.kwok-$(KWOK_VERSION) $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+	mv $(BIN)/.kwok-$(KWOK_VERSION)/kwok $@
+	rmdir $(BIN)/.kwok-$(KWOK_VERSION)
+
+# make scale's flags (SCALE_ARGS), e.g. SCALE_ARGS='-nodes 5000'.
+SCALE_ARGS ?= -nodes 1000
+
+.PHONY: scale
+scale: build k8s-bins $(HELM) $(KWOK) ## Simulated cluster (KWOK): steady state, admission bursts, churn, zone outage, control-plane stall; figures per scenario (SCALE_ARGS, default -nodes 1000; docs/scale.md).
+	$(GO) run ./hack/scale $(SCALE_ARGS)
+
+# SCALE_REPORTS: the report.json of each size's make scale run.
+SCALE_REPORTS ?=
+
+.PHONY: scale-plot
+scale-plot: ## Fit make scale's figures against size and plot them (docs/scale.png) from SCALE_REPORTS (report.json files); installs Debian's python3-matplotlib, a benchmark-only dependency.
+	$(PYTHON) -c 'import matplotlib' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null; }
+	$(PYTHON) hack/scale/plot.py docs/scale.png $(SCALE_REPORTS)
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for 60s.

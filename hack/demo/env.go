@@ -1,20 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -30,7 +22,7 @@ import (
 // env is the running demo: control plane, trainguard and a client.
 type env struct {
 	cp         *controlplane.ControlPlane
-	tg         *trainguardProc
+	tg         *controlplane.Process
 	kubeconfig string
 	dyn        dynamic.Interface
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
@@ -93,7 +85,7 @@ func startEnv(ctx context.Context, o options, work string) (*env, error) {
 	if err != nil {
 		return e, err
 	}
-	fmt.Fprintf(o.out, "    trainguard serve is ready (pid %d, log %s)\n", e.tg.cmd.Process.Pid, e.tg.logPath)
+	fmt.Fprintf(o.out, "    trainguard serve is ready (pid %d, log %s)\n", e.tg.Cmd.Process.Pid, e.tg.LogPath)
 
 	cfg, warnings := controlplane.WithWarnings(user.Config())
 	e.warnings = warnings
@@ -130,128 +122,29 @@ func installTrainerCRDs(cp *controlplane.ControlPlane) error {
 
 func (e *env) stop() {
 	if e.tg != nil {
-		e.tg.stop()
+		e.tg.Stop()
 	}
 	if e.cp != nil {
 		_ = e.cp.Stop()
 	}
 }
 
-// trainguardProc is `trainguard serve` running as a child process in its
-// own process group.
-type trainguardProc struct {
-	cmd     *exec.Cmd
-	logPath string
-	log     *os.File
-	// done is closed when the child has exited; err is then its Wait error.
-	done chan struct{}
-	err  error
-	once sync.Once
-}
-
-func startTrainguard(ctx context.Context, o options, work, kubeconfig, certDir string, port int) (*trainguardProc, error) {
-	probePort, err := freePort()
+func startTrainguard(ctx context.Context, o options, work, kubeconfig, certDir string, port int) (*controlplane.Process, error) {
+	probePort, err := controlplane.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(work, "trainguard.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(o.trainguard, "serve",
+	p, err := controlplane.StartProcess(o.trainguard, []string{"serve",
 		"--config", o.config,
 		"--cert-dir", certDir,
 		"--webhook-port", strconv.Itoa(port),
 		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(probePort),
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(probePort),
 		"--namespace", controlplane.Namespace,
-	)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = childProcAttr()
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close() // the start error is the one to report
-		return nil, fmt.Errorf("starting %s: %w", o.trainguard, err)
-	}
-	p := &trainguardProc{cmd: cmd, logPath: logPath, log: logFile, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	err = p.waitReady(ctx, probePort)
-	return p, err
-}
-
-func (p *trainguardProc) waitReady(ctx context.Context, probePort int) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.After(60 * time.Second)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close() // drained above; nothing more to read
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("trainguard serve exited before it was ready: %v", p.err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("trainguard serve not ready on %s within 60s", url)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// stop sends SIGTERM to the child's process group, then SIGKILL after 15s.
-func (p *trainguardProc) stop() {
-	p.once.Do(func() {
-		defer func() { _ = p.log.Close() }() // the process wrote its last line; the log is only read after this
-		pgid := p.cmd.Process.Pid
-		// Signal the group even if the child is gone, in case it left
-		// anything behind; ESRCH is fine.
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
-}
-
-// dumpLog prints the end of trainguard's log, for failures.
-func (p *trainguardProc) dumpLog(w io.Writer) {
-	if p == nil {
-		return
-	}
-	data, err := os.ReadFile(p.logPath)
-	if err != nil || len(data) == 0 {
-		return
-	}
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
-	}
-	fmt.Fprintf(w, "---- last lines of trainguard's log (%s) ----\n", p.logPath)
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
-	fmt.Fprintln(w, "----")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	}, []string{"KUBECONFIG=" + kubeconfig}, filepath.Join(work, "trainguard.log"))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer func() { _ = l.Close() }() // only the port number was wanted
-	return l.Addr().(*net.TCPAddr).Port, nil
+	err = p.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort), 60*time.Second)
+	return p, err
 }

@@ -32,6 +32,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainguard/trainguard/test/chart"
+	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 // exitInterrupted is returned when Ctrl-C (or SIGTERM) ended the demo early.
@@ -70,13 +71,13 @@ func envBool(name string) bool {
 // by its defers before it returns.
 func run(ctx context.Context, o options) (code int) {
 	start := time.Now()
-	var tg *trainguardProc // for its log on failures
+	var tg *controlplane.Process // for its log on failures
 	fail := func(format string, args ...any) int {
 		if ctx.Err() != nil {
 			fmt.Fprintln(o.out, "\ninterrupted: cleaning up")
 			return exitInterrupted
 		}
-		tg.dumpLog(o.out)
+		tg.DumpLog(o.out)
 		fmt.Fprintf(o.out, "\ndemo FAILED: "+format+"\n", args...)
 		return 1
 	}
@@ -127,11 +128,11 @@ DEMO_KEEP: everything stays up until Ctrl-C.
   kubeconfig:     %s
   trainguard log: %s
   try:            kubectl --kubeconfig %s -n %s get pytorchjobs.kubeflow.org,pytorchjobs.training.kubedl.io,trainjobs,pods -o yaml
-`, env.kubeconfig, env.tg.logPath, env.kubeconfig, demoNamespace(results))
+`, env.kubeconfig, env.tg.LogPath, env.kubeconfig, demoNamespace(results))
 		select {
 		case <-ctx.Done():
-		case <-env.tg.done:
-			return fail("trainguard exited unexpectedly: %v", env.tg.err)
+		case <-env.tg.Done:
+			return fail("trainguard exited unexpectedly: %v", env.tg.Err)
 		}
 		fmt.Fprintln(o.out)
 	}

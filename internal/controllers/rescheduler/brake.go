@@ -40,6 +40,17 @@ const minUnhealthyNodes = 3
 // Leases) silent, so the loss of the one node of a tiny cluster is handled.
 const minSilentClusterNodes = 2
 
+// brakeSilence is how long a Lease must be silent to count against the
+// zone and cluster brakes: half of --lease-lost-after, two missed renewals
+// of a kubelet renewing every quarter of it. Silence that starts at once
+// (a stall, a partition) passes the bound over a whole renewal interval,
+// node after node; counting only Leases past the bound admitted the first
+// nodes before the share reached the threshold (issue 34: 30 pods evicted
+// in a 200-node stall). At half the bound, every Lease that stopped with
+// the first one already counts when the first is acted on. Counting more
+// can only hold more: the brakes never act.
+func brakeSilence(lostAfter time.Duration) time.Duration { return lostAfter / 2 }
+
 // clusterZone labels the cluster brake in trainguard_rescheduler_brake_engaged;
 // parentheses cannot occur in a zone label's value.
 const clusterZone = "(cluster)"
@@ -129,8 +140,12 @@ func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *cor
 	if err != nil {
 		return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the cluster's health: " + err.Error(), after: brakeRecheck}
 	}
+	wasOn := b.isEngaged(clusterZone)
 	if h := b.judgeCluster(ctx, c); h != nil {
 		return h
+	}
+	if wasOn {
+		return r.restartSilence(ctx, func(*corev1.Node) bool { return true }, "the cluster brake")
 	}
 	if node != nil {
 		zone := zoneOf(node)
@@ -138,8 +153,12 @@ func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *cor
 		if err != nil {
 			return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the zone's health: " + err.Error(), after: brakeRecheck}
 		}
+		wasOn := b.isEngaged(zone)
 		if h := b.judgeZone(ctx, zone, z); h != nil {
 			return h
+		}
+		if wasOn {
+			return r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, fmt.Sprintf("zone %q's brake", zone))
 		}
 	}
 	if d.Cause != ReasonNodeLost {
@@ -259,6 +278,36 @@ func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 			node, seen.silent.Round(time.Second), renew.UTC().Format(time.RFC3339))}
 }
 
+// restartSilence runs when a brake releases: like the node lifecycle
+// controller leaving full disruption, every node in scope counts as renewed
+// now. The Leases of a stall or a partition come back one after another
+// over a renewal interval; the brake releases once most are back, and the
+// rest, silent past every bound, were evicted and force-deleted at once
+// (issue 34: 4 of 200 nodes, 40 pods, when a 200-node stall ended). A node
+// that really died meanwhile is lost a --lease-lost-after later. The pod
+// being judged was decided on the old silence: it looks again.
+func (r *Reconciler) restartSilence(ctx context.Context, inScope func(*corev1.Node) bool, what string) *hold {
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return &hold{reason: ReasonPartitionSuspected, message: "cannot list the nodes after " + what + " released: " + err.Error(), after: brakeRecheck}
+	}
+	names := map[string]bool{}
+	for i := range nodes.Items {
+		if inScope(&nodes.Items[i]) {
+			names[nodes.Items[i].Name] = true
+		}
+	}
+	r.leases.restart(names)
+	return &hold{reason: ReasonPartitionSuspected, after: brakeRecheck,
+		message: what + " just released: every node it held counts as renewed now and is judged afresh"}
+}
+
+func (b *brakes) isEngaged(zone string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.engaged[zone]
+}
+
 // setEngaged records a brake's state and exports it; changed says it flipped.
 func (b *brakes) setEngaged(zone string, on bool, unhealthy int) (changed bool) {
 	b.mu.Lock()
@@ -335,7 +384,7 @@ func (r *Reconciler) clusterState(ctx context.Context) (zoneState, error) {
 	if err != nil {
 		return zoneState{}, err
 	}
-	c.silentLeases, c.leases = r.leases.silentCount(r.opts.LeaseLostAfter.Duration)
+	c.silentLeases, c.leases = r.leases.silentCount(brakeSilence(r.opts.LeaseLostAfter.Duration))
 	b.mu.Lock()
 	b.cluster = c
 	b.mu.Unlock()
@@ -364,7 +413,7 @@ func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, err
 
 // countCarriers counts the nodes in scope that carry managed pods, and how
 // many of them are unhealthy: Ready not True, or the kubelet silent for
-// --lease-lost-after.
+// brakeSilence.
 func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Node) bool) (zoneState, error) {
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
@@ -385,7 +434,7 @@ func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Nod
 		}
 		z.carrier++
 		silent, known := r.leases.silentFor(n.Name)
-		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= r.opts.LeaseLostAfter.Duration) {
+		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= brakeSilence(r.opts.LeaseLostAfter.Duration)) {
 			z.unhealthy++
 		}
 	}

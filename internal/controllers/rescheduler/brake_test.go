@@ -129,29 +129,33 @@ func TestClusterBrake(t *testing.T) {
 		name    string
 		silent  int
 		engaged bool
+		// othersRenewedAt: when, after the first Leases' last renewal, the
+		// others renewed last (0: just now, at the judgement).
+		othersRenewedAt time.Duration
 	}{
-		{"all six silent: a stale view, not six dead kubelets", 6, true},
-		{"four of six", 4, true},
-		{"three of six: half is not more than half", 3, false},
-		{"one of six: a lost node", 1, false},
+		{"all six silent: a stale view, not six dead kubelets", 6, true, 0},
+		{"four of six", 4, true, 0},
+		{"three of six: half is not more than half", 3, false, 0},
+		{"one of six: a lost node", 1, false, 0},
+		// Every Lease stops at once, but their deadlines are spread over a
+		// renewal interval: when the first passes --lease-lost-after the
+		// others have missed renewals too. Counting only Leases past the
+		// bound let the first nodes through (issue 34's stall at 200
+		// nodes: 30 pods evicted before the brake engaged).
+		{"a stall's onset: one past the bound, five silent 35 s", 1, true, 6 * time.Second},
+		{"one past the bound, five silent 15 s: a lost node among healthy ones", 1, false, 26 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var objs []client.Object
-			for i := range 6 {
-				n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionTrue, time.Hour)
-				n.Labels = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", i/2)}
-				objs = append(objs, n, newPod(func(p *corev1.Pod) {
-					p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
-				}))
+			h := sixNodesInThreeZones(t)
+			renewAt := tc.othersRenewedAt
+			if renewAt == 0 {
+				renewAt = 41 * time.Second
 			}
-			h := newHarness(t, false, objs...)
-			for i := range 6 {
-				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter.Duration)
+			h.clock.Step(renewAt)
+			for i := tc.silent; i < 6; i++ {
+				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(renewAt)), h.r.opts.LeaseLostAfter.Duration)
 			}
-			h.clock.Step(41 * time.Second)
-			for i := tc.silent; i < 6; i++ { // the others renewed just now
-				h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(40*time.Second)), h.r.opts.LeaseLostAfter.Duration)
-			}
+			h.clock.Step(41*time.Second - renewAt)
 			node := &corev1.Node{}
 			require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
 			hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
@@ -239,4 +243,46 @@ func TestRetryBucketIsPerNamespace(t *testing.T) {
 
 	opts.RetryEvictionRate = ptr.To(float64(0))
 	assert.NotNil(t, newBrakes(opts, clk, newMetrics()).takeRetry("a"), "rate 0 stops exit retries")
+}
+
+// TestBrakeReleaseRestartsSilence: a stall ends, most Leases are renewed
+// again and the cluster brake releases; the nodes not renewed yet must not
+// be acted on for the silence the brake covered (issue 34: 40 pods of 4
+// nodes evicted and force-deleted the moment a 200-node stall ended).
+func TestBrakeReleaseRestartsSilence(t *testing.T) {
+	h := sixNodesInThreeZones(t)
+	h.clock.Step(60 * time.Second)
+	node := &corev1.Node{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
+	hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+	require.NotNil(t, hold, "all six silent: the cluster brake holds")
+	for i := 2; i < 6; i++ { // four come back; n0 and n1 not yet
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(60*time.Second)), h.r.opts.LeaseLostAfter.Duration)
+	}
+	h.clock.Step(2 * time.Second) // past the cached cluster state
+	hold = h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+	assert.Zero(t, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "two of six silent: released")
+	require.NotNil(t, hold, "the pod decided on the stall's silence looks again")
+	silent, known := h.r.leases.silentFor("n0")
+	require.True(t, known)
+	assert.Less(t, silent, h.r.opts.LeaseLostAfter.Duration, "n0's silence restarts when the brake releases")
+}
+
+// sixNodesInThreeZones: one managed pod on each of six nodes, two per zone,
+// every Lease seen renewed at t0.
+func sixNodesInThreeZones(t *testing.T) *harness {
+	t.Helper()
+	var objs []client.Object
+	for i := range 6 {
+		n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionTrue, time.Hour)
+		n.Labels = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", i/2)}
+		objs = append(objs, n, newPod(func(p *corev1.Pod) {
+			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+		}))
+	}
+	h := newHarness(t, false, objs...)
+	for i := range 6 {
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0), h.r.opts.LeaseLostAfter.Duration)
+	}
+	return h
 }

@@ -127,6 +127,21 @@ func (l *leases) silentCount(lostAfter time.Duration) (silent, total int) {
 	return silent, len(l.seen)
 }
 
+// restart counts the nodes' Leases as renewed now (a brake released).
+func (l *leases) restart(nodes map[string]bool) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	for name, o := range l.seen {
+		if nodes[name] {
+			l.seen[name] = observation{renew: o.renew, at: now}
+		}
+	}
+}
+
 // forget drops Leases that are gone (their node was deleted).
 func (l *leases) forget(present map[string]bool) {
 	l.mu.Lock()

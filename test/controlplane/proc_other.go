@@ -1,11 +1,11 @@
 //go:build !linux
 
-package main
+package controlplane
 
 import "syscall"
 
 // childProcAttr puts the child in its own process group, so a terminal's
-// Ctrl-C reaches only the demo, which then stops it in order.
+// Ctrl-C reaches only the parent, which then stops it in order.
 func childProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

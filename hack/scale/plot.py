@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Fits how make scale's figures grow with cluster size and plots them.
+
+Usage: plot.py OUT.png report.json...   (one report.json per make scale run)
+
+Prints a least-squares line per figure (value = a + b * nodes, and b per
+training pod at the run's pods per node) and writes a PNG: trainguard's
+memory, and the zone outage's decision time, against the number of nodes.
+A benchmark-only tool: it needs Debian's python3-matplotlib (make scale-plot
+installs it).
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def fit(xs, ys):
+    n = len(xs)
+    if n < 2:
+        return ys[0] if ys else 0.0, 0.0
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def get(r, *path):
+    for p in path:
+        if r is None:
+            return None
+        r = r.get(p)
+    return r
+
+
+def main():
+    out, paths = sys.argv[1], sys.argv[2:]
+    reports = sorted((json.load(open(p)) for p in paths), key=lambda r: r["Nodes"])
+    nodes = [r["Nodes"] for r in reports]
+    series = {
+        "RSS (MiB)": [get(r, "Steady", "RSSMiB") for r in reports],
+        "Go heap in use (MiB)": [get(r, "Steady", "HeapMiB") for r in reports],
+        "CPU at rest (% of a core)": [get(r, "Steady", "CPUPercent") for r in reports],
+        "own API requests/s": [get(r, "Steady", "RequestsPerSec") for r in reports],
+        "outage, brake on: p99 decision (s after deadline)": [get(r, "Outage", "DecisionP99") for r in reports],
+        "outage, brake off: p99 decision (s after deadline)": [get(r, "OutageNoBrake", "DecisionP99") for r in reports],
+        "populate: create seconds": [r.get("CreateSeconds") for r in reports],
+    }
+    ppn = reports[-1]["TrainingPods"] / reports[-1]["Nodes"]
+    print(f"{'figure':52s} " + " ".join(f"{n:>9d}" for n in nodes) + "   fit: a + b*nodes")
+    for name, ys in series.items():
+        pts = [(x, y) for x, y in zip(nodes, ys) if y is not None]
+        if not pts:
+            continue
+        a, b = fit([p[0] for p in pts], [p[1] for p in pts])
+        vals = " ".join(f"{y:9.2f}" if y is not None else f"{'-':>9s}" for y in ys)
+        print(f"{name:52s} {vals}   a={a:.3g} b={b:.4g}/node ({b / ppn:.4g}/training pod at {ppn:.0f} per node)")
+
+    fig, (m, d) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name in ("RSS (MiB)", "Go heap in use (MiB)"):
+        pts = [(x, y) for x, y in zip(nodes, series[name]) if y is not None]
+        m.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    m.set_xlabel(f"nodes ({ppn:.0f} training + 2 other pods per node)")
+    m.set_ylabel("MiB")
+    m.set_title("trainguard memory at steady state")
+    m.grid(True, alpha=0.3)
+    m.legend()
+    for name in ("outage, brake on: p99 decision (s after deadline)", "outage, brake off: p99 decision (s after deadline)"):
+        pts = [(x, y) for x, y in zip(nodes, series[name]) if y is not None]
+        if pts:
+            d.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name.split(":")[0])
+    d.set_xlabel("nodes (one zone of ten goes silent)")
+    d.set_ylabel("p99 seconds from Lease deadline to decision")
+    d.set_title("zone outage: time to decide every affected pod")
+    d.grid(True, alpha=0.3)
+    d.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

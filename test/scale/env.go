@@ -1,0 +1,315 @@
+// Package scale is the harness behind `make scale` (issue 34): a real
+// kube-apiserver and etcd (test/controlplane), nodes and pods simulated by
+// KWOK (its controller keeps the node Leases and pod status), kubeflow's
+// PyTorchJob CRD, and trainguard's real binary run as a process with the
+// chart's configuration and arguments. Scenarios measure steady state,
+// a zone outage, a control-plane stall and exit churn; each prints its
+// figures. The 200-node smoke run in smoke_test.go asserts the stall takes
+// no action and the outage decides every affected pod.
+package scale
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/test/chart"
+	"github.com/trainguard/trainguard/test/controlplane"
+)
+
+// KWOKVersion is the KWOK controller the Makefile builds into bin/.
+const KWOKVersion = "v0.8.0"
+
+// zoneLabel is where the rescheduler's zone brake reads a node's zone.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// kwokGroupLabel splits the nodes between the KWOK instances: the outage
+// zone's own instance ("outage") and one for every other zone ("rest"), so
+// stopping one process silences exactly that zone's Leases.
+const kwokGroupLabel = "scale.trainguard.io/kwok"
+
+// env is the running harness.
+type env struct {
+	o          Options
+	cp         *controlplane.ControlPlane
+	c          client.Client
+	cfg        *rest.Config
+	kubeconfig string
+	tg         *controlplane.Process
+	tgArgs     []string
+	tgLogs     []string
+	tgEnv      []string
+	tgMetrics  string
+	tgProbe    string
+	kwok       map[string]*controlplane.Process
+	out        io.Writer
+}
+
+func startEnv(ctx context.Context, o Options) (*env, error) {
+	cp, err := controlplane.Start(controlplane.Options{})
+	if err != nil {
+		return nil, err
+	}
+	e := &env{o: o, cp: cp, out: o.Out, kwok: map[string]*controlplane.Process{}}
+	cfg := rest.CopyConfig(cp.Config)
+	// The harness plays every tenant and kubelet at once: never throttle it.
+	cfg.QPS, cfg.Burst = 100000, 100000
+	e.cfg = cfg
+	if e.c, err = client.New(cfg, client.Options{}); err != nil {
+		return e, err
+	}
+	user, err := cp.Env.AddUser(envtest.User{Name: "scale", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return e, fmt.Errorf("adding a user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return e, err
+	}
+	e.kubeconfig = filepath.Join(o.WorkDir, "kubeconfig")
+	if err := os.WriteFile(e.kubeconfig, kc, 0o600); err != nil {
+		return e, err
+	}
+	if err := e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.Namespace}}); err != nil {
+		return e, err
+	}
+	if err := e.prepareTrainguard(); err != nil {
+		return e, err
+	}
+	if err := e.startTrainguard(ctx, e.leaseFlags()...); err != nil {
+		return e, err
+	}
+	if err := writeKWOKStages(filepath.Join(o.WorkDir, "kwok.yaml")); err != nil {
+		return e, err
+	}
+	for _, g := range []string{"outage", "rest"} {
+		if err := e.startKWOK(ctx, g); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+func (e *env) stop() {
+	for _, p := range e.kwok {
+		p.Stop()
+	}
+	if e.tg != nil {
+		e.tg.Stop()
+	}
+	if e.cp != nil {
+		_ = e.cp.Stop()
+	}
+}
+
+// prepareTrainguard renders the chart and takes from it what the pod would
+// get: the configuration file, the container's arguments and GOMEMLIMIT
+// (the container's memory limit). Only the addresses change (loopback
+// ports, envtest's serving certificate) and metrics are plain HTTP so the
+// harness can read them.
+func (e *env) prepareTrainguard() error {
+	helm, err := chart.HelmBin()
+	if err != nil {
+		return err
+	}
+	dir, err := chart.Dir()
+	if err != nil {
+		return err
+	}
+	objs, err := chart.Render(helm, dir, controlplane.ReleaseName, controlplane.Namespace)
+	if err != nil {
+		return err
+	}
+	cmObj, err := chart.Find(objs, "ConfigMap", controlplane.ReleaseName)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{}
+	if err := chart.Into(cmObj, cm); err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(e.o.WorkDir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+		return err
+	}
+	depObj, err := chart.Find(objs, "Deployment", controlplane.ReleaseName)
+	if err != nil {
+		return err
+	}
+	dep := &appsv1.Deployment{}
+	if err := chart.Into(depObj, dep); err != nil {
+		return err
+	}
+	ctr := dep.Spec.Template.Spec.Containers[0]
+	metricsPort, err := controlplane.FreePort()
+	if err != nil {
+		return err
+	}
+	probePort, err := controlplane.FreePort()
+	if err != nil {
+		return err
+	}
+	e.tgMetrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	e.tgProbe = fmt.Sprintf("127.0.0.1:%d", probePort)
+	wio := e.cp.Env.WebhookInstallOptions
+	override := map[string]string{
+		"--config":                    cfgPath,
+		"--cert-dir":                  wio.LocalServingCertDir,
+		"--webhook-port":              strconv.Itoa(wio.LocalServingPort),
+		"--metrics-bind-address":      e.tgMetrics,
+		"--metrics-secure":            "false",
+		"--health-probe-bind-address": e.tgProbe,
+	}
+	for _, a := range ctr.Args {
+		name, _, _ := strings.Cut(a, "=")
+		if v, ok := override[name]; ok {
+			a = name + "=" + v
+		}
+		e.tgArgs = append(e.tgArgs, a)
+	}
+	e.tgEnv = []string{"KUBECONFIG=" + e.kubeconfig, "POD_NAMESPACE=" + controlplane.Namespace, "POD_NAME=trainguard-scale-0"}
+	if lim, ok := ctr.Resources.Limits[corev1.ResourceMemory]; ok {
+		e.tgEnv = append(e.tgEnv, fmt.Sprintf("GOMEMLIMIT=%d", lim.Value()))
+	}
+	return nil
+}
+
+// startTrainguard runs bin/trainguard with the chart's arguments and extra
+// flags (a scenario's deliberate change, printed with its figures).
+func (e *env) startTrainguard(ctx context.Context, extra ...string) error {
+	root, err := chart.RepoRoot()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(root, "bin", "trainguard")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s not found: run `make build` (make scale does it): %w", bin, err)
+	}
+	args := append(append([]string{}, e.tgArgs...), extra...)
+	n := 0
+	if e.tg != nil {
+		n = 1
+	}
+	p, err := controlplane.StartProcess(bin, args, e.tgEnv, filepath.Join(e.o.WorkDir, fmt.Sprintf("trainguard-%d.log", n)))
+	if err != nil {
+		return err
+	}
+	e.tg = p
+	e.tgLogs = append(e.tgLogs, p.LogPath)
+	if err := p.WaitHTTP(ctx, "http://"+e.tgProbe+"/readyz", 5*time.Minute); err != nil {
+		p.DumpLog(e.out)
+		return err
+	}
+	return nil
+}
+
+// KWOKBin is the KWOK controller's path (bin/kwok-<version>).
+func KWOKBin() (string, error) {
+	root, err := chart.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "bin", "kwok-"+KWOKVersion)
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("%s not found: run `make kwok` (make scale and make tools do it): %w", bin, err)
+	}
+	return bin, nil
+}
+
+// startKWOK runs one KWOK controller for the nodes labelled with group. Its
+// default stages initialise the nodes, renew their Leases every 10 s (a
+// 40 s Lease, as the kubelet's), make pods Running and finish deletions.
+func (e *env) startKWOK(ctx context.Context, group string) error {
+	bin, err := KWOKBin()
+	if err != nil {
+		return err
+	}
+	p, err := controlplane.StartProcess(bin, []string{
+		"--kubeconfig=" + e.kubeconfig,
+		"--config=" + filepath.Join(e.o.WorkDir, "kwok.yaml"),
+		"--manage-nodes-with-label-selector=" + kwokGroupLabel + "=" + group,
+		"--node-lease-duration-seconds=40",
+		// Every pod needs an IP; the default /24 runs out at 254.
+		"--cidr=10.0.0.0/8",
+		// KWOK logs every Lease renewal at INFO.
+		"-v=WARN",
+	}, []string{"HOME=" + e.o.WorkDir}, filepath.Join(e.o.WorkDir, "kwok-"+group+".log"))
+	if err != nil {
+		return err
+	}
+	e.kwok[group] = p
+	select {
+	case <-p.Done:
+		p.DumpLog(e.out)
+		return fmt.Errorf("kwok %s exited: %v", group, p.Err)
+	case <-time.After(time.Second):
+	}
+	_ = ctx
+	return nil
+}
+
+// kwokStages are KWOK's own stages (from its module): nodes become Ready
+// at once and their status is refreshed rarely (the Lease is renewed
+// apart from it), pods become Running at once, deletions finish.
+var kwokStages = []string{ //nolint:gochecknoglobals // a constant list
+	"kustomize/stage/node/fast/node-initialize.yaml",
+	"kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+	"kustomize/stage/pod/fast/pod-ready.yaml",
+	"kustomize/stage/pod/fast/pod-complete.yaml",
+	"kustomize/stage/pod/fast/pod-delete.yaml",
+}
+
+func writeKWOKStages(path string) error {
+	dir, err := chart.ModuleDir("sigs.k8s.io/kwok@" + KWOKVersion)
+	if err != nil {
+		return err
+	}
+	var docs []string
+	for _, f := range kwokStages {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		doc := string(data)
+		if strings.HasSuffix(f, "pod-ready.yaml") {
+			// Without pod IPs: trainguard never reads them, and KWOK's
+			// template adds a second IP when a stage replays (a status
+			// patch merges podIPs by IP), which the API server refuses.
+			i, j := strings.Index(doc, "{{ $podIPs"), strings.Index(doc, "      phase: Running")
+			if i < 0 || j < i {
+				return fmt.Errorf("%s: the pod IP block moved; update writeKWOKStages", f)
+			}
+			i = strings.LastIndexByte(doc[:i], '\n') + 1 // from the start of its line
+			doc = doc[:i] + doc[j:]
+		}
+		docs = append(docs, doc)
+	}
+	return os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")), 0o600)
+}
+
+// stopKWOK stops one KWOK controller: its nodes' Leases stop.
+func (e *env) stopKWOK(group string) {
+	if p := e.kwok[group]; p != nil {
+		p.Stop()
+		delete(e.kwok, group)
+	}
+}
+
+// optedIn is a tenant namespace trainguard injects.
+func optedIn(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Annotations: map[string]string{contract.AnnotationInject: contract.InjectEnabled}}}
+}
