@@ -176,7 +176,9 @@ func TestSecretIsCreatedAndCABundleInjected(t *testing.T) {
 	require.False(t, certs.SameCA(env.envtestCA, sec.Data[certs.CAFile]), "trainguard's CA must not be envtest's")
 	entries := 0
 	for _, cfg := range configurations(t) {
-		want := map[string]int{"mutating": 4, "validating": 7}[cfg.kind] // validating: CREATE and UPDATE entries apart
+		// One mutating entry per kind list entry (pods, namespaces, the job
+		// kinds incl. batch Jobs); validating: CREATE and UPDATE entries apart.
+		want := map[string]int{"mutating": 5, "validating": 9}[cfg.kind]
 		require.Len(t, cfg.bundles, want, "%s configuration entries", cfg.kind)
 		for name, b := range cfg.bundles {
 			assert.Equal(t, sec.Data[certs.CAFile], b, "%s entry %s", cfg.kind, name)
@@ -184,7 +186,7 @@ func TestSecretIsCreatedAndCABundleInjected(t *testing.T) {
 			entries++
 		}
 	}
-	assert.Equal(t, 11, entries)
+	assert.Equal(t, 5+9, entries)
 
 	// What is served is the Secret's certificate, trusted by the injected
 	// bundle and not by envtest's CA.
