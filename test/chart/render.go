@@ -77,6 +77,21 @@ func Render(helmBin, chartDir, releaseName, namespace string, setValues ...strin
 	return Decode(out)
 }
 
+// RenderShipped renders the repository's chart with the repository's helm
+// (HelmBin, Dir, Render): what every suite that checks the shipped objects
+// calls, so none finds the binary and the chart on its own.
+func RenderShipped(releaseName, namespace string, setValues ...string) ([]*unstructured.Unstructured, error) {
+	helm, err := HelmBin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := Dir()
+	if err != nil {
+		return nil, err
+	}
+	return Render(helm, dir, releaseName, namespace, setValues...)
+}
+
 // Lint runs `helm lint --strict` with the given --set values.
 func Lint(helmBin, chartDir, namespace string, setValues ...string) error {
 	args := []string{"lint", "--strict", chartDir, "--namespace", namespace}

@@ -60,11 +60,7 @@ func warningClient(t *testing.T) (client.Client, *controlplane.Warnings) {
 // namespace, with set as --set values.
 func renderChart(t *testing.T, release, namespace string, set ...string) []*unstructured.Unstructured {
 	t.Helper()
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
-	objs, err := chart.Render(helm, dir, release, namespace, set...)
+	objs, err := chart.RenderShipped(release, namespace, set...)
 	require.NoError(t, err)
 	return objs
 }
@@ -140,13 +136,8 @@ func TestEveryRenderedManifestPassesServerSideDryRun(t *testing.T) {
 // given: a broken Certificate (checked only by cert-manager's CRD schema)
 // and an unknown field in a core object must both be refused.
 func TestDryRunRejectsInvalidManifests(t *testing.T) {
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
 	ctx := context.Background()
-	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system")
-	require.NoError(t, err)
+	objs := renderChart(t, "trainguard", "trainguard-system")
 	ensureNamespace(t, ctx, "trainguard-system")
 
 	serving, err := chart.Find(objs, "Certificate", "trainguard-serving-cert")

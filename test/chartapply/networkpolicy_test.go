@@ -18,19 +18,14 @@ import (
 // NetworkPolicy the real API server accepts, and the ports it opens are the
 // named container ports of the rendered Deployment.
 func TestNetworkPolicyWithPeersPassesServerSideDryRun(t *testing.T) {
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
 	ctx := context.Background()
 	ensureNamespace(t, ctx, "trainguard-system")
-	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system",
+	objs := renderChart(t, "trainguard", "trainguard-system",
 		"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
 		"networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
 		"networkPolicy.probesFrom[0].ipBlock.cidr=10.0.0.0/8",
 		"networkPolicy.probesFrom[0].ipBlock.except[0]=10.1.0.0/16",
 		"networkPolicy.webhookFrom[0].ipBlock.cidr=192.168.0.0/16")
-	require.NoError(t, err)
 	o, err := chart.Find(objs, "NetworkPolicy", "trainguard")
 	require.NoError(t, err)
 	c, warned := warningClient(t)
@@ -54,14 +49,9 @@ func TestNetworkPolicyWithPeersPassesServerSideDryRun(t *testing.T) {
 // TestNetworkPolicyRejectsABadPeer: the dry run judges the peers, so a CIDR
 // typo fails the install instead of silently opening or closing a port.
 func TestNetworkPolicyRejectsABadPeer(t *testing.T) {
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
 	ctx := context.Background()
 	ensureNamespace(t, ctx, "trainguard-system")
-	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system", "networkPolicy.metricsFrom[0].ipBlock.cidr=10.0.0.0/33")
-	require.NoError(t, err)
+	objs := renderChart(t, "trainguard", "trainguard-system", "networkPolicy.metricsFrom[0].ipBlock.cidr=10.0.0.0/33")
 	o, err := chart.Find(objs, "NetworkPolicy", "trainguard")
 	require.NoError(t, err)
 	err = apiServer.c.Create(ctx, o.DeepCopy(), client.DryRunAll)
@@ -72,13 +62,8 @@ func TestNetworkPolicyRejectsABadPeer(t *testing.T) {
 // TestPodMatchConditionsPassServerSideDryRun: the optional pod CREATE
 // matchConditions compile in the real API server's CEL environment.
 func TestPodMatchConditionsPassServerSideDryRun(t *testing.T) {
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
 	ctx := context.Background()
-	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system", "webhook.podMatchConditions=true")
-	require.NoError(t, err)
+	objs := renderChart(t, "trainguard", "trainguard-system", "webhook.podMatchConditions=true")
 	c, warned := warningClient(t)
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
 		o, err := chart.Find(objs, kind, "trainguard")

@@ -229,15 +229,7 @@ func waitServing(ctx context.Context, mgr ctrl.Manager, done chan error) error {
 // renderWebhooks takes the webhook configurations from the Helm chart, so
 // the selectors and policies under test are the shipped ones.
 func renderWebhooks(values []string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	helm, err := chart.HelmBin()
-	if err != nil {
-		return nil, nil, err
-	}
-	dir, err := chart.Dir()
-	if err != nil {
-		return nil, nil, err
-	}
-	objs, err := chart.Render(helm, dir, ReleaseName, Namespace, values...)
+	objs, err := chart.RenderShipped(ReleaseName, Namespace, values...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rendering chart: %w", err)
 	}

@@ -54,11 +54,7 @@ func TestMonitoringObjectsServerSideDryRun(t *testing.T) {
 
 // Off by default: the default chart renders none of them.
 func TestMonitoringOffByDefault(t *testing.T) {
-	helm, err := chart.HelmBin()
-	require.NoError(t, err)
-	dir, err := chart.Dir()
-	require.NoError(t, err)
-	objs, err := chart.Render(helm, dir, "trainguard", "trainguard-system")
+	objs, err := chart.RenderShipped("trainguard", "trainguard-system")
 	require.NoError(t, err)
 	assert.Empty(t, chart.OfKind(objs, "ServiceMonitor"))
 	assert.Empty(t, chart.OfKind(objs, "PrometheusRule"))

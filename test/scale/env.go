@@ -121,15 +121,7 @@ func (e *env) stop() {
 // ports, envtest's serving certificate) and metrics are plain HTTP so the
 // harness can read them.
 func (e *env) prepareTrainguard() error {
-	helm, err := chart.HelmBin()
-	if err != nil {
-		return err
-	}
-	dir, err := chart.Dir()
-	if err != nil {
-		return err
-	}
-	objs, err := chart.Render(helm, dir, controlplane.ReleaseName, controlplane.Namespace)
+	objs, err := chart.RenderShipped(controlplane.ReleaseName, controlplane.Namespace)
 	if err != nil {
 		return err
 	}

@@ -139,15 +139,7 @@ func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 	if err := env.c.Create(ctx, ns); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", controlplane.Namespace, err)
 	}
-	helm, err := chart.HelmBin()
-	if err != nil {
-		return err
-	}
-	dir, err := chart.Dir()
-	if err != nil {
-		return err
-	}
-	objs, err := chart.Render(helm, dir, controlplane.ReleaseName, controlplane.Namespace, selfManagedValues...)
+	objs, err := chart.RenderShipped(controlplane.ReleaseName, controlplane.Namespace, selfManagedValues...)
 	if err != nil {
 		return err
 	}
