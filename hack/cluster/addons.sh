@@ -196,10 +196,40 @@ trainer_runtime() { # after Trainer's webhook serves: it validates runtimes
   kc apply --server-side -f "$work/torch-distributed.yaml"
 }
 
-available() { # NAMESPACE DEPLOYMENT...
+# explain NAMESPACE: why the namespace's pods are not ready, in few enough
+# lines that a CI log's tail still shows it: each unready pod's node, phase,
+# waiting or last-terminated reason, its latest Events and log lines, and the
+# nodes' Ready conditions.
+explain() {
+  local ns=$1 p
+  log "  nodes: $(kc get nodes --no-headers -o custom-columns=N:.metadata.name,R:'.status.conditions[?(@.type=="Ready")].status' | tr -s ' \n' '= ' )"
+  for p in $(kc -n "$ns" get pods -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    grep -v '=True$' | cut -d= -f1); do
+    log "  pod $ns/$p: $(kc -n "$ns" get pod "$p" -o jsonpath='node={.spec.nodeName} phase={.status.phase} waiting={.status.containerStatuses[0].state.waiting.reason}:{.status.containerStatuses[0].state.waiting.message} lastExit={.status.containerStatuses[0].lastState.terminated.exitCode} restarts={.status.containerStatuses[0].restartCount} conditions={range .status.conditions[*]}{.type}={.status}/{.reason} {end}')"
+    kc -n "$ns" get events --field-selector "involvedObject.name=$p" --sort-by=.lastTimestamp \
+      -o custom-columns=R:.reason,M:.message --no-headers 2>/dev/null | tail -4 | sed 's/^/      event: /' | cut -c1-240
+    kc -n "$ns" logs "$p" --all-containers --tail=4 2>&1 | sed 's/^/      log: /' | cut -c1-240
+  done
+}
+
+# available NAMESPACE DEPLOYMENT...: wait until each deployment is available.
+# An add-on that does not come up in 5 minutes is explained (explain), its
+# pods are recreated once (a pod that lost a start-up race with the node's
+# network or the API server's service address comes up on a second try; CI
+# saw CoreDNS stay unready once), and only a second failure stops the start.
+available() {
   local ns=$1; shift
-  kc -n "$ns" wait --for=condition=Available --timeout=300s "${@/#/deployment/}" >/dev/null ||
-    die "deployments $* in $ns not available; see kubectl -n $ns describe pods"
+  kc -n "$ns" wait --for=condition=Available --timeout=300s "${@/#/deployment/}" >/dev/null && return
+  log "  deployments $* in $ns not available after 5 minutes; why:"
+  explain "$ns"
+  log "  recreating their pods once"
+  kc -n "$ns" rollout restart "${@/#/deployment/}" >/dev/null
+  kc -n "$ns" wait --for=condition=Available --timeout=180s "${@/#/deployment/}" >/dev/null && {
+    log "  deployments $* in $ns available after their pods were recreated"
+    return
+  }
+  explain "$ns"
+  die "deployments $* in $ns not available (twice; the reasons above); kubectl -n $ns describe pods"
 }
 
 no_pulls
