@@ -31,8 +31,8 @@ func main() {
 	duration := flag.Duration("duration", 30*time.Minute, "wall time of the measured window")
 	interval := flag.Duration("interval", 3*time.Minute, "one disruption per interval (the first is left undisturbed)")
 	repair := flag.Duration("repair", 5*time.Minute, "how long a crashed node stays dead before the hook restores it")
-	kinds := flag.String("kinds", "", "comma-separated disruption kinds (default: all)")
-	short := flag.Bool("short", false, "the short form: every kind once, one per interval (ignores -duration and -kinds)")
+	kinds := flag.String("kinds", "", "comma-separated disruption kinds (default: all; with -short: the short form's)")
+	short := flag.Bool("short", false, "the short form (make e2e's with -seed 3 -interval 2m): every kind of -kinds once, one per interval (ignores -duration)")
 	scheduleOnly := flag.Bool("schedule-only", false, "print the schedule and exit")
 	hook := flag.String("hook", "hack/cluster/goodput-hook.sh", "node hook: crash|restore|partition|heal NODE, claim NAMESPACE CLAIM")
 	kubectl := flag.String("kubectl", "kubectl", "kubectl binary")
@@ -46,17 +46,18 @@ func main() {
 	keep := flag.Bool("keep", false, "leave the namespaces after the run")
 	flag.Parse()
 
+	ks, err := goodput.ParseKinds(*kinds)
+	if err != nil {
+		fail(err)
+	}
 	var evs []goodput.Event
 	if *short {
-		evs = goodput.Short(*seed, *interval)
-	} else {
-		ks, err := goodput.ParseKinds(*kinds)
-		if err != nil {
-			fail(err)
+		if *kinds == "" {
+			ks = goodput.ShortKinds
 		}
-		if evs, err = goodput.Schedule(*seed, *duration, *interval, ks); err != nil {
-			fail(err)
-		}
+		evs = goodput.Short(*seed, *interval, ks)
+	} else if evs, err = goodput.Schedule(*seed, *duration, *interval, ks); err != nil {
+		fail(err)
 	}
 	fmt.Print(goodput.Format(*seed, evs))
 	if *scheduleOnly {

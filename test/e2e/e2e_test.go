@@ -52,14 +52,9 @@ func TestE2E(t *testing.T) {
 	scenario("trainjob-node-crash", e.trainJobCrash)
 	scenario("partition", e.partition)
 	// The goodput short form (docs/goodput.md) disrupts nodes, so it runs
-	// after every scenario that needs them healthy. It is not yet part of the
-	// default run: on this 2-core cluster its three arms came out within 0.3
-	// points of ETTR of each other (one disruption a minute outruns every
-	// arm's recovery), an ordering assertion that thin would be flaky, and it
-	// costs 9 minutes of CI's budget. E2E_GOODPUT=1 runs it.
-	if os.Getenv("E2E_GOODPUT") != "" {
-		scenario("goodput", e.goodputShort)
-	}
+	// after every scenario that needs them healthy, and before node crash
+	// (which uninstalls trainguard).
+	scenario("goodput", e.goodputShort)
 	scenario("node-crash", e.nodeCrash) // uninstalls trainguard for the plain-Kubernetes half
 	scenario("install-self-managed", func(t *testing.T) {
 		if _, err := e.helm(ctx, "uninstall", releaseName, "-n", releaseNS, "--wait"); err != nil {

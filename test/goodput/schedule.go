@@ -82,11 +82,33 @@ func Schedule(seed int64, duration, interval time.Duration, kinds []Kind) ([]Eve
 	return evs, nil
 }
 
-// Short is the short form: every kind exactly once, in a seeded order, one
-// per interval after a first undisturbed interval.
-func Short(seed int64, interval time.Duration) []Event {
+// ShortKinds are the short form's disruptions (make e2e): the two planned
+// ones a training cluster meets most (a drain, a Kueue preemption) and the
+// unplanned one that separates the arms on a small cluster (a node crash).
+// Not the others, to fit CI's budget with recoveries that end inside their
+// interval: the rank faults restart in place in every arm alike, and the
+// local cluster's partition freezes a kubelet only, so plain Kubernetes
+// trains through it (docs/goodput.md; the long form has every kind).
+var ShortKinds = []Kind{Drain, KueuePreempt, Crash}
+
+// ShortSeed orders ShortKinds with the node crash last. With as many worker
+// nodes as ranks (the local cluster's two), a crash leaves trainguard's job
+// one node for the rest of the run (the dead node is recorded as bad for
+// it, for an hour), and a drain or preemption of that node after the crash
+// would strand it: an artefact of the cluster's size, not what the short
+// form measures. The dead node stays dead to the end of the run (the
+// 5-minute repair), as a dead machine waits for a person.
+const ShortSeed = 3
+
+// Short is the short form: every one of kinds (nil: every kind) exactly
+// once, in a seeded order, one per interval after a first undisturbed
+// interval.
+func Short(seed int64, interval time.Duration, kinds []Kind) []Event {
+	if len(kinds) == 0 {
+		kinds = Kinds
+	}
 	r := rand.New(rand.NewSource(seed))
-	kinds := append([]Kind(nil), Kinds...)
+	kinds = append([]Kind(nil), kinds...)
 	r.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	evs := make([]Event, len(kinds))
 	for i, k := range kinds {

@@ -1,6 +1,8 @@
 package goodput
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +34,7 @@ func TestScheduleIsReproducibleFromItsSeed(t *testing.T) {
 }
 
 func TestShortFormHasEveryKindOnceInASeededOrder(t *testing.T) {
-	a, b := Short(7, time.Minute), Short(7, time.Minute)
+	a, b := Short(7, time.Minute, nil), Short(7, time.Minute, nil)
 	assert.Equal(t, a, b)
 	seen := map[Kind]int{}
 	for i, e := range a {
@@ -45,9 +47,43 @@ func TestShortFormHasEveryKindOnceInASeededOrder(t *testing.T) {
 	}
 	orders := map[string]bool{}
 	for seed := int64(0); seed < 5; seed++ {
-		orders[Format(seed, Short(seed, time.Minute))] = true
+		orders[Format(seed, Short(seed, time.Minute, nil))] = true
 	}
 	assert.Greater(t, len(orders), 1, "the order depends on the seed")
+
+	some := Short(7, time.Minute, []Kind{RankKill, Drain})
+	require.Len(t, some, 2)
+	assert.ElementsMatch(t, []Kind{RankKill, Drain}, []Kind{some[0].Kind, some[1].Kind})
+}
+
+// make e2e's short form puts the node crash last (ShortSeed's comment says
+// why), every one of ShortKinds once.
+func TestMakeE2EShortFormEndsWithTheNodeCrash(t *testing.T) {
+	evs := Short(ShortSeed, 2*time.Minute, ShortKinds)
+	require.Len(t, evs, len(ShortKinds))
+	assert.Equal(t, Crash, evs[len(evs)-1].Kind)
+	var kinds []Kind
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	assert.ElementsMatch(t, ShortKinds, kinds)
+}
+
+// A second run with the same seed gives the same schedule, in another
+// process and another day: the schedules docs/goodput.md printed from its
+// runs (the long form's, make e2e's short form) are what the seed gives
+// now.
+func TestDocumentedSchedulesAreWhatTheirSeedsGive(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/goodput.md")
+	require.NoError(t, err)
+	long, err := Schedule(1, 30*time.Minute, 3*time.Minute, nil)
+	require.NoError(t, err)
+	for name, want := range map[string]string{
+		"long form, seed 1, 30m, one per 3m": Format(1, long),
+		"make e2e's short form":              Format(ShortSeed, Short(ShortSeed, 2*time.Minute, ShortKinds)),
+	} {
+		assert.True(t, strings.Contains(string(doc), want), "docs/goodput.md does not print the schedule of the %s as its seed gives it now:\n%s", name, want)
+	}
 }
 
 func TestScheduleRefusesBadArguments(t *testing.T) {
