@@ -11,7 +11,9 @@ import (
 )
 
 // Point is one line of a trainer's log that the analysis reads: a rank's
-// completed step (with its loss, printed to six decimals) or its resume.
+// completed step (with its loss, printed to six decimals) or its resume
+// (with the loss of the step it resumed at, as its checkpoint holds it, to
+// six decimals; "" if the line has none).
 type Point struct {
 	T      time.Time
 	Rank   int
@@ -22,7 +24,7 @@ type Point struct {
 
 var (
 	completedLine = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): completed step (\d+) loss (\S+)`)
-	resumedLine   = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): resumed from \S+ at step (\d+)`)
+	resumedLine   = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): resumed from \S+ at step (\d+)(?:, metrics \{.*'loss': ([-+0-9.eE]+))?`)
 )
 
 // ParseLine reads one kubelet-timestamped log line of the example trainer.
@@ -43,7 +45,11 @@ func ParseLine(l string) (Point, bool) {
 		}
 		r, _ := strconv.Atoi(m[2])
 		s, _ := strconv.Atoi(m[3])
-		return Point{T: t, Rank: r, Step: s, Resume: true}, true
+		p := Point{T: t, Rank: r, Step: s, Resume: true}
+		if l, err := strconv.ParseFloat(m[4], 64); err == nil {
+			p.Loss = fmt.Sprintf("%.6f", l) // as the trainer prints a completed step's
+		}
+		return p, true
 	}
 	return Point{}, false
 }
@@ -188,19 +194,42 @@ func ImpactOf(s Series, step time.Duration, at, end time.Time) Impact {
 	return im
 }
 
+// Losses is the loss of every step rank 0 completed, in any arm (the first
+// seen): what Corruption compares every arm with.
+func Losses(series ...Series) map[int]string {
+	losses := map[int]string{}
+	for _, s := range series {
+		for _, p := range s.rank0() {
+			if _, ok := losses[p.Step]; !ok {
+				losses[p.Step] = p.Loss
+			}
+		}
+	}
+	return losses
+}
+
 // Corruption lists what says an arm's training state went wrong: a step
 // whose loss differs between incarnations or arms (the example trainer is
 // deterministic: a state restored exactly gives the same loss at every
-// step), a resume ahead of every step completed before it, and ranks of one
-// incarnation resuming at different steps. losses is shared between arms.
+// step), a resume ahead of every step completed before it whose restored
+// state is not that step's, and ranks of one incarnation resuming at
+// different steps. losses is every arm's (Losses; a step missing there is
+// added, as this arm first completed it).
+//
+// A resume may be ahead of the steps the harness saw without anything
+// wrong: a pod's last lines before its deletion can fall between two log
+// reads, and a partitioned node's are never read. So such a resume is
+// checked by the loss its checkpoint holds, which must be the loss of that
+// step in the runs that completed it.
 func Corruption(arm string, s Series, losses map[int]string, rankGap time.Duration) []string {
 	var out []string
 	maxDone := 0
 	for i, p := range s {
 		switch {
 		case p.Resume && p.Rank == 0:
-			if p.Step > maxDone {
-				out = append(out, fmt.Sprintf("%s: rank 0 resumed at step %d at %s, after at most step %d was completed", arm, p.Step, p.T.Format(time.RFC3339), maxDone))
+			if p.Step > maxDone && (p.Loss == "" || p.Loss != losses[p.Step]) {
+				out = append(out, fmt.Sprintf("%s: rank 0 resumed at step %d (loss %q) at %s, after at most step %d was completed; that step's loss elsewhere %q",
+					arm, p.Step, p.Loss, p.T.Format(time.RFC3339), maxDone, losses[p.Step]))
 			}
 			if !peerResumed(s, i, rankGap) {
 				out = append(out, fmt.Sprintf("%s: rank 0 resumed at step %d at %s, rank 1 not at the same step within %s", arm, p.Step, p.T.Format(time.RFC3339), rankGap))

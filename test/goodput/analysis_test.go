@@ -92,3 +92,45 @@ func TestCorruptionIsFound(t *testing.T) {
 	assert.Contains(t, got[0], "after at most step 10 was completed")
 	assert.Contains(t, got[1], "rank 1 not at the same step")
 }
+
+// A resume ahead of the steps the harness saw (a pod's last lines fell
+// between two log reads; a partitioned node's are never read) is no
+// corruption when its checkpoint holds that step's loss as the runs that
+// completed it logged it; it is when the loss differs or is not there.
+func TestAResumeAheadOfTheLogIsCheckedByItsCheckpointsLoss(t *testing.T) {
+	resumeWith := func(at time.Time, rank, step int, loss string) string {
+		return fmt.Sprintf("%s rank %d: resumed from /checkpoint/step-%d at step %d, metrics {'step': %d, 'loss': %s}",
+			at.Format(time.RFC3339Nano), rank, step, step, step, loss)
+	}
+	p, ok := ParseLine(resumeWith(t0, 0, 15, "0.06666666790843010"))
+	require.True(t, ok)
+	assert.Equal(t, Point{T: t0, Rank: 0, Step: 15, Resume: true, Loss: "0.066667"}, p)
+
+	other := NewSeries(logOf(t0, 1, 20)) // another arm completed steps 1..20
+	for name, tc := range map[string]struct {
+		loss string
+		bad  bool
+	}{
+		"that step's loss":   {"0.0666666679084301", false},
+		"another step's":     {"0.1", true},
+		"none in the line":   {"", true},
+		"the loss as an exp": {"6.666666790843010e-02", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r0 := resumeWith(t0.Add(20*time.Second), 0, 15, tc.loss)
+			r1 := resumeWith(t0.Add(20*time.Second), 1, 15, tc.loss)
+			if tc.loss == "" {
+				r0, r1 = resume(t0.Add(20*time.Second), 0, 15), resume(t0.Add(20*time.Second), 1, 15)
+			}
+			seen := NewSeries(append(logOf(t0, 1, 10), r0, r1)) // steps 11..15 unseen
+			got := Corruption("c", seen, Losses(other, seen), time.Minute)
+			if !tc.bad {
+				assert.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			assert.Contains(t, got[0], "c: rank 0 resumed at step 15")
+			assert.Contains(t, got[0], `that step's loss elsewhere "0.066667"`)
+		})
+	}
+}

@@ -235,11 +235,15 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 
 // analyse computes every arm's figures from the logs collected.
 func (r *Runner) analyse(res *Result) {
-	losses := map[int]string{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, a := range r.cfg.Arms {
-		s := NewSeries(r.lines[a.Name])
+	series := make([]Series, len(r.cfg.Arms))
+	for i, a := range r.cfg.Arms {
+		series[i] = NewSeries(r.lines[a.Name])
+	}
+	losses := Losses(series...)
+	for i, a := range r.cfg.Arms {
+		s := series[i]
 		ar := ArmResult{Arm: a, Series: s, StepTime: s.StepTime()}
 		ar.ETTR = ETTR(s, ar.StepTime, res.Start, res.End)
 		ar.Steps = s.Progress(res.End) - s.Progress(res.Start)
