@@ -32,7 +32,7 @@ func main() {
 	interval := flag.Duration("interval", 3*time.Minute, "one disruption per interval (the first is left undisturbed)")
 	repair := flag.Duration("repair", 5*time.Minute, "how long a crashed node stays dead before the hook restores it")
 	kinds := flag.String("kinds", "", "comma-separated disruption kinds (default: all; with -short: the short form's)")
-	short := flag.Bool("short", false, "the short form (make e2e's with -seed 3 -interval 2m): every kind of -kinds once, one per interval (ignores -duration)")
+	short := flag.Bool("short", false, "the short form (make e2e's with -seed 3 -interval 3m): every kind of -kinds once, one per interval (ignores -duration)")
 	scheduleOnly := flag.Bool("schedule-only", false, "print the schedule and exit")
 	hook := flag.String("hook", "hack/cluster/goodput-hook.sh", "node hook: crash|restore|partition|heal NODE, claim NAMESPACE CLAIM")
 	kubectl := flag.String("kubectl", "kubectl", "kubectl binary")

@@ -19,14 +19,14 @@ import (
 // side by side (trainguard with its shipped defaults in an opted-in
 // namespace; plain Kubernetes in a namespace that is not opted in; Kueue's
 // FailureRecoveryPolicy on the pods of a third), every one of goodput.ShortKinds
-// once (E2E_GOODPUT_INTERVAL apart, 2 minutes by default), the same
+// once (E2E_GOODPUT_INTERVAL apart, 3 minutes by default), the same
 // schedule for every arm. Asserted: trainguard's ETTR is above both others',
 // and no arm's training state is corrupted (every step's loss equal across
 // incarnations and arms, no resume ahead of the progress, both ranks
 // resumed together). The figures are printed.
 func (e *env) goodputShort(t *testing.T) {
 	ctx := context.Background()
-	interval := durationEnv("E2E_GOODPUT_INTERVAL", 2*time.Minute)
+	interval := durationEnv("E2E_GOODPUT_INTERVAL", 3*time.Minute)
 	evs := goodput.Short(goodput.ShortSeed, interval, goodput.ShortKinds)
 	t.Log(goodput.Format(goodput.ShortSeed, evs))
 	r := goodput.New(goodput.Config{
