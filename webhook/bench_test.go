@@ -58,7 +58,7 @@ func BenchmarkInjectorPod(b *testing.B) {
 	s := testServer(b, logr.Discard())
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.injector.Inject(context.Background(), Request{GVK: jobs.Pod().GVK(), Namespace: "team-a", Raw: raw}); err != nil {
+		if _, err := s.injector.Inject(context.Background(), Request{GVK: jobs.Pod().GVK, Namespace: "team-a", Raw: raw}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -9,102 +11,126 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
-// Kind is the one generic adapter every built-in kind is: a kind's file is
-// a function returning its Kind (what it is called, how its object becomes
-// a Job, its own rules, its operator's job-name labels, how the
-// rescheduler finds a pod's job) plus its Job type. Everything else asks
-// the adapter through the optional interfaces below, never switches on a
-// kind. T is the kind's typed object.
-type Kind[T any] struct {
-	// Of is the group, version and kind decoded.
-	Of schema.GroupVersionKind
-	// Short is the short name in webhook names and metrics, e.g. "pytorchjob".
-	Short string
-	// Wrap makes a Job of a decoded object; it may refuse the object.
-	Wrap func(*T) (Job, error)
-	// Rules are the kind's own rules, which need no policy; nil gives the
-	// generic ones (the trainguard annotations and labels of the object and
-	// of each pod template).
-	Rules func(obj *T, env RuleEnv) Result
-	// UpdateRules compare the new object with the old one on UPDATE.
-	UpdateRules func(cur, old *T) field.ErrorList
-	// NameLabels name the job's checkpoint directory (see JobNameLabel).
-	NameLabels []JobNameLabel
-	// FindJob is how the rescheduler finds the job of a pod of this kind
-	// from the pod's labels; FindLabels are the labels it reads (the
-	// rescheduler's cache keeps only those).
-	FindJob    func(pod *corev1.Pod) (PodOwner, bool)
-	FindLabels []string
-	// OwnerChain is how a pod's controller references lead to a job of
+// Adapter is one kind trainguard handles, its object type erased: the one
+// place every capability a kind may have is declared. A capability the
+// kind lacks is a nil func, an empty list or false, and callers check the
+// field; nothing asks a kind or a job for its type. A kind's file declares
+// a Kind[T], whose fields have the same names, and Builtin erases it.
+type Adapter struct {
+	// GVK is the group, version and kind decoded.
+	GVK schema.GroupVersionKind
+	// Name is the short name in webhook names and metrics, e.g. "pytorchjob".
+	Name string
+	// Decode reads an admitted object of this kind.
+	Decode func(raw []byte) (Job, error)
+	// Validate runs the kind's own rules, which need no policy; nil gives
+	// the generic ones (the trainguard annotations and labels of the
+	// object and of each pod template).
+	Validate func(job Job, env RuleEnv) Result
+	// ValidateUpdate compares the new object with the old one on UPDATE.
+	ValidateUpdate func(cur, old Job) field.ErrorList
+	// Pod is set for the kind whose object is a pod: the end of the line,
+	// injected pod by pod (node avoidance, whether it is a training pod at
+	// all), not as a job with templates. It returns the pod.
+	Pod func(job Job) *corev1.Pod
+	// NotMutated says why trainguard validates this object but never
+	// mutates it; "" (or nil) for an object it injects.
+	NotMutated func(job Job) string
+	// SharedByJobs: the object's templates serve many jobs with different
+	// policies (Trainer's runtimes), so its policy cross-check only warns
+	// (AdvisoryCrossCheck).
+	SharedByJobs bool
+	// JobNameLabels name the job's checkpoint directory (see JobNameLabel).
+	JobNameLabels []JobNameLabel
+	// JobOfPod finds the job of one of this kind's pods from its labels:
+	// for pods with no controller owner (the operator's label is the
+	// fallback), or whose controller is not the job (JobSet's batch Jobs).
+	// JobLabels are the labels it reads (the rescheduler's cache keeps
+	// only those).
+	JobOfPod  func(pod *corev1.Pod) (PodOwner, bool)
+	JobLabels []string
+	// PodOwnerChain is how a pod's controller references lead to a job of
 	// this kind: the kind itself when the job owns its pods, else each hop
 	// (a TrainJob's pods: batch Job, JobSet, TrainJob). ownerchain follows
 	// only these kinds, so a tenant's owner references lead nowhere else.
-	OwnerChain []schema.GroupVersionKind
-	// Cluster: the kind is cluster-scoped.
-	Cluster bool
-	// Uncontrolled: only objects without a controller owner are this kind
-	// (batch/v1 Job: a CronJob's or a JobSet's Jobs stay theirs). A pod's
-	// controller of this kind therefore says nothing about who injects the
-	// pod, and an owner chain ends at it only when nothing controls it.
-	Uncontrolled bool
+	PodOwnerChain []schema.GroupVersionKind
+	// ClusterScoped: the kind has no namespace to opt in, so its objects
+	// are validated wherever admitted.
+	ClusterScoped bool
+	// UncontrolledOnly: only objects without a controller owner are this
+	// kind (batch/v1 Job: a CronJob's or a JobSet's Jobs stay theirs). A
+	// pod's controller of this kind therefore says nothing about who
+	// injects the pod, and an owner chain ends at it only when nothing
+	// controls it.
+	UncontrolledOnly bool
 }
 
-// GVK implements Adapter.
-func (k Kind[T]) GVK() schema.GroupVersionKind { return k.Of }
+// Kind is how a kind's file declares its Adapter, typed: T is the kind's
+// object. The fields are the Adapter's, taking a *T where the Adapter's
+// take a Job, plus Wrap, which makes the Job of a decoded object (and may
+// refuse it).
+type Kind[T any] struct {
+	GVK              schema.GroupVersionKind
+	Name             string
+	Wrap             func(*T) (Job, error)
+	Validate         func(obj *T, env RuleEnv) Result
+	ValidateUpdate   func(cur, old *T) field.ErrorList
+	Pod              func(obj *T) *corev1.Pod
+	NotMutated       func(obj *T) string
+	SharedByJobs     bool
+	JobNameLabels    []JobNameLabel
+	JobOfPod         func(pod *corev1.Pod) (PodOwner, bool)
+	JobLabels        []string
+	PodOwnerChain    []schema.GroupVersionKind
+	ClusterScoped    bool
+	UncontrolledOnly bool
+}
 
-// Name implements Adapter.
-func (k Kind[T]) Name() string { return k.Short }
-
-// Decode implements Adapter.
-func (k Kind[T]) Decode(raw []byte) (Job, error) {
-	obj, err := decodeAs[T](k.Of, raw)
-	if err != nil {
-		return nil, err
+// Adapter erases T: each typed func becomes one taking the Job its Decode
+// made, and stays nil when the kind left it nil.
+func (k Kind[T]) Adapter() *Adapter {
+	a := &Adapter{
+		GVK:  k.GVK,
+		Name: k.Name,
+		Decode: func(raw []byte) (Job, error) {
+			obj, err := decodeAs[T](k.GVK, raw)
+			if err != nil {
+				return nil, err
+			}
+			return k.Wrap(obj)
+		},
+		SharedByJobs:     k.SharedByJobs,
+		JobNameLabels:    k.JobNameLabels,
+		JobOfPod:         k.JobOfPod,
+		JobLabels:        k.JobLabels,
+		PodOwnerChain:    k.PodOwnerChain,
+		ClusterScoped:    k.ClusterScoped,
+		UncontrolledOnly: k.UncontrolledOnly,
 	}
-	return k.Wrap(obj)
+	if k.Validate != nil {
+		a.Validate = func(job Job, env RuleEnv) Result { return k.Validate(k.object(job), env) }
+	}
+	if k.ValidateUpdate != nil {
+		a.ValidateUpdate = func(cur, old Job) field.ErrorList { return k.ValidateUpdate(k.object(cur), k.object(old)) }
+	}
+	if k.Pod != nil {
+		a.Pod = func(job Job) *corev1.Pod { return k.Pod(k.object(job)) }
+	}
+	if k.NotMutated != nil {
+		a.NotMutated = func(job Job) string { return k.NotMutated(k.object(job)) }
+	}
+	return a
 }
 
-// ClusterScoped implements ClusterScoped.
-func (k Kind[T]) ClusterScoped() bool { return k.Cluster }
-
-// Validate implements Validating.
-func (k Kind[T]) Validate(job Job, env RuleEnv) (Result, bool) {
+// object is the typed object of a job this kind decoded. Another kind's
+// job is a caller's bug, which must not pass for an object without rules.
+func (k Kind[T]) object(job Job) *T {
 	obj, ok := job.Object().(*T)
-	if k.Rules == nil || !ok {
-		return Result{}, false
+	if !ok {
+		panic(fmt.Sprintf("jobs: the %s adapter was given a %T", k.Name, job.Object()))
 	}
-	return k.Rules(obj, env), true
+	return obj
 }
-
-// ValidateUpdate implements UpdateValidating.
-func (k Kind[T]) ValidateUpdate(cur, old Job) field.ErrorList {
-	c, okCur := cur.Object().(*T)
-	o, okOld := old.Object().(*T)
-	if k.UpdateRules == nil || !okCur || !okOld {
-		return nil
-	}
-	return k.UpdateRules(c, o)
-}
-
-// JobNameLabels implements Labelled.
-func (k Kind[T]) JobNameLabels() []JobNameLabel { return k.NameLabels }
-
-// JobOfPod implements PodJobFinder.
-func (k Kind[T]) JobOfPod(pod *corev1.Pod) (PodOwner, bool) {
-	if k.FindJob == nil {
-		return PodOwner{}, false
-	}
-	return k.FindJob(pod)
-}
-
-// PodOwnerChain implements OwnerChained.
-func (k Kind[T]) PodOwnerChain() []schema.GroupVersionKind { return k.OwnerChain }
-
-// UncontrolledOnly implements Uncontrolled.
-func (k Kind[T]) UncontrolledOnly() bool { return k.Uncontrolled }
-
-// JobLabels implements PodJobFinder.
-func (k Kind[T]) JobLabels() []string { return k.FindLabels }
 
 // Result is the outcome of one validation: errors refuse the object,
 // warnings are returned to the client as admission warnings.
@@ -117,18 +143,6 @@ type Result struct {
 type RuleEnv struct {
 	// Runtimes finds a TrainJob's runtime; nil skips the checks that need it.
 	Runtimes RuntimeLookup
-}
-
-// Validating is implemented by adapters with rules of their own; ok is
-// false when the kind has none and gets the generic ones.
-type Validating interface {
-	Validate(job Job, env RuleEnv) (res Result, ok bool)
-}
-
-// UpdateValidating is implemented by adapters with rules comparing the new
-// object with the old one.
-type UpdateValidating interface {
-	ValidateUpdate(cur, old Job) field.ErrorList
 }
 
 // JobNameLabel is a label the kind's operator puts on each pod of a job,
@@ -149,37 +163,11 @@ func NameLabel(env, label string) JobNameLabel {
 	return JobNameLabel{Env: env, Label: label, FieldPath: "metadata.labels['" + label + "']"}
 }
 
-// Labelled is implemented by adapters whose operator labels the pods.
-type Labelled interface {
-	JobNameLabels() []JobNameLabel
-}
-
 // PodOwner is the job a pod belongs to, as the rescheduler names it.
 type PodOwner struct {
 	APIVersion string
 	Kind       string
 	Name       string
-}
-
-// PodJobFinder is implemented by adapters that know how to find the job of
-// one of their pods from its labels: for pods with no controller owner
-// (the operator's label is the fallback), or whose controller is not the
-// job (JobSet's batch Jobs). JobLabels are the labels JobOfPod reads.
-type PodJobFinder interface {
-	JobOfPod(pod *corev1.Pod) (PodOwner, bool)
-	JobLabels() []string
-}
-
-// OwnerChained is implemented by adapters of kinds that own pods, directly
-// or through intermediate controllers (see Kind.OwnerChain).
-type OwnerChained interface {
-	PodOwnerChain() []schema.GroupVersionKind
-}
-
-// Uncontrolled is implemented by adapters whose kind is only its objects
-// without a controller owner (see Kind.Uncontrolled).
-type Uncontrolled interface {
-	UncontrolledOnly() bool
 }
 
 // validateMetadata is contract.ValidateMetadata: one set of metadata rules

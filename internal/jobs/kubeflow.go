@@ -25,7 +25,7 @@ func KubeflowPyTorchJob() Kind[kubeflowv1.PyTorchJob] {
 	k := operatorKind(kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind), "pytorchjob", func(obj *kubeflowv1.PyTorchJob) (Job, error) {
 		return operatorJob[kubeflowv1.PyTorchJob, kubeflowSchema]{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, replicaSpecsPath())
 	}, validateKubeflowJob, kubeflowJobOfPod)
-	k.UpdateRules = validateKubeflowUpdate
+	k.ValidateUpdate = validateKubeflowUpdate
 	return k
 }
 
@@ -46,8 +46,8 @@ func replicaSpecsPath() *field.Path { return field.NewPath("spec", "pytorchRepli
 // runtime, and the operators' job-name labels on every pod.
 func operatorKind[T any](of schema.GroupVersionKind, short string, wrap func(*T) (Job, error), rules func(*T) Result,
 	find func(*corev1.Pod) (PodOwner, bool)) Kind[T] {
-	return Kind[T]{Of: of, Short: short, Wrap: wrap, Rules: func(obj *T, _ RuleEnv) Result { return rules(obj) },
-		NameLabels: operatorJobNameLabels(), FindJob: find, FindLabels: operatorLabels(), OwnerChain: []schema.GroupVersionKind{of}}
+	return Kind[T]{GVK: of, Name: short, Wrap: wrap, Validate: func(obj *T, _ RuleEnv) Result { return rules(obj) },
+		JobNameLabels: operatorJobNameLabels(), JobOfPod: find, JobLabels: operatorLabels(), PodOwnerChain: []schema.GroupVersionKind{of}}
 }
 
 // operatorSchema says where a v1 operator's job keeps what a Job reads.

@@ -10,15 +10,17 @@ import (
 // checkpoint directory is named after its controller, or itself.
 func Pod() Kind[corev1.Pod] {
 	return Kind[corev1.Pod]{
-		Of:    corev1.SchemeGroupVersion.WithKind("Pod"),
-		Short: "pod",
-		Wrap:  func(obj *corev1.Pod) (Job, error) { return PodJob{obj}, nil },
+		GVK:  corev1.SchemeGroupVersion.WithKind("Pod"),
+		Name: "pod",
+		Wrap: func(obj *corev1.Pod) (Job, error) { return PodJob{obj}, nil },
+		Pod:  func(obj *corev1.Pod) *corev1.Pod { return obj },
 	}
 }
 
-// PodJob is a decoded Pod. The injector treats it apart from jobs: a pod
-// is the end of the line, where per-pod decisions (node avoidance,
-// whether it is a training pod at all) are made.
+// PodJob is a decoded Pod. The injector treats it apart from jobs (the
+// kind's Adapter.Pod capability says so): a pod is the end of the line,
+// where per-pod decisions (node avoidance, whether it is a training pod at
+// all) are made.
 type PodJob struct{ *corev1.Pod }
 
 // Object implements Job.

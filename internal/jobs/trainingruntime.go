@@ -31,14 +31,16 @@ func ClusterTrainingRuntime() Kind[trainerv1alpha1.ClusterTrainingRuntime] {
 func runtimeKind[T any](kind, short string, cluster bool,
 	parts func(*T) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec)) Kind[T] {
 	return Kind[T]{
-		Of:    trainerv1alpha1.GroupVersion.WithKind(kind),
-		Short: short,
+		GVK:  trainerv1alpha1.GroupVersion.WithKind(kind),
+		Name: short,
 		Wrap: func(obj *T) (Job, error) {
 			meta, spec := parts(obj)
 			return runtimeObject{runtimeJob{spec}, obj, meta}, nil
 		},
-		Rules:   func(obj *T, _ RuleEnv) Result { return runtimeRules(parts(obj)) },
-		Cluster: cluster,
+		Validate:      func(obj *T, _ RuleEnv) Result { return runtimeRules(parts(obj)) },
+		NotMutated:    func(*T) string { return notMutatedRuntime },
+		SharedByJobs:  true,
+		ClusterScoped: cluster,
 	}
 }
 
@@ -51,12 +53,6 @@ type runtimeObject struct {
 
 func (j runtimeObject) Object() any              { return j.obj }
 func (j runtimeObject) Meta() *metav1.ObjectMeta { return j.meta }
-
-// NotMutatedReason implements NotMutated.
-func (j runtimeObject) NotMutatedReason() string { return notMutatedRuntime }
-
-// SharedByJobs implements Shared: a runtime serves many TrainJobs.
-func (j runtimeObject) SharedByJobs() bool { return true }
 
 // RuntimeSpecOf returns the spec of a TrainingRuntime or ClusterTrainingRuntime job.
 func RuntimeSpecOf(j Job) (*trainerv1alpha1.TrainingRuntimeSpec, bool) {

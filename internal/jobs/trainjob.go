@@ -19,15 +19,18 @@ import (
 // named after the TrainJob, by JobSet's labels (jobSetOfPod).
 func TrainJob() Kind[trainerv1alpha1.TrainJob] {
 	return Kind[trainerv1alpha1.TrainJob]{
-		Of:          trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind),
-		Short:       "trainjob",
-		Wrap:        func(obj *trainerv1alpha1.TrainJob) (Job, error) { return trainJob{obj}, nil },
-		Rules:       trainJobRules,
-		UpdateRules: validateTrainJobUpdate,
-		FindJob:     jobSetOfPod,
-		FindLabels: []string{trainerv1alpha1.LabelJobSetName, trainerv1alpha1.LabelJobSetReplicatedJob,
+		GVK:            trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind),
+		Name:           "trainjob",
+		Wrap:           func(obj *trainerv1alpha1.TrainJob) (Job, error) { return trainJob{obj}, nil },
+		Validate:       trainJobRules,
+		ValidateUpdate: validateTrainJobUpdate,
+		NotMutated: func(*trainerv1alpha1.TrainJob) string {
+			return "a TrainJob carries no pod template (its pods come from the runtime); trainguard injects its trainer pods instead"
+		},
+		JobOfPod: jobSetOfPod,
+		JobLabels: []string{trainerv1alpha1.LabelJobSetName, trainerv1alpha1.LabelJobSetReplicatedJob,
 			trainerv1alpha1.LabelJobSetJobIndex},
-		OwnerChain: []schema.GroupVersionKind{batchv1.SchemeGroupVersion.WithKind("Job"),
+		PodOwnerChain: []schema.GroupVersionKind{batchv1.SchemeGroupVersion.WithKind("Job"),
 			schema.FromAPIVersionAndKind(trainerv1alpha1.JobSetAPIVersion, trainerv1alpha1.JobSetKind),
 			trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)},
 	}
@@ -41,11 +44,6 @@ func (j trainJob) Templates() []Template    { return nil }
 
 // Elastic: a TrainJob's elastic policy lives in its runtime.
 func (j trainJob) Elastic() Elastic { return Elastic{} }
-
-// NotMutatedReason implements NotMutated.
-func (j trainJob) NotMutatedReason() string {
-	return "a TrainJob carries no pod template (its pods come from the runtime); trainguard injects its trainer pods instead"
-}
 
 // jobSetOfPod returns the JobSet a pod belongs to. Pods of a JobSet are
 // owned by a batch Job, one per replicated-job index; the job the
