@@ -38,12 +38,14 @@ type fakeRole struct {
 	Template corev1.PodTemplateSpec `json:"template,omitempty"`
 }
 
-// fakeTrainJobKind declares the kind: what it is called and how its
+// fakeTrainJobKind is the kind: what it is called and how its
 // object becomes a Job; every other capability is left unset.
-var fakeTrainJobKind = jobs.Kind[fakeTrainJob]{
-	GVK:  schema.GroupVersionKind{Group: "trainer.example.io", Version: "v1alpha1", Kind: "FakeTrainJob"},
-	Name: "faketrainjob",
-	Wrap: func(j *fakeTrainJob) (jobs.Job, error) { return fakeJob{j}, nil },
+var fakeTrainJobGVK = schema.GroupVersionKind{Group: "trainer.example.io", Version: "v1alpha1", Kind: "FakeTrainJob"}
+
+var fakeTrainJobKind = &jobs.Adapter{
+	GVK:    fakeTrainJobGVK,
+	Name:   "faketrainjob",
+	Decode: jobs.Decoder(fakeTrainJobGVK, func(j *fakeTrainJob) (jobs.Job, error) { return fakeJob{j}, nil }),
 }
 
 type fakeJob struct{ *fakeTrainJob }
@@ -56,7 +58,7 @@ func (j fakeJob) Templates() []jobs.Template {
 }
 
 // fakeKinds is the registration line.
-func fakeKinds() *jobs.Kinds { k := jobs.Builtin().With(fakeTrainJobKind.Adapter()); return &k }
+func fakeKinds() *jobs.Kinds { k := jobs.Builtin().With(fakeTrainJobKind); return &k }
 
 const fakeTrainJobJSON = `{"apiVersion":"trainer.example.io/v1alpha1","kind":"FakeTrainJob",
  "metadata":{"name":"llm","namespace":"team-a","annotations":{"trainguard.io/gpu-limit":"2"}},

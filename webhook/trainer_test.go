@@ -159,7 +159,7 @@ func TestTrainerTypesKeepUnknownFields(t *testing.T) {
 "replicatedJobs":[{"name":"node","dependsOn":[{"name":"init","status":"Complete"}],"template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"trainer"}},
 "spec":{"backoffLimit":0,"podFailurePolicy":{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]},
 "template":{"spec":{"containers":[{"name":"node","image":"i","futureContainerField":{"k":"v"}}]}}}}}]}}}}`)
-	for _, a := range []*jobs.Adapter{jobs.TrainingRuntime().Adapter(), jobs.ClusterTrainingRuntime().Adapter()} {
+	for _, a := range []*jobs.Adapter{jobs.TrainingRuntime(), jobs.ClusterTrainingRuntime()} {
 		before, err := a.Decode(raw)
 		require.NoError(t, err)
 		after, err := a.Decode(raw)

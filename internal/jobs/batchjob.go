@@ -22,19 +22,19 @@ import (
 // batch.kubernetes.io/job-name, which names the checkpoint directory
 // (job.batch/<name>); the Job owns its pods, so the rescheduler keys bad
 // nodes by the Job and the outcome reader posts its Events there.
-func BatchJob() Kind[batchv1.Job] {
+func BatchJob() *Adapter {
 	of := batchv1.SchemeGroupVersion.WithKind("Job")
-	return Kind[batchv1.Job]{
+	return &Adapter{
 		GVK:  of,
 		Name: "job",
-		Wrap: func(obj *batchv1.Job) (Job, error) {
+		Decode: Decoder(of, func(obj *batchv1.Job) (Job, error) {
 			if metav1.GetControllerOf(obj) != nil {
 				return controlledBatchJob{obj}, nil
 			}
 			return batchJob{obj}, nil
-		},
-		Validate:         func(obj *batchv1.Job, _ RuleEnv) Result { return batchJobRules(obj) },
-		NotMutated:       controlledBatchJobNotMutated,
+		}),
+		Validate:         func(job Job, _ RuleEnv) Result { return batchJobRules(objectOf[batchv1.Job](job)) },
+		NotMutated:       func(job Job) string { return controlledBatchJobNotMutated(objectOf[batchv1.Job](job)) },
 		JobNameLabels:    []JobNameLabel{NameLabel(contract.EnvBatchJobName, batchv1.JobNameLabel)},
 		PodOwnerChain:    []schema.GroupVersionKind{of},
 		UncontrolledOnly: true,

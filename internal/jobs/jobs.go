@@ -84,13 +84,13 @@ type Kinds struct{ adapters []*Adapter }
 // Builtin returns the kinds trainguard handles. Adding a kind is one line here.
 func Builtin() Kinds {
 	return Kinds{adapters: []*Adapter{
-		KubeflowPyTorchJob().Adapter(),
-		KubeDLPyTorchJob().Adapter(),
-		Pod().Adapter(),
-		TrainJob().Adapter(),
-		TrainingRuntime().Adapter(),
-		ClusterTrainingRuntime().Adapter(),
-		BatchJob().Adapter(),
+		KubeflowPyTorchJob(),
+		KubeDLPyTorchJob(),
+		Pod(),
+		TrainJob(),
+		TrainingRuntime(),
+		ClusterTrainingRuntime(),
+		BatchJob(),
 	}}
 }
 

@@ -30,12 +30,12 @@ func TestKindsDispatchByGVK(t *testing.T) {
 		_, ok := k.For(gvk)
 		assert.False(t, ok, gvk.String())
 	}
-	assert.Len(t, k.With(Pod().Adapter()).All(), len(k.All())+1)
+	assert.Len(t, k.With(Pod()).All(), len(k.All())+1)
 	assert.Len(t, k.All(), 7, "With returns a new set and leaves the original alone")
 }
 
 func TestTemplatesAreSortedAndSkipNil(t *testing.T) {
-	job, err := KubeflowPyTorchJob().Adapter().Decode([]byte(`{"spec":{"pytorchReplicaSpecs":{"Worker":{"template":{}},"Master":{"template":{}},"Chief":null}}}`))
+	job, err := KubeflowPyTorchJob().Decode([]byte(`{"spec":{"pytorchReplicaSpecs":{"Worker":{"template":{}},"Master":{"template":{}},"Chief":null}}}`))
 	require.NoError(t, err)
 	var where []string
 	for _, tpl := range job.Templates() {
@@ -46,29 +46,29 @@ func TestTemplatesAreSortedAndSkipNil(t *testing.T) {
 }
 
 func TestElasticInEachVocabulary(t *testing.T) {
-	kf, err := KubeflowPyTorchJob().Adapter().Decode([]byte(`{"spec":{"nprocPerNode":"4","elasticPolicy":{},"pytorchReplicaSpecs":{"Worker":{}}}}`))
+	kf, err := KubeflowPyTorchJob().Decode([]byte(`{"spec":{"nprocPerNode":"4","elasticPolicy":{},"pytorchReplicaSpecs":{"Worker":{}}}}`))
 	require.NoError(t, err)
 	e := kf.Elastic()
 	assert.True(t, e.Enabled)
 	assert.Equal(t, int64(4), e.NprocPerNode)
 	assert.NotNil(t, e.Workers)
-	dl, err := KubeDLPyTorchJob().Adapter().Decode([]byte(`{"spec":{"elasticPolicy":{"nProcPerNode":2}}}`))
+	dl, err := KubeDLPyTorchJob().Decode([]byte(`{"spec":{"elasticPolicy":{"nProcPerNode":2}}}`))
 	require.NoError(t, err)
 	assert.False(t, dl.Elastic().Enabled, "KubeDL scales only with enableElastic")
 	assert.Equal(t, int64(2), dl.Elastic().NprocPerNode)
-	pod, err := Pod().Adapter().Decode([]byte(`{"metadata":{"name":"p"}}`))
+	pod, err := Pod().Decode([]byte(`{"metadata":{"name":"p"}}`))
 	require.NoError(t, err)
 	assert.Nil(t, pod.Elastic().Path, "a pod has no elastic policy")
 	assert.Len(t, pod.Templates(), 1)
 }
 
 func TestDecodeIsCaseSensitiveAndNamesTheKind(t *testing.T) {
-	job, err := KubeflowPyTorchJob().Adapter().Decode([]byte(`{"Metadata":{"name":"x"}}`))
+	job, err := KubeflowPyTorchJob().Decode([]byte(`{"Metadata":{"name":"x"}}`))
 	require.NoError(t, err)
 	assert.Empty(t, job.Meta().Name, "Metadata is not metadata")
-	_, err = KubeflowPyTorchJob().Adapter().Decode([]byte(`{"spec":[]}`))
+	_, err = KubeflowPyTorchJob().Decode([]byte(`{"spec":[]}`))
 	require.ErrorContains(t, err, "decoding kubeflow.org/v1 PyTorchJob")
-	_, err = Pod().Adapter().Decode(nil)
+	_, err = Pod().Decode(nil)
 	require.ErrorContains(t, err, "v1 Pod: empty object")
 }
 
@@ -91,7 +91,7 @@ func TestListItemsRoundTrip(t *testing.T) {
 // /spec/pytorchReplicaSpecs//..., which the API server refuses with an
 // error naming neither the field nor the fix.
 func TestEmptyReplicaKeyIsRefusedWithItsFieldPath(t *testing.T) {
-	for _, a := range []*Adapter{KubeflowPyTorchJob().Adapter(), KubeDLPyTorchJob().Adapter()} {
+	for _, a := range []*Adapter{KubeflowPyTorchJob(), KubeDLPyTorchJob()} {
 		for key, want := range map[string]string{
 			"":                      `spec.pytorchReplicaSpecs[]: Invalid value: "": the replica type is empty; name it Master or Worker`,
 			"Wor ker":               `spec.pytorchReplicaSpecs[Wor ker]: Invalid value: "Wor ker": the replica type must be usable as a label value`,

@@ -14,8 +14,9 @@ import (
 // Adapter is one kind trainguard handles, its object type erased: the one
 // place every capability a kind may have is declared. A capability the
 // kind lacks is a nil func, an empty list or false, and callers check the
-// field; nothing asks a kind or a job for its type. A kind's file declares
-// a Kind[T], whose fields have the same names, and Builtin erases it.
+// field; nothing asks a kind or a job for its type. A kind's file is a
+// function returning its Adapter; its funcs read the typed object with
+// objectOf.
 type Adapter struct {
 	// GVK is the group, version and kind decoded.
 	GVK schema.GroupVersionKind
@@ -65,69 +66,26 @@ type Adapter struct {
 	UncontrolledOnly bool
 }
 
-// Kind is how a kind's file declares its Adapter, typed: T is the kind's
-// object. The fields are the Adapter's, taking a *T where the Adapter's
-// take a Job, plus Wrap, which makes the Job of a decoded object (and may
-// refuse it).
-type Kind[T any] struct {
-	GVK              schema.GroupVersionKind
-	Name             string
-	Wrap             func(*T) (Job, error)
-	Validate         func(obj *T, env RuleEnv) Result
-	ValidateUpdate   func(cur, old *T) field.ErrorList
-	Pod              func(obj *T) *corev1.Pod
-	NotMutated       func(obj *T) string
-	SharedByJobs     bool
-	JobNameLabels    []JobNameLabel
-	JobOfPod         func(pod *corev1.Pod) (PodOwner, bool)
-	JobLabels        []string
-	PodOwnerChain    []schema.GroupVersionKind
-	ClusterScoped    bool
-	UncontrolledOnly bool
+// Decoder is the Decode of a kind whose objects are a T: the one
+// case-sensitive decoder (errors name the kind), then wrap, which makes
+// the object's Job and may refuse it.
+func Decoder[T any](gvk schema.GroupVersionKind, wrap func(*T) (Job, error)) func(raw []byte) (Job, error) {
+	return func(raw []byte) (Job, error) {
+		obj, err := decodeAs[T](gvk, raw)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(obj)
+	}
 }
 
-// Adapter erases T: each typed func becomes one taking the Job its Decode
-// made, and stays nil when the kind left it nil.
-func (k Kind[T]) Adapter() *Adapter {
-	a := &Adapter{
-		GVK:  k.GVK,
-		Name: k.Name,
-		Decode: func(raw []byte) (Job, error) {
-			obj, err := decodeAs[T](k.GVK, raw)
-			if err != nil {
-				return nil, err
-			}
-			return k.Wrap(obj)
-		},
-		SharedByJobs:     k.SharedByJobs,
-		JobNameLabels:    k.JobNameLabels,
-		JobOfPod:         k.JobOfPod,
-		JobLabels:        k.JobLabels,
-		PodOwnerChain:    k.PodOwnerChain,
-		ClusterScoped:    k.ClusterScoped,
-		UncontrolledOnly: k.UncontrolledOnly,
-	}
-	if k.Validate != nil {
-		a.Validate = func(job Job, env RuleEnv) Result { return k.Validate(k.object(job), env) }
-	}
-	if k.ValidateUpdate != nil {
-		a.ValidateUpdate = func(cur, old Job) field.ErrorList { return k.ValidateUpdate(k.object(cur), k.object(old)) }
-	}
-	if k.Pod != nil {
-		a.Pod = func(job Job) *corev1.Pod { return k.Pod(k.object(job)) }
-	}
-	if k.NotMutated != nil {
-		a.NotMutated = func(job Job) string { return k.NotMutated(k.object(job)) }
-	}
-	return a
-}
-
-// object is the typed object of a job this kind decoded. Another kind's
-// job is a caller's bug, which must not pass for an object without rules.
-func (k Kind[T]) object(job Job) *T {
+// objectOf is the typed object of a job its own kind decoded, for the
+// kind's capabilities. Another kind's job is a caller's bug, which must
+// not pass for an object without rules.
+func objectOf[T any](job Job) *T {
 	obj, ok := job.Object().(*T)
 	if !ok {
-		panic(fmt.Sprintf("jobs: the %s adapter was given a %T", k.Name, job.Object()))
+		panic(fmt.Sprintf("jobs: a %T where a %T was decoded", job.Object(), obj))
 	}
 	return obj
 }

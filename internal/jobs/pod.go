@@ -8,12 +8,13 @@ import (
 // Pod is v1 Pod: pods of any controller, and bare pods. It has no rules of
 // its own (the generic ones apply) and no job-name labels: a pod's
 // checkpoint directory is named after its controller, or itself.
-func Pod() Kind[corev1.Pod] {
-	return Kind[corev1.Pod]{
-		GVK:  corev1.SchemeGroupVersion.WithKind("Pod"),
-		Name: "pod",
-		Wrap: func(obj *corev1.Pod) (Job, error) { return PodJob{obj}, nil },
-		Pod:  func(obj *corev1.Pod) *corev1.Pod { return obj },
+func Pod() *Adapter {
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	return &Adapter{
+		GVK:    gvk,
+		Name:   "pod",
+		Decode: Decoder(gvk, func(obj *corev1.Pod) (Job, error) { return PodJob{obj}, nil }),
+		Pod:    objectOf[corev1.Pod],
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 )
@@ -17,14 +18,19 @@ import (
 // and is validated only; its pods are injected (TrainJobPod). Its pods run
 // in JobSet's batch Jobs, so the rescheduler finds their job, the JobSet
 // named after the TrainJob, by JobSet's labels (jobSetOfPod).
-func TrainJob() Kind[trainerv1alpha1.TrainJob] {
-	return Kind[trainerv1alpha1.TrainJob]{
-		GVK:            trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind),
-		Name:           "trainjob",
-		Wrap:           func(obj *trainerv1alpha1.TrainJob) (Job, error) { return trainJob{obj}, nil },
-		Validate:       trainJobRules,
-		ValidateUpdate: validateTrainJobUpdate,
-		NotMutated: func(*trainerv1alpha1.TrainJob) string {
+func TrainJob() *Adapter {
+	gvk := trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)
+	return &Adapter{
+		GVK:    gvk,
+		Name:   "trainjob",
+		Decode: Decoder(gvk, func(obj *trainerv1alpha1.TrainJob) (Job, error) { return trainJob{obj}, nil }),
+		Validate: func(job Job, env RuleEnv) Result {
+			return trainJobRules(objectOf[trainerv1alpha1.TrainJob](job), env)
+		},
+		ValidateUpdate: func(cur, old Job) field.ErrorList {
+			return validateTrainJobUpdate(objectOf[trainerv1alpha1.TrainJob](cur), objectOf[trainerv1alpha1.TrainJob](old))
+		},
+		NotMutated: func(Job) string {
 			return "a TrainJob carries no pod template (its pods come from the runtime); trainguard injects its trainer pods instead"
 		},
 		JobOfPod: jobSetOfPod,

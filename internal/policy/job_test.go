@@ -17,7 +17,7 @@ import (
 )
 
 // podKind is the Pod adapter: its Pod capability is what makes a job a pod.
-var podKind = jobs.Pod().Adapter()
+var podKind = jobs.Pod()
 
 func trainerPod(ann map[string]string) jobs.Job {
 	return jobs.PodJob{Pod: &corev1.Pod{

@@ -47,7 +47,7 @@ func TestTrainerSupportFollowsTheAPI(t *testing.T) {
 			}
 			require.NoError(t, rbacErr)
 			require.Len(t, entries, 3)
-			for _, a := range []*jobs.Adapter{jobs.TrainJob().Adapter(), jobs.TrainingRuntime().Adapter(), jobs.ClusterTrainingRuntime().Adapter()} {
+			for _, a := range []*jobs.Adapter{jobs.TrainJob(), jobs.TrainingRuntime(), jobs.ClusterTrainingRuntime()} {
 				es := entries[webhook.ValidatePath(a.GVK)]
 				require.NotEmpty(t, es, a.Name)
 				for _, e := range es {
