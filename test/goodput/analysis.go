@@ -220,14 +220,16 @@ func Losses(series ...Series) map[int]string {
 // wrong: a pod's last lines before its deletion can fall between two log
 // reads, and a partitioned node's are never read. So such a resume is
 // checked by the loss its checkpoint holds, which must be the loss of that
-// step in the runs that completed it.
+// step in the runs that completed it. When no run was seen completing that
+// step (the others stand still: the arm a crash did not stop), nothing can
+// be compared and the resume is accepted.
 func Corruption(arm string, s Series, losses map[int]string, rankGap time.Duration) []string {
 	var out []string
 	maxDone := 0
 	for i, p := range s {
 		switch {
 		case p.Resume && p.Rank == 0:
-			if p.Step > maxDone && (p.Loss == "" || p.Loss != losses[p.Step]) {
+			if l, ok := losses[p.Step]; p.Step > maxDone && (p.Loss == "" || ok && p.Loss != l) {
 				out = append(out, fmt.Sprintf("%s: rank 0 resumed at step %d (loss %q) at %s, after at most step %d was completed; that step's loss elsewhere %q",
 					arm, p.Step, p.Loss, p.T.Format(time.RFC3339), maxDone, losses[p.Step]))
 			}

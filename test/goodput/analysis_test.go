@@ -133,4 +133,9 @@ func TestAResumeAheadOfTheLogIsCheckedByItsCheckpointsLoss(t *testing.T) {
 			assert.Contains(t, got[0], `that step's loss elsewhere "0.066667"`)
 		})
 	}
+
+	// no run completed step 15 where the harness saw it: nothing to compare
+	alone := NewSeries(append(logOf(t0, 1, 10),
+		resumeWith(t0.Add(20*time.Second), 0, 15, "0.5"), resumeWith(t0.Add(20*time.Second), 1, 15, "0.5")))
+	assert.Empty(t, Corruption("d", alone, Losses(NewSeries(logOf(t0, 1, 12)), alone), time.Minute))
 }
