@@ -75,6 +75,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		o.WorkDir = dir
 	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil { // -workdir may name a new directory
+		return nil, err
+	}
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
