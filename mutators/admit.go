@@ -21,12 +21,8 @@ import (
 // adapter handles) under policy p, then puts the job-level vocabulary on
 // the job itself. The kind and its operator's job-name labels name the
 // job's checkpoint directory. It returns the warnings.
-func MutateJob(job jobs.Job, adapter jobs.Adapter, p *contract.Policy) []string {
-	kind := adapter.GVK().GroupKind()
-	var labels []jobs.JobNameLabel
-	if l, ok := adapter.(jobs.Labelled); ok {
-		labels = l.JobNameLabels()
-	}
+func MutateJob(job jobs.Job, adapter *jobs.Adapter, p *contract.Policy) []string {
+	kind, labels := adapter.GVK.GroupKind(), adapter.JobNameLabels
 	tpls := job.Templates()
 	// A GPU on one replica type (a Master) means the job wants one on all;
 	// decided once here for every template.
@@ -144,12 +140,12 @@ func ownedByJob(kinds jobs.Kinds, pod *corev1.Pod) bool {
 			continue
 		}
 		for _, a := range kinds.All() {
-			// A controller of an Uncontrolled kind (a batch Job) may itself
+			// A controller of an UncontrolledOnly kind (a batch Job) may itself
 			// be a CronJob's or a JobSet's, whose pods are injected here.
-			if u, ok := a.(jobs.Uncontrolled); ok && u.UncontrolledOnly() {
+			if a.UncontrolledOnly || a.Pod != nil {
 				continue
 			}
-			if gvk := a.GVK(); gvk != corev1.SchemeGroupVersion.WithKind("Pod") && ref.Kind == gvk.Kind {
+			if ref.Kind == a.GVK.Kind {
 				return true
 			}
 		}

@@ -40,7 +40,7 @@ func TestJobTemplateGetsTheJobsOwnDirectory(t *testing.T) {
 	tg := newTarget("pytorch").build()
 	tg.Where = "spec.pytorchReplicaSpecs[Worker].template"
 	tg.Kind = schema.GroupKind{Group: "kubeflow.org", Kind: "PyTorchJob"}
-	tg.JobNameLabels = jobs.KubeflowPyTorchJob().JobNameLabels()
+	tg.JobNameLabels = jobs.KubeflowPyTorchJob().JobNameLabels
 	require.True(t, PreStop(tg))
 	require.True(t, Checkpoint(tg))
 	c := &tg.Spec.Containers[0]
@@ -137,7 +137,7 @@ func TestJobTemplatePrefixIsTheKindQualifiedByItsGroup(t *testing.T) {
 		tg := newTarget("pytorch").build()
 		tg.Where = "spec.pytorchReplicaSpecs[Worker].template"
 		tg.Kind = gk
-		tg.JobNameLabels = jobs.KubeflowPyTorchJob().JobNameLabels()
+		tg.JobNameLabels = jobs.KubeflowPyTorchJob().JobNameLabels
 		require.True(t, Checkpoint(tg))
 		keys[gk.Group], _ = envValue(&tg.Spec.Containers[0], contract.EnvCheckpointKey)
 	}

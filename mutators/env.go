@@ -79,7 +79,7 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 // this order: the object's own trainguard.io/checkpoint-key (validated by
 // the policy), "<kind>.<group>/<name>" for a job's pod template (e.g.
 // "pytorchjob.kubeflow.org/train"; the name comes from the operator's
-// labels on each pod, which the kind's adapter names (jobs.Labelled), so a
+// labels on each pod, which the kind's adapter names (jobs.Adapter.JobNameLabels), so a
 // job created with generateName works too; a kind that names none gets the
 // pod's name, so no two jobs ever share a directory), "<owner
 // kind>/<owner name>" for a pod another controller owns,

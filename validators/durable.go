@@ -23,8 +23,8 @@ const ephemeralCheckpointWarning = "checkpoints are not durable"
 // filesystem or an emptyDir is deleted with the pod, and the replacement
 // that should load it starts from scratch. It is a warning, or an error
 // where the namespace (or the config) requires durable checkpoints.
-func durableCheckpoints(p *contract.Policy, job jobs.Job) (field.ErrorList, []string, []EphemeralCheckpoint) {
-	if _, notMutated := job.(jobs.NotMutated); notMutated {
+func durableCheckpoints(p *contract.Policy, a *jobs.Adapter, job jobs.Job) (field.ErrorList, []string, []EphemeralCheckpoint) {
+	if a.NotMutated != nil && a.NotMutated(job) != "" {
 		// A Trainer runtime or TrainJob is not injected itself: its pods
 		// are, in their own namespaces, and are checked there.
 		return nil, nil, nil

@@ -15,17 +15,17 @@ import (
 // (the mutating webhook ran first and left its marker): any other pod in
 // the namespace, an etcd for the rendezvous or the pods of an opted-out
 // job, owes TaskD nothing and must not be refused for it.
-func (v *Validator) checkJob(a jobs.Adapter, job jobs.Job, nsAnnotations map[string]string) Result {
+func (v *Validator) checkJob(a *jobs.Adapter, job jobs.Job, nsAnnotations map[string]string) Result {
 	res := v.kindRules(a, job)
 	for _, tpl := range job.Templates() {
 		res.Errors = append(res.Errors, extendedResourceErrors(tpl.Spec, tpl.SpecPath())...)
 	}
 	ann := job.Meta().Annotations
-	if _, isPod := job.(jobs.PodJob); policy.OptOut(ann) != "" || (isPod && !contract.Injected(ann)) {
+	if policy.OptOut(ann) != "" || (a.Pod != nil && !contract.Injected(ann)) {
 		return res
 	}
-	errs, warnings, ephemeral := v.crossCheck(job, nsAnnotations)
-	errs, warnings = jobs.AdvisoryCrossCheck(job, errs, warnings)
+	errs, warnings, ephemeral := v.crossCheck(a, job, nsAnnotations)
+	errs, warnings = jobs.AdvisoryCrossCheck(a, errs, warnings)
 	res.Errors = append(res.Errors, errs...)
 	res.Warnings = append(res.Warnings, warnings...)
 	res.EphemeralCheckpoints = ephemeral
@@ -35,11 +35,9 @@ func (v *Validator) checkJob(a jobs.Adapter, job jobs.Job, nsAnnotations map[str
 // kindRules are the checks particular to one kind, which need no policy;
 // the adapter has them. A kind without any gets the generic ones: the
 // trainguard annotations and labels of the object and of each pod template.
-func (v *Validator) kindRules(a jobs.Adapter, job jobs.Job) Result {
-	if r, ok := a.(jobs.Validating); ok {
-		if res, ok := r.Validate(job, jobs.RuleEnv{Runtimes: v.Runtimes}); ok {
-			return fromRules(res)
-		}
+func (v *Validator) kindRules(a *jobs.Adapter, job jobs.Job) Result {
+	if a.Validate != nil {
+		return fromRules(a.Validate(job, jobs.RuleEnv{Runtimes: v.Runtimes}))
 	}
 	errs := validateMetadata(job.Meta(), field.NewPath("metadata"))
 	for _, tpl := range job.Templates() {
@@ -51,9 +49,9 @@ func (v *Validator) kindRules(a jobs.Adapter, job jobs.Job) Result {
 }
 
 // crossCheck compares the object with its effective policy.
-func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (field.ErrorList, []string, []EphemeralCheckpoint) {
+func (v *Validator) crossCheck(a *jobs.Adapter, job jobs.Job, nsAnnotations map[string]string) (field.ErrorList, []string, []EphemeralCheckpoint) {
 	meta := job.Meta()
-	p, warnings := v.resolveFor(job, nsAnnotations)
+	p, warnings := v.resolveFor(a, job, nsAnnotations)
 	e := job.Elastic()
 	var errs field.ErrorList
 	for _, tpl := range job.Templates() {
@@ -69,6 +67,6 @@ func (v *Validator) crossCheck(job jobs.Job, nsAnnotations map[string]string) (f
 	case !e.Enabled:
 		warnings = append(warnings, elasticStrategyWarning(p, meta.Annotations, field.NewPath("metadata"), e.Path)...)
 	}
-	durableErrs, durableWarnings, ephemeral := durableCheckpoints(p, job)
+	durableErrs, durableWarnings, ephemeral := durableCheckpoints(p, a, job)
 	return append(errs, durableErrs...), append(warnings, durableWarnings...), ephemeral
 }

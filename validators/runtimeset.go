@@ -30,7 +30,7 @@ func (s *RuntimeSet) Add(raw []byte) {
 	if !ok {
 		return
 	}
-	if c, ok := a.(jobs.ClusterScoped); ok && c.ClusterScoped() {
+	if a.ClusterScoped {
 		h.Metadata.Namespace = ""
 	}
 	j, err := a.Decode(raw)

@@ -100,7 +100,7 @@ func TestOfflineUnknownRuntimeWarns(t *testing.T) {
 	v.Runtimes = NewRuntimeSet().Lookup
 	raw := []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"j","namespace":"a"},
 "spec":{"runtimeRef":{"name":"torch-distributed"},"trainer":{"numProcPerNode":"npu"}}}`)
-	res, err := v.Validate(Object{GVK: jobs.TrainJob().GVK(), Raw: raw})
+	res, err := v.Validate(Object{GVK: jobs.TrainJob().GVK, Raw: raw})
 	require.NoError(t, err)
 	require.Len(t, res.Errors, 1)
 	assert.Equal(t, "spec.trainer.numProcPerNode", res.Errors[0].Field)
@@ -115,11 +115,11 @@ func TestTrainJobUpdateRules(t *testing.T) {
 	v := New(nil)
 	old := []byte(`{"metadata":{"name":"j","namespace":"a","annotations":{"trainguard.io/gpu-limit":"lots"}},"spec":{"runtimeRef":{"name":"a"}}}`)
 	moved := []byte(`{"metadata":{"name":"j","namespace":"a","annotations":{"trainguard.io/gpu-limit":"lots"}},"spec":{"runtimeRef":{"name":"b"}}}`)
-	res, err := v.Validate(Object{GVK: jobs.TrainJob().GVK(), Raw: moved, OldRaw: old})
+	res, err := v.Validate(Object{GVK: jobs.TrainJob().GVK, Raw: moved, OldRaw: old})
 	require.NoError(t, err)
 	require.Len(t, res.Errors, 1, "%v", res.Errors)
 	assert.Equal(t, "spec.runtimeRef", res.Errors[0].Field)
-	res, err = v.Validate(Object{GVK: jobs.TrainJob().GVK(), Raw: old, OldRaw: old})
+	res, err = v.Validate(Object{GVK: jobs.TrainJob().GVK, Raw: old, OldRaw: old})
 	require.NoError(t, err)
 	assert.Empty(t, res.Errors)
 }
@@ -132,11 +132,11 @@ func TestRuntimeWithoutDisruptionRuleWarns(t *testing.T) {
 "spec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{` + pfp + `"template":{"spec":{"containers":[{"name":"node","image":"i"}]}}}}}]}}}}`)
 	}
 	v := New(nil) // no claim: a runtime is not injected, so it gets no durable-checkpoint warning
-	res, err := v.Validate(Object{GVK: jobs.TrainingRuntime().GVK(), Raw: rt("")})
+	res, err := v.Validate(Object{GVK: jobs.TrainingRuntime().GVK, Raw: rt("")})
 	require.NoError(t, err)
 	require.Len(t, res.Warnings, 1)
 	assert.Contains(t, res.Warnings[0], "spec.template.spec.replicatedJobs[0].template.spec.podFailurePolicy")
-	res, err = v.Validate(Object{GVK: jobs.TrainingRuntime().GVK(), Raw: rt(`"podFailurePolicy":{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]},`)})
+	res, err = v.Validate(Object{GVK: jobs.TrainingRuntime().GVK, Raw: rt(`"podFailurePolicy":{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]},`)})
 	require.NoError(t, err)
 	assert.Empty(t, res.Warnings)
 }

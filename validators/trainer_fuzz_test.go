@@ -27,7 +27,7 @@ func FuzzValidateTrainer(f *testing.F) {
 	}
 	v := New(nil)
 	v.Runtimes = set.Lookup
-	kinds := []schema.GroupVersionKind{jobs.TrainJob().GVK(), jobs.TrainingRuntime().GVK(), jobs.ClusterTrainingRuntime().GVK()}
+	kinds := []schema.GroupVersionKind{jobs.TrainJob().GVK, jobs.TrainingRuntime().GVK, jobs.ClusterTrainingRuntime().GVK}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, gvk := range kinds {
 			res, err := v.Validate(Object{GVK: gvk, Raw: raw})

@@ -18,14 +18,14 @@ type TrainJobAnnotations func(namespace, name string) (annotations map[string]st
 // takes its TrainJob's annotations and Trainer's container name, exactly as
 // the mutating webhook resolved it (policy.LayerOf). A TrainJob that cannot
 // be read leaves the pod on its own.
-func (v *Validator) resolveFor(job jobs.Job, nsAnnotations map[string]string) (*contract.Policy, []string) {
+func (v *Validator) resolveFor(a *jobs.Adapter, job jobs.Job, nsAnnotations map[string]string) (*contract.Policy, []string) {
 	var lookup policy.TrainJobLookup
 	if v.TrainJobs != nil {
 		lookup = func(_ context.Context, namespace, name string) (map[string]string, bool, error) {
 			return v.TrainJobs(namespace, name)
 		}
 	}
-	layer, err := policy.LayerOf(context.Background(), job, "", lookup)
+	layer, err := policy.LayerOf(context.Background(), a, job, "", lookup)
 	if err != nil {
 		layer = policy.Layer{Annotations: job.Meta().Annotations}
 	}

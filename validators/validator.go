@@ -139,8 +139,7 @@ func (v *Validator) Validate(obj Object) (Result, error) {
 // and new objects; the adapter has them.
 func (v *Validator) updateRules(gvk schema.GroupVersionKind, raw, oldRaw []byte) field.ErrorList {
 	a, ok := v.kinds.For(gvk)
-	u, has := a.(jobs.UpdateValidating)
-	if !ok || !has {
+	if !ok || a.ValidateUpdate == nil {
 		return nil
 	}
 	cur, errCur := a.Decode(raw)
@@ -148,7 +147,7 @@ func (v *Validator) updateRules(gvk schema.GroupVersionKind, raw, oldRaw []byte)
 	if errCur != nil || errOld != nil {
 		return nil
 	}
-	return u.ValidateUpdate(cur, old)
+	return a.ValidateUpdate(cur, old)
 }
 
 // newErrors drops from errs those already present in old: same type, same

@@ -55,10 +55,10 @@ func BenchmarkPyTorchJobMutate(b *testing.B) {
 // BenchmarkInjectorPod isolates trainguard's own work from HTTP and JSON envelope handling.
 func BenchmarkInjectorPod(b *testing.B) {
 	raw := realisticPod(b, "team-a")
-	s := testServer(b, logr.Discard())
+	s, gvk := testServer(b, logr.Discard()), jobs.Pod().GVK
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.injector.Inject(context.Background(), Request{GVK: jobs.Pod().GVK(), Namespace: "team-a", Raw: raw}); err != nil {
+		if _, err := s.injector.Inject(context.Background(), Request{GVK: gvk, Namespace: "team-a", Raw: raw}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -21,12 +21,15 @@ const (
 )
 
 // durableReporter turns the validator's verdict on non-durable checkpoints
-// into an Event on the object and a metric, so a platform team sees every
+// into a metric and an Event on the object, so a platform team sees every
 // job that would lose its checkpoints, not only the user who got the
-// admission warning.
+// admission warning. The metric counts every object; the Events are folded
+// to one per namespace and interval, which names how many objects it
+// stands for.
 type durableReporter struct {
 	events  events.EventRecorder
 	objects *prometheus.CounterVec
+	fold    *eventFold
 }
 
 func newDurableReporter(reg prometheus.Registerer, rec events.EventRecorder) (*durableReporter, error) {
@@ -38,7 +41,7 @@ func newDurableReporter(reg prometheus.Registerer, rec events.EventRecorder) (*d
 	if err != nil {
 		return nil, fmt.Errorf("registering the ephemeral checkpoint metric: %w", err)
 	}
-	return &durableReporter{events: rec, objects: objects}, nil
+	return &durableReporter{events: rec, objects: objects, fold: newEventFold(ephemeralEventInterval)}, nil
 }
 
 // report records one admission: only a CREATE that is not a dry run, so
@@ -56,13 +59,17 @@ func (d *durableReporter) report(req *admissionv1.AdmissionRequest, res validato
 	if d.events == nil {
 		return
 	}
+	emit, objects := d.fold.admit(req.Namespace, reason)
+	if !emit {
+		return
+	}
 	regarding := &corev1.ObjectReference{APIVersion: apiVersion(req), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
 	if req.Name == "" { // generateName: the object has no name yet, its namespace does
 		regarding = &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: req.Namespace}
 	}
 	d.events.Eventf(regarding, nil, eventType, reason, action,
-		"%s %s: %d pod template(s) checkpoint to storage that is deleted with the pod; set %s on the namespace to a ReadWriteMany PersistentVolumeClaim",
-		req.Kind.Kind, displayName(req), warned+refused, contract.AnnotationCheckpointClaim)
+		"%s %s: %d pod template(s) checkpoint to storage that is deleted with the pod; set %s on the namespace to a ReadWriteMany PersistentVolumeClaim (%d such object(s) in namespace %s since the last such Event, this one included: one Event per namespace every %s)",
+		req.Kind.Kind, displayName(req), warned+refused, contract.AnnotationCheckpointClaim, objects, req.Namespace, d.fold.interval)
 }
 
 func apiVersion(req *admissionv1.AdmissionRequest) string {

@@ -38,17 +38,14 @@ type fakeRole struct {
 	Template corev1.PodTemplateSpec `json:"template,omitempty"`
 }
 
-type fakeTrainJobAdapter struct{}
+// fakeTrainJobKind is the kind: what it is called and how its
+// object becomes a Job; every other capability is left unset.
+var fakeTrainJobGVK = schema.GroupVersionKind{Group: "trainer.example.io", Version: "v1alpha1", Kind: "FakeTrainJob"}
 
-func (fakeTrainJobAdapter) GVK() schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: "trainer.example.io", Version: "v1alpha1", Kind: "FakeTrainJob"}
-}
-
-func (fakeTrainJobAdapter) Name() string { return "faketrainjob" }
-
-func (fakeTrainJobAdapter) Decode(raw []byte) (jobs.Job, error) {
-	j := &fakeTrainJob{}
-	return fakeJob{j}, jobs.Decode(raw, j)
+var fakeTrainJobKind = &jobs.Adapter{
+	GVK:    fakeTrainJobGVK,
+	Name:   "faketrainjob",
+	Decode: jobs.Decoder(fakeTrainJobGVK, func(j *fakeTrainJob) (jobs.Job, error) { return fakeJob{j}, nil }),
 }
 
 type fakeJob struct{ *fakeTrainJob }
@@ -61,7 +58,7 @@ func (j fakeJob) Templates() []jobs.Template {
 }
 
 // fakeKinds is the registration line.
-func fakeKinds() *jobs.Kinds { k := jobs.Builtin().With(fakeTrainJobAdapter{}); return &k }
+func fakeKinds() *jobs.Kinds { k := jobs.Builtin().With(fakeTrainJobKind); return &k }
 
 const fakeTrainJobJSON = `{"apiVersion":"trainer.example.io/v1alpha1","kind":"FakeTrainJob",
  "metadata":{"name":"llm","namespace":"team-a","annotations":{"trainguard.io/gpu-limit":"2"}},
@@ -70,7 +67,7 @@ const fakeTrainJobJSON = `{"apiVersion":"trainer.example.io/v1alpha1","kind":"Fa
 
 func TestNewKindIsServedOverHTTPByItsAdapterAlone(t *testing.T) {
 	s := NewServer(Options{Config: config.DefaultConfig(), Kinds: fakeKinds()}, namespaces(optedIn()), nil, logr.Discard())
-	gvk := fakeTrainJobAdapter{}.GVK()
+	gvk := fakeTrainJobKind.GVK
 	path := MutatePath(gvk)
 	assert.Equal(t, "/mutate-trainer-example-io-v1alpha1-faketrainjob", path)
 	rec, out := post(t, s, path, bytes.NewReader(review(t, admissionv1.Create, metav1.GroupVersionKind(gvk), "team-a", []byte(fakeTrainJobJSON), false)), -1)

@@ -61,12 +61,12 @@ func FuzzInjectObject(f *testing.F) {
 	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, a := range jobs.Builtin().All() {
-			res, err := inj.Inject(context.Background(), Request{GVK: a.GVK(), Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+			res, err := inj.Inject(context.Background(), Request{GVK: a.GVK, Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 			if err != nil {
 				continue
 			}
 			if _, err := admissionio.ApplyPatch(raw, res.Patch); err != nil {
-				t.Fatalf("kind %v: the patch does not apply to its own object: %v", a.GVK(), err)
+				t.Fatalf("kind %v: the patch does not apply to its own object: %v", a.GVK, err)
 			}
 		}
 	})

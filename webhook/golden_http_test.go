@@ -82,7 +82,7 @@ func (g *httpGolden) object(raw []byte) []byte {
 	if h.IsList() {
 		return g.list(raw)
 	}
-	if h.GVK() == (jobs.TrainJob()).GVK() {
+	if h.GVK() == jobs.TrainJob().GVK {
 		g.trainJobs.rememberTrainJob(h)
 	}
 	if _, ok := jobs.Builtin().For(h.GVK()); !ok {

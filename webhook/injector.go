@@ -74,23 +74,26 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if nm, ok := job.(jobs.NotMutated); ok {
-		return Result{Skipped: nm.NotMutatedReason()}, nil
+	if adapter.NotMutated != nil {
+		if reason := adapter.NotMutated(job); reason != "" {
+			return Result{Skipped: reason}, nil
+		}
 	}
 	if skip := policy.OptOut(job.Meta().Annotations); skip != "" {
-		return Result{Skipped: adapter.GVK().Kind + ": " + skip}, nil
+		return Result{Skipped: adapter.GVK.Kind + ": " + skip}, nil
 	}
 	base, err := baseline(adapter, job, req.Raw)
 	if err != nil {
 		return Result{}, err
 	}
-	p, warnings, skip, err := i.resolvePolicy(ctx, job, nsAnn, req.Namespace)
+	p, warnings, skip, err := i.resolvePolicy(ctx, adapter, job, nsAnn, req.Namespace)
 	if err != nil || skip != "" {
 		return Result{Skipped: skip}, err
 	}
 	var more []string
-	if pod, isPod := job.(jobs.PodJob); isPod {
-		more, skip, err = mutators.MutatePod(mutators.PodRequest{Pod: pod.Pod, Policy: p, Kinds: i.kinds(), Record: i.fromRecord(ctx, pod.Pod, req.Namespace)})
+	if adapter.Pod != nil {
+		pod := adapter.Pod(job)
+		more, skip, err = mutators.MutatePod(mutators.PodRequest{Pod: pod, Policy: p, Kinds: i.kinds(), Record: i.fromRecord(ctx, pod, req.Namespace)})
 	} else {
 		more = mutators.MutateJob(job, adapter, p)
 	}
@@ -99,7 +102,7 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	}
 	ops, err := admissionio.TypedDiff(&i.types, req.Raw, base.Object(), job.Object())
 	if err != nil {
-		return Result{}, fmt.Errorf("diffing mutated %s: %w", adapter.GVK().Kind, err)
+		return Result{}, fmt.Errorf("diffing mutated %s: %w", adapter.GVK.Kind, err)
 	}
 	return Result{Patch: ops, Warnings: append(warnings, more...)}, nil
 }
@@ -107,9 +110,9 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 // baseline is an untouched copy of job to diff against: a deep copy for a
 // Pod (cheaper than decoding), else a second decode (the local job types
 // have no generated DeepCopy).
-func baseline(adapter jobs.Adapter, job jobs.Job, raw []byte) (jobs.Job, error) {
-	if pod, isPod := job.(jobs.PodJob); isPod {
-		return jobs.PodJob{Pod: pod.DeepCopy()}, nil
+func baseline(adapter *jobs.Adapter, job jobs.Job, raw []byte) (jobs.Job, error) {
+	if adapter.Pod != nil {
+		return jobs.PodJob{Pod: adapter.Pod(job).DeepCopy()}, nil
 	}
 	return adapter.Decode(raw)
 }

@@ -123,8 +123,8 @@ func (s *Server) Handlers() map[string]http.Handler {
 		PathValidateNamespace: s.handler("validate-namespace", s.validate(namespaceGVK())),
 	}
 	for _, a := range s.injector.kinds().All() {
-		h[MutatePath(a.GVK())] = s.handler("mutate-"+a.Name(), s.mutate(a.GVK()))
-		h[ValidatePath(a.GVK())] = s.handler("validate-"+a.Name(), s.validate(a.GVK()))
+		h[MutatePath(a.GVK)] = s.handler("mutate-"+a.Name, s.mutate(a.GVK))
+		h[ValidatePath(a.GVK)] = s.handler("validate-"+a.Name, s.validate(a.GVK))
 	}
 	return h
 }

@@ -55,7 +55,7 @@ func injectPod(t *testing.T, tjs *trainJobs, p *builders.PodWrapper) (*corev1.Po
 	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig(), Namespaces: namespaces(optedIn())}, TrainJobs: tjs.lookup}
 	raw, err := json.Marshal(&p.Pod)
 	require.NoError(t, err)
-	res, err := inj.Inject(context.Background(), Request{GVK: jobs.Pod().GVK(), Namespace: p.Namespace, Raw: raw})
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.Pod().GVK, Namespace: p.Namespace, Raw: raw})
 	require.NoError(t, err)
 	out, err := admissionio.ApplyPatch(raw, res.Patch)
 	require.NoError(t, err)
@@ -133,18 +133,18 @@ func TestTrainerKindsAreValidatedNotMutated(t *testing.T) {
 	s := testServer(t, logr.Discard())
 	ctr := []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"ClusterTrainingRuntime","metadata":{"name":"r"},
 "spec":{"mlPolicy":{"torch":{"elasticPolicy":{"minNodes":3,"maxNodes":2}}},"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{"template":{"spec":{"containers":[{"name":"node","image":"i"}]}}}}}]}}}}`)
-	gvk := metav1.GroupVersionKind(jobs.ClusterTrainingRuntime().GVK())
-	_, out := post(t, s, MutatePath(jobs.ClusterTrainingRuntime().GVK()), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
+	gvk := metav1.GroupVersionKind(jobs.ClusterTrainingRuntime().GVK)
+	_, out := post(t, s, MutatePath(jobs.ClusterTrainingRuntime().GVK), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
 	require.True(t, out.Response.Allowed)
 	assert.Empty(t, out.Response.Patch)
-	rec, out := post(t, s, ValidatePath(jobs.ClusterTrainingRuntime().GVK()), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
+	rec, out := post(t, s, ValidatePath(jobs.ClusterTrainingRuntime().GVK), bytes.NewReader(review(t, admissionv1.Create, gvk, "", ctr, false)), -1)
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.False(t, out.Response.Allowed)
 	assert.Contains(t, out.Response.Result.Message, "spec.mlPolicy.torch.elasticPolicy.maxNodes")
 
 	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
 	tj := []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"j","namespace":"team-a"},"spec":{"runtimeRef":{"name":"r"}}}`)
-	res, err := inj.Inject(context.Background(), Request{GVK: jobs.TrainJob().GVK(), Raw: tj, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.TrainJob().GVK, Raw: tj, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	assert.Contains(t, res.Skipped, "no pod template")
 }
@@ -159,7 +159,7 @@ func TestTrainerTypesKeepUnknownFields(t *testing.T) {
 "replicatedJobs":[{"name":"node","dependsOn":[{"name":"init","status":"Complete"}],"template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"trainer"}},
 "spec":{"backoffLimit":0,"podFailurePolicy":{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]},
 "template":{"spec":{"containers":[{"name":"node","image":"i","futureContainerField":{"k":"v"}}]}}}}}]}}}}`)
-	for _, a := range []jobs.Adapter{jobs.TrainingRuntime(), jobs.ClusterTrainingRuntime()} {
+	for _, a := range []*jobs.Adapter{jobs.TrainingRuntime(), jobs.ClusterTrainingRuntime()} {
 		before, err := a.Decode(raw)
 		require.NoError(t, err)
 		after, err := a.Decode(raw)
@@ -174,7 +174,7 @@ func TestTrainerTypesKeepUnknownFields(t *testing.T) {
 		require.NoError(t, err)
 		for _, path := range [][]string{{"spec", "podGroupPolicy"}, {"spec", "template", "spec", "failurePolicy"}, {"spec", "template", "spec", "successPolicy"},
 			{"spec", "template", "spec", "network"}, {"spec", "template", "metadata"}} {
-			assert.JSONEq(t, subtree(t, raw, path), subtree(t, out, path), "%s: %v must survive", a.Name(), path)
+			assert.JSONEq(t, subtree(t, raw, path), subtree(t, out, path), "%s: %v must survive", a.Name, path)
 		}
 		assert.Contains(t, string(out), `"dependsOn":[{"name":"init","status":"Complete"}]`)
 		assert.Contains(t, string(out), `"podFailurePolicy":{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]}`)

@@ -28,8 +28,8 @@ type TrainJobLookup = policy.TrainJobLookup
 // a pod of a TrainJob takes its TrainJob's annotations, the TrainJob's
 // opt-out included, and Trainer's trainer container name); skip says why
 // such a pod is left alone.
-func (i *Injector) resolvePolicy(ctx context.Context, job jobs.Job, nsAnn map[string]string, namespace string) (*contract.Policy, []string, string, error) {
-	layer, err := policy.LayerOf(ctx, job, namespace, i.TrainJobs)
+func (i *Injector) resolvePolicy(ctx context.Context, a *jobs.Adapter, job jobs.Job, nsAnn map[string]string, namespace string) (*contract.Policy, []string, string, error) {
+	layer, err := policy.LayerOf(ctx, a, job, namespace, i.TrainJobs)
 	if err != nil {
 		return nil, nil, "", err
 	}

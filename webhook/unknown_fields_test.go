@@ -25,7 +25,7 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 "template":{"spec":{"futurePodField":true,"containers":[{"name":"pytorch","image":"i","futureContainerField":{"a":"b"}}]}}}}},
 "status":{"conditions":[{"type":"Created","status":"True"}],"replicaStatuses":{"Worker":{"active":1}}}}`)
 	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
-	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK(), Namespace: "team-a", Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK, Namespace: "team-a", Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Patch)
 	out, err := admissionio.ApplyPatch(raw, res.Patch)
@@ -76,7 +76,7 @@ spec:
           containers: [{name: pytorch, image: i}]`))
 	require.NoError(t, err)
 	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
-	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK(), Raw: in, OptedIn: true, NamespaceAnnotations: map[string]string{}})
+	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK, Raw: in, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	for _, op := range res.Patch {
 		assert.NotEqual(t, "/spec", op.Path)

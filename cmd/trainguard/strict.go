@@ -42,7 +42,7 @@ func typeMeta(obj map[string]any) (schema.GroupVersionKind, string) {
 func trainguardKinds() map[string][]string {
 	kinds := map[string][]string{"Namespace": {"v1"}}
 	for _, a := range jobs.Builtin().All() {
-		gvk := a.GVK()
+		gvk := a.GVK
 		kinds[gvk.Kind] = append(kinds[gvk.Kind], gvk.GroupVersion().String())
 	}
 	return kinds

@@ -207,9 +207,10 @@ explain() {
     grep -v '=True$' | cut -d= -f1); do
     log "  pod $ns/$p: $(kc -n "$ns" get pod "$p" -o jsonpath='node={.spec.nodeName} phase={.status.phase} waiting={.status.containerStatuses[0].state.waiting.reason}:{.status.containerStatuses[0].state.waiting.message} lastExit={.status.containerStatuses[0].lastState.terminated.exitCode} restarts={.status.containerStatuses[0].restartCount} conditions={range .status.conditions[*]}{.type}={.status}/{.reason} {end}')"
     kc -n "$ns" get events --field-selector "involvedObject.name=$p" --sort-by=.lastTimestamp \
-      -o custom-columns=R:.reason,M:.message --no-headers 2>/dev/null | tail -4 | sed 's/^/      event: /' | cut -c1-240
-    kc -n "$ns" logs "$p" --all-containers --tail=4 2>&1 | sed 's/^/      log: /' | cut -c1-240
+      -o custom-columns=R:.reason,M:.message --no-headers 2>/dev/null | tail -4 | sed 's/^/      event: /' | cut -c1-240 || true
+    kc -n "$ns" logs "$p" --all-containers --tail=4 2>&1 | sed 's/^/      log: /' | cut -c1-240 || true
   done
+  return 0 # a diagnosis never stops the caller
 }
 
 # available NAMESPACE DEPLOYMENT...: wait until each deployment is available.
@@ -219,12 +220,12 @@ explain() {
 # saw CoreDNS stay unready once), and only a second failure stops the start.
 available() {
   local ns=$1; shift
-  kc -n "$ns" wait --for=condition=Available --timeout=300s "${@/#/deployment/}" >/dev/null && return
-  log "  deployments $* in $ns not available after 5 minutes; why:"
+  kc -n "$ns" wait --for=condition=Available --timeout="${ADDON_TIMEOUT:-300}s" "${@/#/deployment/}" >/dev/null && return
+  log "  deployments $* in $ns not available after ${ADDON_TIMEOUT:-300} s; why:"
   explain "$ns"
   log "  recreating their pods once"
   kc -n "$ns" rollout restart "${@/#/deployment/}" >/dev/null
-  kc -n "$ns" wait --for=condition=Available --timeout=180s "${@/#/deployment/}" >/dev/null && {
+  kc -n "$ns" wait --for=condition=Available --timeout="$(( ${ADDON_TIMEOUT:-300} * 3 / 5 ))s" "${@/#/deployment/}" >/dev/null && {
     log "  deployments $* in $ns available after their pods were recreated"
     return
   }

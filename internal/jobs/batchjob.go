@@ -22,21 +22,22 @@ import (
 // batch.kubernetes.io/job-name, which names the checkpoint directory
 // (job.batch/<name>); the Job owns its pods, so the rescheduler keys bad
 // nodes by the Job and the outcome reader posts its Events there.
-func BatchJob() Kind[batchv1.Job] {
+func BatchJob() *Adapter {
 	of := batchv1.SchemeGroupVersion.WithKind("Job")
-	return Kind[batchv1.Job]{
-		Of:    of,
-		Short: "job",
-		Wrap: func(obj *batchv1.Job) (Job, error) {
-			if ref := metav1.GetControllerOf(obj); ref != nil {
-				return controlledBatchJob{obj, ref.Kind + " " + ref.Name}, nil
+	return &Adapter{
+		GVK:  of,
+		Name: "job",
+		Decode: Decoder(of, func(obj *batchv1.Job) (Job, error) {
+			if metav1.GetControllerOf(obj) != nil {
+				return controlledBatchJob{obj}, nil
 			}
 			return batchJob{obj}, nil
-		},
-		Rules:        func(obj *batchv1.Job, _ RuleEnv) Result { return batchJobRules(obj) },
-		NameLabels:   []JobNameLabel{NameLabel(contract.EnvBatchJobName, batchv1.JobNameLabel)},
-		OwnerChain:   []schema.GroupVersionKind{of},
-		Uncontrolled: true,
+		}),
+		Validate:         func(job Job, _ RuleEnv) Result { return batchJobRules(objectOf[batchv1.Job](job)) },
+		NotMutated:       func(job Job) string { return controlledBatchJobNotMutated(objectOf[batchv1.Job](job)) },
+		JobNameLabels:    []JobNameLabel{NameLabel(contract.EnvBatchJobName, batchv1.JobNameLabel)},
+		PodOwnerChain:    []schema.GroupVersionKind{of},
+		UncontrolledOnly: true,
 	}
 }
 
@@ -55,19 +56,21 @@ func (j batchJob) Elastic() Elastic { return Elastic{} }
 // controlledBatchJob is a Job another controller made. It shows no
 // templates, so nothing checks or injects them at the Job: its pods are
 // handled as pods, exactly as before the Job was a kind.
-type controlledBatchJob struct {
-	*batchv1.Job
-	owner string
-}
+type controlledBatchJob struct{ *batchv1.Job }
 
 func (j controlledBatchJob) Object() any              { return j.Job }
 func (j controlledBatchJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }
 func (j controlledBatchJob) Templates() []Template    { return nil }
 func (j controlledBatchJob) Elastic() Elastic         { return Elastic{} }
 
-// NotMutatedReason implements NotMutated.
-func (j controlledBatchJob) NotMutatedReason() string {
-	return "a Job controlled by " + j.owner + " is its controller's; trainguard injects its pods instead"
+// controlledBatchJobNotMutated: a Job another controller made is left to
+// it; "" for a user's own Job.
+func controlledBatchJobNotMutated(job *batchv1.Job) string {
+	ref := metav1.GetControllerOf(job)
+	if ref == nil {
+		return ""
+	}
+	return "a Job controlled by " + ref.Kind + " " + ref.Name + " is its controller's; trainguard injects its pods instead"
 }
 
 // batchJobRules: a Job's own failure accounting decides whether the pods

@@ -17,16 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Adapter is one kind trainguard handles.
-type Adapter interface {
-	// GVK is the group, version and kind the adapter decodes.
-	GVK() schema.GroupVersionKind
-	// Name is the short name in webhook names and metrics, e.g. "pytorchjob".
-	Name() string
-	// Decode reads an admitted object of this kind.
-	Decode(raw []byte) (Job, error)
-}
-
 // Job is one decoded object of a handled kind.
 type Job interface {
 	// Object is the typed object the templates point into; the patch is
@@ -89,11 +79,11 @@ type Elastic struct {
 
 // Kinds is a set of adapters, looked up by group/version/kind. It is a
 // value: tests add a kind with With without changing anyone else's set.
-type Kinds struct{ adapters []Adapter }
+type Kinds struct{ adapters []*Adapter }
 
 // Builtin returns the kinds trainguard handles. Adding a kind is one line here.
 func Builtin() Kinds {
-	return Kinds{adapters: []Adapter{
+	return Kinds{adapters: []*Adapter{
 		KubeflowPyTorchJob(),
 		KubeDLPyTorchJob(),
 		Pod(),
@@ -105,17 +95,17 @@ func Builtin() Kinds {
 }
 
 // With returns k plus more adapters.
-func (k Kinds) With(more ...Adapter) Kinds {
-	return Kinds{adapters: append(append([]Adapter{}, k.adapters...), more...)}
+func (k Kinds) With(more ...*Adapter) Kinds {
+	return Kinds{adapters: append(append([]*Adapter{}, k.adapters...), more...)}
 }
 
 // All returns the adapters in registration order.
-func (k Kinds) All() []Adapter { return append([]Adapter{}, k.adapters...) }
+func (k Kinds) All() []*Adapter { return append([]*Adapter{}, k.adapters...) }
 
 // For returns the adapter for gvk; ok is false for a kind trainguard does not handle.
-func (k Kinds) For(gvk schema.GroupVersionKind) (Adapter, bool) {
+func (k Kinds) For(gvk schema.GroupVersionKind) (*Adapter, bool) {
 	for _, a := range k.adapters {
-		if a.GVK() == gvk {
+		if a.GVK == gvk {
 			return a, true
 		}
 	}

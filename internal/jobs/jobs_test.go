@@ -20,7 +20,7 @@ func TestKindsDispatchByGVK(t *testing.T) {
 	} {
 		a, ok := k.For(gvk)
 		require.True(t, ok, gvk.String())
-		assert.Equal(t, gvk, a.GVK())
+		assert.Equal(t, gvk, a.GVK)
 	}
 	for _, gvk := range []schema.GroupVersionKind{
 		{Group: "kubeflow.org", Version: "v2", Kind: "PyTorchJob"},
@@ -91,21 +91,21 @@ func TestListItemsRoundTrip(t *testing.T) {
 // /spec/pytorchReplicaSpecs//..., which the API server refuses with an
 // error naming neither the field nor the fix.
 func TestEmptyReplicaKeyIsRefusedWithItsFieldPath(t *testing.T) {
-	for _, a := range []Adapter{KubeflowPyTorchJob(), KubeDLPyTorchJob()} {
+	for _, a := range []*Adapter{KubeflowPyTorchJob(), KubeDLPyTorchJob()} {
 		for key, want := range map[string]string{
 			"":                      `spec.pytorchReplicaSpecs[]: Invalid value: "": the replica type is empty; name it Master or Worker`,
 			"Wor ker":               `spec.pytorchReplicaSpecs[Wor ker]: Invalid value: "Wor ker": the replica type must be usable as a label value`,
 			strings.Repeat("w", 64): "must be usable as a label value",
 		} {
 			raw := fmt.Sprintf(`{"apiVersion":%q,"kind":"PyTorchJob","metadata":{"name":"j"},"spec":{"pytorchReplicaSpecs":{%q:{"replicas":1,"template":{"spec":{"containers":[{"name":"pytorch","image":"x"}]}}}}}}`,
-				a.GVK().GroupVersion().String(), key)
+				a.GVK.GroupVersion().String(), key)
 			_, err := a.Decode([]byte(raw))
-			require.Error(t, err, "%s key %q", a.Name(), key)
+			require.Error(t, err, "%s key %q", a.Name, key)
 			assert.Contains(t, err.Error(), want)
 		}
 		ok := fmt.Sprintf(`{"apiVersion":%q,"kind":"PyTorchJob","metadata":{"name":"j"},"spec":{"pytorchReplicaSpecs":{"Master":{"replicas":1},"Worker":{"replicas":2}}}}`,
-			a.GVK().GroupVersion().String())
+			a.GVK.GroupVersion().String())
 		_, err := a.Decode([]byte(ok))
-		assert.NoError(t, err, a.Name())
+		assert.NoError(t, err, a.Name)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // KubeDLPyTorchJob is training.kubedl.io/v1alpha1 PyTorchJob. KubeDL
 // labels its pods like the kubeflow operator before v1.7 (job-name), plus
 // group-name with its API group.
-func KubeDLPyTorchJob() Kind[kubedlv1alpha1.PyTorchJob] {
+func KubeDLPyTorchJob() *Adapter {
 	return operatorKind(kubedlv1alpha1.GroupVersion.WithKind(kubedlv1alpha1.Kind), "kubedl-pytorchjob", func(obj *kubedlv1alpha1.PyTorchJob) (Job, error) {
 		return operatorJob[kubedlv1alpha1.PyTorchJob, kubedlSchema]{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, replicaSpecsPath())
 	}, validateKubeDLJob, kubedlJobOfPod)

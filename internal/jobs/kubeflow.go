@@ -21,11 +21,13 @@ import (
 // each pod's job in training.kubeflow.org/job-name (v1.7 and later) or
 // job-name (before), so both name the checkpoint directory and tell the
 // rescheduler the job of a pod without an owner reference.
-func KubeflowPyTorchJob() Kind[kubeflowv1.PyTorchJob] {
+func KubeflowPyTorchJob() *Adapter {
 	k := operatorKind(kubeflowv1.GroupVersion.WithKind(kubeflowv1.Kind), "pytorchjob", func(obj *kubeflowv1.PyTorchJob) (Job, error) {
 		return operatorJob[kubeflowv1.PyTorchJob, kubeflowSchema]{obj}, validReplicaKeys(obj.Spec.PyTorchReplicaSpecs, replicaSpecsPath())
 	}, validateKubeflowJob, kubeflowJobOfPod)
-	k.UpdateRules = validateKubeflowUpdate
+	k.ValidateUpdate = func(cur, old Job) field.ErrorList {
+		return validateKubeflowUpdate(objectOf[kubeflowv1.PyTorchJob](cur), objectOf[kubeflowv1.PyTorchJob](old))
+	}
 	return k
 }
 
@@ -45,9 +47,9 @@ func replicaSpecsPath() *field.Path { return field.NewPath("spec", "pytorchRepli
 // replica templates under spec.pytorchReplicaSpecs, rules that need no
 // runtime, and the operators' job-name labels on every pod.
 func operatorKind[T any](of schema.GroupVersionKind, short string, wrap func(*T) (Job, error), rules func(*T) Result,
-	find func(*corev1.Pod) (PodOwner, bool)) Kind[T] {
-	return Kind[T]{Of: of, Short: short, Wrap: wrap, Rules: func(obj *T, _ RuleEnv) Result { return rules(obj) },
-		NameLabels: operatorJobNameLabels(), FindJob: find, FindLabels: operatorLabels(), OwnerChain: []schema.GroupVersionKind{of}}
+	find func(*corev1.Pod) (PodOwner, bool)) *Adapter {
+	return &Adapter{GVK: of, Name: short, Decode: Decoder(of, wrap), Validate: func(job Job, _ RuleEnv) Result { return rules(objectOf[T](job)) },
+		JobNameLabels: operatorJobNameLabels(), JobOfPod: find, JobLabels: operatorLabels(), PodOwnerChain: []schema.GroupVersionKind{of}}
 }
 
 // operatorSchema says where a v1 operator's job keeps what a Job reads.

@@ -8,17 +8,20 @@ import (
 // Pod is v1 Pod: pods of any controller, and bare pods. It has no rules of
 // its own (the generic ones apply) and no job-name labels: a pod's
 // checkpoint directory is named after its controller, or itself.
-func Pod() Kind[corev1.Pod] {
-	return Kind[corev1.Pod]{
-		Of:    corev1.SchemeGroupVersion.WithKind("Pod"),
-		Short: "pod",
-		Wrap:  func(obj *corev1.Pod) (Job, error) { return PodJob{obj}, nil },
+func Pod() *Adapter {
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	return &Adapter{
+		GVK:    gvk,
+		Name:   "pod",
+		Decode: Decoder(gvk, func(obj *corev1.Pod) (Job, error) { return PodJob{obj}, nil }),
+		Pod:    objectOf[corev1.Pod],
 	}
 }
 
-// PodJob is a decoded Pod. The injector treats it apart from jobs: a pod
-// is the end of the line, where per-pod decisions (node avoidance,
-// whether it is a training pod at all) are made.
+// PodJob is a decoded Pod. The injector treats it apart from jobs (the
+// kind's Adapter.Pod capability says so): a pod is the end of the line,
+// where per-pod decisions (node avoidance, whether it is a training pod at
+// all) are made.
 type PodJob struct{ *corev1.Pod }
 
 // Object implements Job.

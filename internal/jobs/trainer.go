@@ -16,27 +16,10 @@ import (
 // TrainJobPod) and only validates the three Trainer kinds; docs/trainjob.md
 // says why in full.
 
-// NotMutated is implemented by jobs trainguard validates but never mutates.
-// The injector leaves them unchanged and says why.
-type NotMutated interface {
-	// NotMutatedReason says why, for logs and `trainguard inject`.
-	NotMutatedReason() string
-}
-
-// ClusterScoped is implemented by adapters of cluster-scoped kinds: they
-// have no namespace to opt in, so they are validated wherever admitted.
-type ClusterScoped interface {
-	ClusterScoped() bool
-}
-
 // IsClusterScoped reports whether kinds handles gvk as a cluster-scoped kind.
 func (k Kinds) IsClusterScoped(gvk schema.GroupVersionKind) bool {
 	a, ok := k.For(gvk)
-	if !ok {
-		return false
-	}
-	c, ok := a.(ClusterScoped)
-	return ok && c.ClusterScoped()
+	return ok && a.ClusterScoped
 }
 
 // JobKey is a job's identity: what checkpoint directories and bad-node

@@ -9,7 +9,7 @@ import (
 // TrainingRuntime is the namespaced trainer.kubeflow.org/v1alpha1
 // TrainingRuntime: its templates are its replicated jobs' pod templates,
 // its elastic policy mlPolicy.torch.elasticPolicy. Validated, not mutated.
-func TrainingRuntime() Kind[trainerv1alpha1.TrainingRuntime] {
+func TrainingRuntime() *Adapter {
 	return runtimeKind(trainerv1alpha1.TrainingRuntimeKind, "trainingruntime", false,
 		func(obj *trainerv1alpha1.TrainingRuntime) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec) {
 			return &obj.ObjectMeta, &obj.Spec
@@ -19,7 +19,7 @@ func TrainingRuntime() Kind[trainerv1alpha1.TrainingRuntime] {
 // ClusterTrainingRuntime is the cluster-scoped TrainingRuntime (e.g.
 // Trainer's own torch-distributed). Validated wherever it is admitted,
 // never mutated.
-func ClusterTrainingRuntime() Kind[trainerv1alpha1.ClusterTrainingRuntime] {
+func ClusterTrainingRuntime() *Adapter {
 	return runtimeKind(trainerv1alpha1.ClusterTrainingRuntimeKind, "clustertrainingruntime", true,
 		func(obj *trainerv1alpha1.ClusterTrainingRuntime) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec) {
 			return &obj.ObjectMeta, &obj.Spec
@@ -29,16 +29,19 @@ func ClusterTrainingRuntime() Kind[trainerv1alpha1.ClusterTrainingRuntime] {
 // runtimeKind is one of the two runtime kinds; parts returns the object's
 // metadata and spec.
 func runtimeKind[T any](kind, short string, cluster bool,
-	parts func(*T) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec)) Kind[T] {
-	return Kind[T]{
-		Of:    trainerv1alpha1.GroupVersion.WithKind(kind),
-		Short: short,
-		Wrap: func(obj *T) (Job, error) {
+	parts func(*T) (*metav1.ObjectMeta, *trainerv1alpha1.TrainingRuntimeSpec)) *Adapter {
+	gvk := trainerv1alpha1.GroupVersion.WithKind(kind)
+	return &Adapter{
+		GVK:  gvk,
+		Name: short,
+		Decode: Decoder(gvk, func(obj *T) (Job, error) {
 			meta, spec := parts(obj)
 			return runtimeObject{runtimeJob{spec}, obj, meta}, nil
-		},
-		Rules:   func(obj *T, _ RuleEnv) Result { return runtimeRules(parts(obj)) },
-		Cluster: cluster,
+		}),
+		Validate:      func(job Job, _ RuleEnv) Result { return runtimeRules(parts(objectOf[T](job))) },
+		NotMutated:    func(Job) string { return notMutatedRuntime },
+		SharedByJobs:  true,
+		ClusterScoped: cluster,
 	}
 }
 
@@ -51,12 +54,6 @@ type runtimeObject struct {
 
 func (j runtimeObject) Object() any              { return j.obj }
 func (j runtimeObject) Meta() *metav1.ObjectMeta { return j.meta }
-
-// NotMutatedReason implements NotMutated.
-func (j runtimeObject) NotMutatedReason() string { return notMutatedRuntime }
-
-// SharedByJobs implements Shared: a runtime serves many TrainJobs.
-func (j runtimeObject) SharedByJobs() bool { return true }
 
 // RuntimeSpecOf returns the spec of a TrainingRuntime or ClusterTrainingRuntime job.
 func RuntimeSpecOf(j Job) (*trainerv1alpha1.TrainingRuntimeSpec, bool) {

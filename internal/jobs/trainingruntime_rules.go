@@ -163,18 +163,12 @@ func validateTorchElastic(ep *trainerv1alpha1.TorchElasticPolicy, epPath *field.
 	return warnings, errs
 }
 
-// Shared is implemented by jobs whose templates serve many jobs with
-// different policies (Trainer's runtimes).
-type Shared interface {
-	SharedByJobs() bool
-}
-
 // AdvisoryCrossCheck turns a shared job's policy cross-check errors into
 // warnings: a runtime serves TrainJobs with different policies (one may
 // turn TaskD off and use port 9601 itself), so only its TrainJobs' pods,
 // checked against their own TrainJob's policy, can be refused.
-func AdvisoryCrossCheck(job Job, errs field.ErrorList, warnings []string) (field.ErrorList, []string) {
-	if s, ok := job.(Shared); !ok || !s.SharedByJobs() || len(errs) == 0 {
+func AdvisoryCrossCheck(a *Adapter, errs field.ErrorList, warnings []string) (field.ErrorList, []string) {
+	if !a.SharedByJobs || len(errs) == 0 {
 		return errs, warnings
 	}
 	for _, e := range errs {

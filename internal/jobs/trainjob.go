@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 )
@@ -17,17 +18,25 @@ import (
 // and is validated only; its pods are injected (TrainJobPod). Its pods run
 // in JobSet's batch Jobs, so the rescheduler finds their job, the JobSet
 // named after the TrainJob, by JobSet's labels (jobSetOfPod).
-func TrainJob() Kind[trainerv1alpha1.TrainJob] {
-	return Kind[trainerv1alpha1.TrainJob]{
-		Of:          trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind),
-		Short:       "trainjob",
-		Wrap:        func(obj *trainerv1alpha1.TrainJob) (Job, error) { return trainJob{obj}, nil },
-		Rules:       trainJobRules,
-		UpdateRules: validateTrainJobUpdate,
-		FindJob:     jobSetOfPod,
-		FindLabels: []string{trainerv1alpha1.LabelJobSetName, trainerv1alpha1.LabelJobSetReplicatedJob,
+func TrainJob() *Adapter {
+	gvk := trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)
+	return &Adapter{
+		GVK:    gvk,
+		Name:   "trainjob",
+		Decode: Decoder(gvk, func(obj *trainerv1alpha1.TrainJob) (Job, error) { return trainJob{obj}, nil }),
+		Validate: func(job Job, env RuleEnv) Result {
+			return trainJobRules(objectOf[trainerv1alpha1.TrainJob](job), env)
+		},
+		ValidateUpdate: func(cur, old Job) field.ErrorList {
+			return validateTrainJobUpdate(objectOf[trainerv1alpha1.TrainJob](cur), objectOf[trainerv1alpha1.TrainJob](old))
+		},
+		NotMutated: func(Job) string {
+			return "a TrainJob carries no pod template (its pods come from the runtime); trainguard injects its trainer pods instead"
+		},
+		JobOfPod: jobSetOfPod,
+		JobLabels: []string{trainerv1alpha1.LabelJobSetName, trainerv1alpha1.LabelJobSetReplicatedJob,
 			trainerv1alpha1.LabelJobSetJobIndex},
-		OwnerChain: []schema.GroupVersionKind{batchv1.SchemeGroupVersion.WithKind("Job"),
+		PodOwnerChain: []schema.GroupVersionKind{batchv1.SchemeGroupVersion.WithKind("Job"),
 			schema.FromAPIVersionAndKind(trainerv1alpha1.JobSetAPIVersion, trainerv1alpha1.JobSetKind),
 			trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)},
 	}
@@ -41,11 +50,6 @@ func (j trainJob) Templates() []Template    { return nil }
 
 // Elastic: a TrainJob's elastic policy lives in its runtime.
 func (j trainJob) Elastic() Elastic { return Elastic{} }
-
-// NotMutatedReason implements NotMutated.
-func (j trainJob) NotMutatedReason() string {
-	return "a TrainJob carries no pod template (its pods come from the runtime); trainguard injects its trainer pods instead"
-}
 
 // jobSetOfPod returns the JobSet a pod belongs to. Pods of a JobSet are
 // owned by a batch Job, one per replicated-job index; the job the

@@ -33,13 +33,13 @@ type Layer struct {
 // (namespace, when the pod carries none yet), so labels a tenant writes can
 // never opt a pod in, and a TrainJob in another namespace is never
 // consulted. With lookup nil every pod stands on its own.
-func LayerOf(ctx context.Context, job jobs.Job, namespace string, lookup TrainJobLookup) (Layer, error) {
+func LayerOf(ctx context.Context, a *jobs.Adapter, job jobs.Job, namespace string, lookup TrainJobLookup) (Layer, error) {
 	own := Layer{Annotations: job.Meta().Annotations}
-	pod, isPod := job.(jobs.PodJob)
-	if !isPod || lookup == nil {
+	if a.Pod == nil || lookup == nil {
 		return own, nil
 	}
-	claim, ok, _ := jobs.TrainJobPod(pod.Pod)
+	pod := a.Pod(job)
+	claim, ok, _ := jobs.TrainJobPod(pod)
 	if !ok {
 		return own, nil
 	}

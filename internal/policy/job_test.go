@@ -16,6 +16,9 @@ import (
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
+// podKind is the Pod adapter: its Pod capability is what makes a job a pod.
+var podKind = jobs.Pod()
+
 func trainerPod(ann map[string]string) jobs.Job {
 	return jobs.PodJob{Pod: &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "llm-node-0-0", Annotations: ann, Labels: map[string]string{
@@ -34,7 +37,7 @@ func TestLayerOfATrainerPodIsItsTrainJobs(t *testing.T) {
 		return map[string]string{contract.AnnotationGPULimit: "2", contract.AnnotationTaskD: "disabled"}, true, nil
 	}
 	pod := trainerPod(map[string]string{contract.AnnotationGPULimit: "4"})
-	layer, err := LayerOf(t.Context(), pod, "team-a", lookup)
+	layer, err := LayerOf(t.Context(), podKind, pod, "team-a", lookup)
 	require.NoError(t, err)
 	assert.Equal(t, "team-a/llm", asked)
 	assert.Equal(t, "llm", layer.TrainJob)
@@ -51,14 +54,14 @@ func TestLayerOfOtherJobs(t *testing.T) {
 	optedOut := func(context.Context, string, string) (map[string]string, bool, error) {
 		return map[string]string{contract.AnnotationInject: contract.InjectDisabled}, true, nil
 	}
-	layer, err := LayerOf(t.Context(), trainerPod(nil), "team-a", optedOut)
+	layer, err := LayerOf(t.Context(), podKind, trainerPod(nil), "team-a", optedOut)
 	require.NoError(t, err)
 	assert.True(t, layer.TrainJobOptedOut, "the TrainJob's opt-out reaches its pods")
 
 	missing := func(context.Context, string, string) (map[string]string, bool, error) { return nil, false, nil }
 	pod := trainerPod(map[string]string{"a": "b"})
 	for name, lookup := range map[string]TrainJobLookup{"no TrainJob": missing, "no lookup": nil} {
-		layer, err = LayerOf(t.Context(), pod, "team-a", lookup)
+		layer, err = LayerOf(t.Context(), podKind, pod, "team-a", lookup)
 		require.NoError(t, err)
 		assert.Equal(t, Layer{Annotations: map[string]string{"a": "b"}}, layer, name)
 	}
@@ -66,6 +69,6 @@ func TestLayerOfOtherJobs(t *testing.T) {
 	failing := func(context.Context, string, string) (map[string]string, bool, error) {
 		return nil, false, errors.New("forbidden")
 	}
-	_, err = LayerOf(t.Context(), pod, "team-a", failing)
+	_, err = LayerOf(t.Context(), podKind, pod, "team-a", failing)
 	require.ErrorContains(t, err, "reading TrainJob team-a/llm named by the pod's jobset.sigs.k8s.io/jobset-name label: forbidden")
 }

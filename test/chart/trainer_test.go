@@ -47,20 +47,20 @@ func TestTrainerSupportFollowsTheAPI(t *testing.T) {
 			}
 			require.NoError(t, rbacErr)
 			require.Len(t, entries, 3)
-			for _, a := range []jobs.Adapter{jobs.TrainJob(), jobs.TrainingRuntime(), jobs.ClusterTrainingRuntime()} {
-				es := entries[webhook.ValidatePath(a.GVK())]
-				require.NotEmpty(t, es, a.Name())
+			for _, a := range []*jobs.Adapter{jobs.TrainJob(), jobs.TrainingRuntime(), jobs.ClusterTrainingRuntime()} {
+				es := entries[webhook.ValidatePath(a.GVK)]
+				require.NotEmpty(t, es, a.Name)
 				for _, e := range es {
 					assert.Equal(t, []string{"trainer.kubeflow.org"}, e.Rules[0].APIGroups)
 				}
-				if a.Name() == "clustertrainingruntime" {
+				if a.Name == "clustertrainingruntime" {
 					require.Len(t, es, 1)
 					assert.Equal(t, admissionregistrationv1.Ignore, *es[0].FailurePolicy, "nothing outside opted-in namespaces is blocked while trainguard is down")
 					assert.Equal(t, admissionregistrationv1.ClusterScope, *es[0].Rules[0].Scope)
 					continue
 				}
 				// CREATE and UPDATE apart: only CREATE may fail closed.
-				require.Len(t, es, 2, a.Name())
+				require.Len(t, es, 2, a.Name)
 				for _, e := range es {
 					assert.NotNil(t, e.NamespaceSelector, "namespaced kinds are validated only where trainguard acts")
 					if slices.Contains(e.Rules[0].Operations, admissionregistrationv1.Update) {

@@ -3,9 +3,11 @@ package chartapply
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,6 +183,21 @@ func widenRBAC(t *testing.T, release, namespace string) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: release + "-trainguard", Namespace: namespace}},
 	}))
+	// The RBAC authorizer learns of the binding through its informers: until
+	// it has, RBAC answers first and the policy is never asked (this test
+	// once failed that way on a loaded machine). Its own verdict, asked
+	// through a SubjectAccessReview, says when the grant is in force.
+	user := "system:serviceaccount:" + namespace + ":" + release + "-trainguard"
+	require.Eventually(t, func() bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations",
+			},
+		}}
+		return apiServer.c.Create(ctx, sar) == nil && sar.Status.Allowed
+	}, 30*time.Second, 100*time.Millisecond, "the careless grant to %s never came into force", user)
 }
 
 // Issue 31, item 1: trainguard's account may rewrite no webhook

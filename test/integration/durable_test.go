@@ -19,7 +19,8 @@ import (
 // TestEphemeralCheckpointsThroughTheAPIServer: through a real
 // kube-apiserver, a job in a namespace with no checkpoint claim is created
 // with an admission warning the client sees, an EphemeralCheckpoints Event
-// in its namespace and a count in trainguard's metrics; a namespace with a
+// in its namespace (naming how many objects it stands for: one Event per
+// namespace a minute) and a count in trainguard's metrics; a namespace with a
 // claim gets none; a namespace requiring durable checkpoints refuses it.
 func TestEphemeralCheckpointsThroughTheAPIServer(t *testing.T) {
 	ctx := context.Background()
@@ -40,6 +41,7 @@ func TestEphemeralCheckpointsThroughTheAPIServer(t *testing.T) {
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 	assert.Equal(t, "PyTorchJob", ev.InvolvedObject.Kind)
 	assert.Equal(t, "ephemeral", ev.InvolvedObject.Name)
+	assert.Contains(t, ev.Message, "(1 such object(s) in namespace "+ns+" since the last such Event, this one included", "the Event names the objects it stands for")
 	t.Logf("Event: %s %s: %s", ev.Reason, ev.InvolvedObject.Name, ev.Message)
 	assert.Equal(t, 1.0, ephemeralCount(t, ns, "warned"))
 

@@ -119,11 +119,12 @@ func BenchmarkAdmissionThroughAPIServer(b *testing.B) {
 
 // trainguardNamespace is the annotations of trainguard's namespace: opted
 // in, without a checkpoint claim, so every admitted object is also warned
-// about and gets an EphemeralCheckpoints Event (an API write the patching
-// no-op does not make). LOAD_CHECKPOINT_CLAIM=on names a claim, as a
+// about and counted, and the namespace gets an EphemeralCheckpoints Event
+// a minute (an API write the patching no-op does not make; it was one per
+// object until issue 33). LOAD_CHECKPOINT_CLAIM=on names a claim, as a
 // namespace that trains should (docs/annotations.md#durable-checkpoints),
-// to measure admission without those Events; the patching no-op then
-// returns the patch for that namespace.
+// to measure admission without the warnings and Events; the patching
+// no-op then returns the patch for that namespace.
 func trainguardNamespace() map[string]string {
 	ann := map[string]string{contract.AnnotationInject: contract.InjectEnabled}
 	if os.Getenv("LOAD_CHECKPOINT_CLAIM") == "on" {

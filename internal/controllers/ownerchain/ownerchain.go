@@ -20,25 +20,24 @@ import (
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
-// chain is one kind's owner chain (jobs.Kind.OwnerChain); uncontrolled:
+// chain is one kind's owner chain (jobs.Adapter.PodOwnerChain); uncontrolled:
 // the job it ends at is the kind's only when nothing controls it
-// (jobs.Kind.Uncontrolled: a batch Job a CronJob made is not a job).
+// (jobs.Adapter.UncontrolledOnly: a batch Job a CronJob made is not a job).
 type chain struct {
 	kinds        []schema.GroupVersionKind
 	uncontrolled bool
 }
 
 // chains are the owner chains of the kinds trainguard handles, each the
-// kinds' adapters declare (jobs.Kind.OwnerChain): fixed kinds and hops, so
+// kinds' adapters declare (jobs.Adapter.PodOwnerChain): fixed kinds and hops, so
 // a tenant's owner references cannot lead anywhere else. Several may start
 // at one kind (a batch Job: a TrainJob's first hop, or the job itself);
 // the longer, registered first, is tried first.
 func chains() []chain {
 	var out []chain
 	for _, a := range jobs.Builtin().All() {
-		if c, ok := a.(jobs.OwnerChained); ok && len(c.PodOwnerChain()) > 0 {
-			u, _ := a.(jobs.Uncontrolled)
-			out = append(out, chain{kinds: c.PodOwnerChain(), uncontrolled: u != nil && u.UncontrolledOnly()})
+		if len(a.PodOwnerChain) > 0 {
+			out = append(out, chain{kinds: a.PodOwnerChain, uncontrolled: a.UncontrolledOnly})
 		}
 	}
 	return out
@@ -59,7 +58,7 @@ func JobKinds() []schema.GroupVersionKind {
 // TrainJobChain is how a Kubeflow Trainer v2 pod reaches its TrainJob: the
 // pod's controller is a batch Job, whose controller is a JobSet, whose
 // controller is the TrainJob.
-func TrainJobChain() []schema.GroupVersionKind { return jobs.TrainJob().OwnerChain }
+func TrainJobChain() []schema.GroupVersionKind { return jobs.TrainJob().PodOwnerChain }
 
 // Job returns the metadata of the job ref (a pod's controller reference)
 // leads to: a PyTorchJob, a plain batch Job, or through its Job and JobSet

@@ -74,18 +74,18 @@ func parseJobKey(s, apiVersion string) (JobKey, bool) {
 }
 
 // JobKeys finds the job of a pod by asking each kind's adapter
-// (jobs.PodJobFinder), then the pod's controller owner. Build it once
+// (jobs.Adapter.JobOfPod), then the pod's controller owner. Build it once
 // (NewJobKeys) where pods are looked up often.
 type JobKeys struct {
-	finders []jobs.PodJobFinder
+	finders []*jobs.Adapter
 }
 
 // NewJobKeys asks the adapters of kinds.
 func NewJobKeys(kinds jobs.Kinds) JobKeys {
 	var k JobKeys
 	for _, a := range kinds.All() {
-		if f, ok := a.(jobs.PodJobFinder); ok {
-			k.finders = append(k.finders, f)
+		if a.JobOfPod != nil {
+			k.finders = append(k.finders, a)
 		}
 	}
 	return k
@@ -95,7 +95,7 @@ func NewJobKeys(kinds jobs.Kinds) JobKeys {
 func (k JobKeys) Labels() []string {
 	var out []string
 	for _, f := range k.finders {
-		out = append(out, f.JobLabels()...)
+		out = append(out, f.JobLabels...)
 	}
 	return out
 }
