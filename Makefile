@@ -126,7 +126,8 @@ $(KWOK):
 	mv $(BIN)/.kwok-$(KWOK_VERSION)/kwok $@
 	rmdir $(BIN)/.kwok-$(KWOK_VERSION)
 
-# make scale's flags (SCALE_ARGS), e.g. SCALE_ARGS='-nodes 5000'.
+# make scale's flags (SCALE_ARGS), e.g. SCALE_ARGS='-nodes 5000 -lease-seconds 160'
+# (longer Leases keep KWOK's renewals within a small machine's API server).
 SCALE_ARGS ?= -nodes 1000
 
 .PHONY: scale

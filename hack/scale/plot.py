@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Fits how make scale's figures grow with cluster size and plots them.
 
-Usage: plot.py OUT.png report.json...   (one report.json per make scale run)
+Usage: plot.py OUT.png report.json... [samples.tsv]   (one report.json per make scale run)
+
+A samples.tsv (columns: nodes, pods, heap in use MiB, RSS MiB; '#' lines
+are comments) is trainguard's memory sampled while one run's pods were
+created; it adds a panel of memory against pods at that node count.
 
 Prints a least-squares line per figure (value = a + b * nodes, and b per
 training pod at the run's pods per node) and writes a PNG: trainguard's
@@ -28,6 +32,29 @@ def fit(xs, ys):
     return my - b * mx, b
 
 
+def read_samples(path):
+    rows = []
+    for line in open(path):
+        if line.strip() and not line.startswith("#"):
+            nodes, pods, heap, rss = line.split()[:4]
+            rows.append((int(nodes), int(pods), float(heap), float(rss)))
+    return rows
+
+
+def plot_samples(ax, rows):
+    pods = [r[1] for r in rows]
+    for i, name in ((3, "RSS (MiB)"), (2, "Go heap in use (MiB)")):
+        ax.plot(pods, [r[i] for r in rows], marker=".", label=name)
+        a, b = fit(pods, [r[i] for r in rows])
+        print(f"samples at {rows[0][0]} nodes, {name}: a={a:.3g} MiB b={b * 1024:.3g} KiB/pod")
+    ax.axhline(256, color="grey", linestyle="--", label="the chart's limit and GOMEMLIMIT (256 MiB)")
+    ax.set_xlabel(f"pods created so far ({rows[0][0]} nodes)")
+    ax.set_ylabel("MiB")
+    ax.set_title("trainguard memory while the pods were created")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+
+
 def get(r, *path):
     for p in path:
         if r is None:
@@ -38,7 +65,8 @@ def get(r, *path):
 
 def main():
     out, paths = sys.argv[1], sys.argv[2:]
-    reports = sorted((json.load(open(p)) for p in paths), key=lambda r: r["Nodes"])
+    samples = [row for p in paths if p.endswith(".tsv") for row in read_samples(p)]
+    reports = sorted((json.load(open(p)) for p in paths if not p.endswith(".tsv")), key=lambda r: r["Nodes"])
     nodes = [r["Nodes"] for r in reports]
     series = {
         "RSS (MiB)": [get(r, "Steady", "RSSMiB") for r in reports],
@@ -59,7 +87,11 @@ def main():
         vals = " ".join(f"{y:9.2f}" if y is not None else f"{'-':>9s}" for y in ys)
         print(f"{name:52s} {vals}   a={a:.3g} b={b:.4g}/node ({b / ppn:.4g}/training pod at {ppn:.0f} per node)")
 
-    fig, (m, d) = plt.subplots(1, 2, figsize=(11, 4.2))
+    panels = 3 if samples else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.2))
+    m, d = axes[0], axes[1]
+    if samples:
+        plot_samples(axes[2], samples)
     for name in ("RSS (MiB)", "Go heap in use (MiB)"):
         pts = [(x, y) for x, y in zip(nodes, series[name]) if y is not None]
         m.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)

@@ -92,7 +92,7 @@ func startEnv(ctx context.Context, o Options) (*env, error) {
 	if err := e.startTrainguard(ctx, e.leaseFlags()...); err != nil {
 		return e, err
 	}
-	if err := writeKWOKStages(filepath.Join(o.WorkDir, "kwok.yaml")); err != nil {
+	if err := writeKWOKConfig(filepath.Join(o.WorkDir, "kwok.yaml"), o.Nodes); err != nil {
 		return e, err
 	}
 	for _, g := range []string{"outage", "rest"} {
@@ -233,7 +233,12 @@ func (e *env) startKWOK(ctx context.Context, group string) error {
 		"--kubeconfig=" + e.kubeconfig,
 		"--config=" + filepath.Join(e.o.WorkDir, "kwok.yaml"),
 		"--manage-nodes-with-label-selector=" + kwokGroupLabel + "=" + group,
-		"--node-lease-duration-seconds=40",
+		// The kubelet's 40 s, or -lease-seconds when longer: KWOK renews
+		// every quarter of it, and 5,000 Leases renewed every 10 s are 500
+		// writes a second, more than this machine's API server can take
+		// beside everything else. (The smoke run's 20 s keeps 40 s Leases
+		// renewed every 10 s; trainguard's bound is what it shortens.)
+		"--node-lease-duration-seconds=" + strconv.Itoa(max(40, e.o.LeaseSeconds)),
 		// Every pod needs an IP; the default /24 runs out at 254.
 		"--cidr=10.0.0.0/8",
 		// KWOK logs every Lease renewal at INFO.
@@ -264,7 +269,28 @@ var kwokStages = []string{ //nolint:gochecknoglobals // a constant list
 	"kustomize/stage/pod/fast/pod-delete.yaml",
 }
 
-func writeKWOKStages(path string) error {
+// kwokConfiguration raises KWOK's parallelism from its default of 4
+// workers each for Lease renewals and pod stages. With 4, a starved API
+// server's latency capped KWOK at about 20 pod status patches a second
+// (12,000 pods took 9 minutes to become Running after the last create),
+// and Lease renewals fell behind: at 1,000 nodes (100 renewals a second
+// at the kubelet's 10 s interval) half the Leases looked dead at times,
+// which engaged the brakes while every node was meant healthy. The Lease
+// workers grow with the nodes so a renewal waits for a free worker no
+// longer than for the API server.
+func kwokConfiguration(nodes int) string {
+	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseParallelism: %d
+  podPlayStageParallelism: 32
+  nodePlayStageParallelism: 16
+`, max(16, nodes/50))
+}
+
+// writeKWOKConfig writes KWOK's configuration file: kwokConfiguration and
+// the stages.
+func writeKWOKConfig(path string, nodes int) error {
 	dir, err := chart.ModuleDir("sigs.k8s.io/kwok@" + KWOKVersion)
 	if err != nil {
 		return err
@@ -282,13 +308,14 @@ func writeKWOKStages(path string) error {
 			// patch merges podIPs by IP), which the API server refuses.
 			i, j := strings.Index(doc, "{{ $podIPs"), strings.Index(doc, "      phase: Running")
 			if i < 0 || j < i {
-				return fmt.Errorf("%s: the pod IP block moved; update writeKWOKStages", f)
+				return fmt.Errorf("%s: the pod IP block moved; update writeKWOKConfig", f)
 			}
 			i = strings.LastIndexByte(doc[:i], '\n') + 1 // from the start of its line
 			doc = doc[:i] + doc[j:]
 		}
 		docs = append(docs, doc)
 	}
+	docs = append(docs, kwokConfiguration(nodes))
 	return os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")), 0o600)
 }
 

@@ -75,6 +75,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		o.WorkDir = dir
 	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil { // -workdir may name a new directory
+		return nil, err
+	}
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
@@ -94,11 +97,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r.TotalSeconds = time.Since(r.Started).Seconds()
 	fmt.Fprintf(o.Out, "== total %s\n", time.Since(r.Started).Round(time.Second))
-	data, _ := json.MarshalIndent(r, "", "  ")
-	if err := os.WriteFile(filepath.Join(o.WorkDir, "report.json"), data, 0o644); err != nil {
-		return r, err
+	return r, writeReport(o.WorkDir, r)
+}
+
+// writeReport writes report.json; the run writes it after every scenario
+// too, so a long run stopped early keeps the figures it reached.
+func writeReport(dir string, r *Report) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
 	}
-	return r, nil
+	return os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644)
 }
 
 func (e *env) run(ctx context.Context, r *Report) error {
@@ -172,6 +181,10 @@ func (e *env) run(ctx context.Context, r *Report) error {
 			}
 		default:
 			return fmt.Errorf("unknown scenario %q", s)
+		}
+		r.TotalSeconds = time.Since(r.Started).Seconds()
+		if err := writeReport(e.o.WorkDir, r); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -168,6 +168,30 @@ func (e *env) loggedDecisions(m map[string]decision, since time.Time) error {
 	return nil
 }
 
+// decisionsSince is every pod's first decision since start, from the
+// rescheduler's Events and its log.
+func (e *env) decisionsSince(ctx context.Context, start time.Time) (map[string]decision, error) {
+	evs, err := e.trainguardEvents(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	decided := firstDecisions(evs)
+	if err := e.loggedDecisions(decided, start); err != nil {
+		return nil, err
+	}
+	return decided, nil
+}
+
+// allDecided says whether every pod of want has a decision.
+func allDecided[V any](want map[string]V, decided map[string]decision) bool {
+	for k := range want {
+		if _, ok := decided[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // firstDecisions maps "namespace/pod" to the time and reason of its first
 // decision Event among evs.
 func firstDecisions(evs []eventsv1.Event) map[string]decision {
@@ -272,12 +296,8 @@ func (e *env) outage(ctx context.Context, brake bool) (*OutageReport, error) {
 		zoneName(0), r.Nodes, r.AffectedPods, last.Sub(start).Round(time.Second))
 	var decided map[string]decision
 	err = waitFor(ctx, time.Until(last)+3*time.Minute, func() (bool, error) {
-		evs, err := e.trainguardEvents(ctx, start)
-		if err != nil {
-			return false, err
-		}
-		decided = firstDecisions(evs)
-		if err := e.loggedDecisions(decided, start); err != nil {
+		var err error
+		if decided, err = e.decisionsSince(ctx, start); err != nil {
 			return false, err
 		}
 		n := 0
@@ -563,13 +583,13 @@ func (e *env) churn(ctx context.Context) (*ChurnReport, error) {
 		time.Sleep(time.Until(start.Add(time.Duration(k) * tick)))
 	}
 	r.Failed = len(failedAt)
-	time.Sleep(30 * time.Second) // the last exits' decisions
-	evs, err := e.trainguardEvents(ctx, start)
+	// The last exits' decisions: up to 30 s, no longer than they take.
+	_ = waitFor(ctx, 30*time.Second, func() (bool, error) { // a timeout leaves some undecided: counted below
+		decided, err := e.decisionsSince(ctx, start)
+		return err == nil && allDecided(failedAt, decided), err
+	})
+	decided, err := e.decisionsSince(ctx, start)
 	if err != nil {
-		return nil, err
-	}
-	decided := firstDecisions(evs)
-	if err := e.loggedDecisions(decided, start); err != nil {
 		return nil, err
 	}
 	var all []float64

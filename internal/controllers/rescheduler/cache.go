@@ -3,11 +3,13 @@ package rescheduler
 import (
 	"slices"
 	"strings"
+	"unique"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,14 +89,14 @@ func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 	}
 	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
 	m := &out.ObjectMeta
-	m.Name, m.Namespace, m.UID, m.ResourceVersion = pod.Name, pod.Namespace, pod.UID, pod.ResourceVersion
+	m.Name, m.Namespace, m.UID, m.ResourceVersion = pod.Name, intern(pod.Namespace), pod.UID, pod.ResourceVersion
 	m.DeletionTimestamp, m.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
 	m.Labels = filterMap(pod.Labels, keptLabel)
 	m.Annotations = filterMap(pod.Annotations, keptAnnotation)
 	if ref := controllerRef(pod); ref != nil {
-		m.OwnerReferences = []metav1.OwnerReference{*ref}
+		m.OwnerReferences = []metav1.OwnerReference{internRef(ref)}
 	}
-	out.Spec.NodeName = pod.Spec.NodeName
+	out.Spec.NodeName = intern(pod.Spec.NodeName)
 	out.Spec.RestartPolicy = pod.Spec.RestartPolicy
 	out.Spec.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
 	// The priority-boost controller reads the trainer's status at the
@@ -105,14 +107,14 @@ func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 		c := &pod.Spec.Containers[i]
 		// Its restart policy and rules: whether the kubelet restarts a
 		// process fault in place (contract.RestartsInPlace).
-		out.Spec.Containers[i].Name, out.Spec.Containers[i].RestartPolicy, out.Spec.Containers[i].RestartPolicyRules = c.Name, c.RestartPolicy, c.RestartPolicyRules
+		out.Spec.Containers[i].Name, out.Spec.Containers[i].RestartPolicy, out.Spec.Containers[i].RestartPolicyRules = intern(c.Name), c.RestartPolicy, c.RestartPolicyRules
 	}
 	out.Status = transformPodStatus(&pod.Status)
 	return out, nil
 }
 
 func transformPodStatus(s *corev1.PodStatus) corev1.PodStatus {
-	out := corev1.PodStatus{Phase: s.Phase, Reason: s.Reason, Message: truncate(s.Message), PodIP: s.PodIP, StartTime: s.StartTime}
+	out := corev1.PodStatus{Phase: s.Phase, Reason: intern(s.Reason), Message: truncate(s.Message), PodIP: s.PodIP, StartTime: s.StartTime}
 	for _, c := range s.Conditions {
 		if c.Type == corev1.DisruptionTarget {
 			out.Conditions = append(out.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
@@ -188,6 +190,8 @@ func TransformNode(obj any) (any, error) {
 	return out, nil
 }
 
+// filterMap keeps the entries of in whose key passes keep, interned: the
+// same keys and values (a job's name, "true") recur on every pod.
 func filterMap(in map[string]string, keep func(string) bool) map[string]string {
 	var out map[string]string
 	for k, v := range in {
@@ -195,9 +199,30 @@ func filterMap(in map[string]string, keep func(string) bool) map[string]string {
 			if out == nil {
 				out = map[string]string{}
 			}
-			out[k] = v
+			out[intern(k)] = intern(v)
 		}
 	}
+	return out
+}
+
+// intern returns the canonical copy of s (package unique), so a string
+// that recurs across cached objects (a namespace, a node's or a job's
+// name, a label key) is held once, not once per pod as the decoder made
+// it. unique holds its canonical copies weakly: a string no cached object
+// refers to any more is dropped, so tenant-chosen values cannot make the
+// table grow beyond what the cache holds anyway.
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+// internRef copies a pod's controller reference with its strings
+// interned: every pod of a job has the same one.
+func internRef(ref *metav1.OwnerReference) metav1.OwnerReference {
+	out := *ref
+	out.APIVersion, out.Kind, out.Name, out.UID = intern(ref.APIVersion), intern(ref.Kind), intern(ref.Name), types.UID(intern(string(ref.UID)))
 	return out
 }
 
