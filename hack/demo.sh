@@ -6,7 +6,8 @@
 #   make demo              run, print the summary, tear everything down
 #   DEMO_KEEP=1 make demo  keep it running (prints a kubeconfig) until Ctrl-C
 #
-# The Makefile builds bin/trainguard and bin/k8s first; this script adds
+# The Makefile builds bin/trainguard and bin/k8s (KUBE_VERSION: which
+# release, test/controlplane/version.go) first; this script adds
 # bin/helm (to render the chart's webhook configurations) when missing,
 # builds the demo driver and hands over to it, so Ctrl-C reaches it directly
 # and it tears down everything it started.
@@ -16,7 +17,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 GO=${GO:-go}
 
-for f in bin/trainguard bin/k8s/kube-apiserver bin/k8s/etcd; do
+for f in bin/trainguard "bin/k8s/${KUBE_VERSION:-v1.37.2}/kube-apiserver" bin/k8s/etcd; do
   if [[ ! -x $f ]]; then
     echo "demo: $f is missing; run 'make demo' (it builds it)" >&2
     exit 1

@@ -34,7 +34,7 @@ cert_manager() {
   sed -e 's/v0.1.0/v1.11.5/' -e 's/{{IS_PRERELEASE}}/false/' "$c/Chart.template.yaml" >"$c/Chart.yaml"
   cp "$src"/crds/crd-*.yaml "$c/templates/"
   local img=localhost/cert-manager
-  "$helm" template cert-manager "$c" --namespace cert-manager --kube-version 1.36.3 \
+  "$helm" template cert-manager "$c" --namespace cert-manager --kube-version "${CLUSTER_KUBE_VERSION#v}" \
     --set image.repository=$img-controller,image.tag=$IMAGE_TAG,image.pullPolicy=Never \
     --set webhook.image.repository=$img-webhook,webhook.image.tag=$IMAGE_TAG,webhook.image.pullPolicy=Never \
     --set cainjector.image.repository=$img-cainjector,cainjector.image.tag=$IMAGE_TAG,cainjector.image.pullPolicy=Never \

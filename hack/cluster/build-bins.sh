@@ -7,6 +7,8 @@
 # cached in bin/cluster with a version stamp so reruns are instant.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=hack/cluster/lib.sh
+. "$root/hack/cluster/lib.sh" # CLUSTER_KUBE_VERSION
 out=${CLUSTER_BIN:-$root/bin/cluster}
 mkdir -p "$out"
 coredns_version=v1.15.0
@@ -64,14 +66,24 @@ build_local() {
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/pause" ./hack/cluster/pause)
 }
 
+# build_node: the cluster's release of the node binaries into $out/<version>/,
+# linked by name into $out (the scripts, the e2e harness and `make goodput`
+# run $out/kubectl, $out/kubelet, ...).
+build_node() {
+  local b
+  KUBE_VERSIONS="$CLUSTER_KUBE_VERSION" K8S_BIN_DIR="$out" bash "$root/hack/build-k8s.sh" node
+  for b in kubelet kube-controller-manager kube-scheduler kube-proxy kubectl; do
+    ln -sfn "$CLUSTER_KUBE_VERSION/$b" "$out/$b"
+  done
+}
+
 case "${1:-all}" in
   coredns) build_coredns ;;
   operator) build_operator ;;
   kueue) build_kueue ;;
   cert-manager) build_certmanager ;;
   local) build_local ;;
-  node) K8S_BIN_DIR="$out" bash "$root/hack/build-k8s.sh" node ;;
-  all) build_local; build_coredns; build_operator; build_kueue; build_certmanager
-       K8S_BIN_DIR="$out" bash "$root/hack/build-k8s.sh" node ;;
+  node) build_node ;;
+  all) build_local; build_coredns; build_operator; build_kueue; build_certmanager; build_node ;;
   *) echo "usage: $0 [all|node|coredns|operator|kueue|cert-manager|local]" >&2; exit 2 ;;
 esac

@@ -16,9 +16,9 @@ import (
 )
 
 // newestTestedMinor is the Kubernetes minor the suites run against
-// (kube-apiserver v1.36.3, README "Versions tested"): the chart is rendered
+// (kube-apiserver v1.37.2, README "Versions tested"): the chart is rendered
 // for every minor from its kubeVersion up to this one.
-const newestTestedMinor = 36
+const newestTestedMinor = 37
 
 // servedFrom is, for each Kubernetes feature the chart may render, the first
 // minor that serves it with a default API server (GA, or beta and on by

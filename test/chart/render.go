@@ -61,7 +61,7 @@ func HelmBin() (string, error) {
 // that server renders. Without it Helm uses the version it was built with,
 // which for a `go install`ed helm is v1.20, older than the chart's
 // kubeVersion allows.
-const KubeVersion = "1.36.3"
+const KubeVersion = "1.37.2"
 
 // Render runs `helm template` for the chart and returns every rendered
 // object. setValues are passed as `--set` flags, one per element.

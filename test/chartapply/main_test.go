@@ -9,7 +9,6 @@ package chartapply
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,13 +31,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	root, err := chart.RepoRoot()
+	assets, err := controlplane.Assets()
 	if err != nil {
 		return 1, err
-	}
-	assets := filepath.Join(root, "bin", "k8s")
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		return 1, fmt.Errorf("kube-apiserver not found in %s: run `make k8s-bins`: %w", assets, err)
 	}
 	crds, err := chart.CertManagerCRDs()
 	if err != nil {

@@ -1,5 +1,6 @@
 // Package controlplane starts a real kube-apiserver and etcd (envtest, with
-// the binaries hack/build-k8s.sh builds into bin/k8s), installs the kubeflow
+// the binaries hack/build-k8s.sh builds into bin/k8s/<version>, KUBE_VERSION
+// picking the release: version.go), installs the kubeflow
 // and KubeDL PyTorchJob CRDs and trainguard's webhook configurations
 // rendered from the Helm chart, and runs trainguard's real manager
 // in-process behind real TLS. The integration suite and `make demo` use it.
@@ -10,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -62,9 +62,9 @@ func Start(opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets := filepath.Join(root, "bin", "k8s")
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		return nil, fmt.Errorf("kube-apiserver not found in %s: run `make k8s-bins` (make test does it for you): %w", assets, err)
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
 	}
 	kubeflowCRD, err := kubeflowPyTorchJobCRD()
 	if err != nil {
