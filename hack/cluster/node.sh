@@ -119,14 +119,19 @@ start_node() { # i: containerd, images, kubelet
 }
 
 # import_images i: every tarball in bin/cluster/images, skipped when the node's
-# (persistent) image store already holds that exact tarball.
+# (persistent) image store already holds that exact tarball: its stamp says
+# so and the store still lists the image. The stamp alone was trusted once
+# and a node's store had lost localhost/pause:e2e: every pod sandbox there
+# failed (FailedCreatePodSandBox) though the stamp said imported.
 import_images() {
-  local i=$1 sock t stampf; sock=$(node_sock "$i")
+  local i=$1 sock t stampf have; sock=$(node_sock "$i")
+  have=$(ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null || true)
   for t in "$CLUSTER_BIN"/images/*.tar; do
     # Training pods never run on the infra node: spare it the 1.3 GB PyTorch image.
     [ "$i" = 1 ] && [ "$(basename "$t")" = pytorch.tar ] && continue
     stampf="$CLUSTER_CACHE/containerd-$i/imported-$(basename "$t").stamp"
-    if [ "$(cat "$stampf" 2>/dev/null)" = "$(stat -c '%s %Y' "$t")" ]; then continue; fi
+    if [ "$(cat "$stampf" 2>/dev/null)" = "$(stat -c '%s %Y' "$t")" ] &&
+      grep -qx "localhost/$(basename "$t" .tar):$IMAGE_TAG" <<<"$have"; then continue; fi
     ctr -a "$sock" -n k8s.io images import "$t" >/dev/null ||
       die "import $t into node $i failed"
     stat -c '%s %Y' "$t" >"$stampf"
