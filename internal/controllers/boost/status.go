@@ -3,7 +3,6 @@ package boost
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/strictjson"
 )
 
 // Status is one trainer's answer on its status endpoint
@@ -45,14 +45,9 @@ func ParseStatus(body []byte) (Status, error) {
 	if len(body) > maxStatusBytes {
 		return Status{}, fmt.Errorf("status is more than %d bytes", maxStatusBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var s Status
-	if err := dec.Decode(&s); err != nil {
-		return Status{}, fmt.Errorf("decoding status: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Status{}, errors.New("status has data after its object")
+	if err := strictjson.DecodeOne(bytes.NewReader(body), &s); err != nil {
+		return Status{}, fmt.Errorf("status: %w", err)
 	}
 	switch {
 	case s.Format != 1:

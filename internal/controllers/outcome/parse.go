@@ -15,11 +15,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/strictjson"
 )
 
 // LinePrefix starts the agent's line in the termination message. The JSON
@@ -86,14 +86,9 @@ func Parse(message string) (Outcome, error) {
 // where integers belong, an outcome from the fixed set, and non-negative,
 // finite, bounded numbers.
 func decode(body string) (Outcome, error) {
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.DisallowUnknownFields()
 	var w wire
-	if err := dec.Decode(&w); err != nil {
-		return Outcome{}, fmt.Errorf("checkpoint outcome: decoding JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Outcome{}, errors.New("checkpoint outcome: trailing data after the JSON object")
+	if err := strictjson.DecodeOne(strings.NewReader(body), &w); err != nil {
+		return Outcome{}, fmt.Errorf("checkpoint outcome: %w", err)
 	}
 	if w.Outcome == nil || w.Step == nil || w.Bytes == nil || w.Seconds == nil {
 		return Outcome{}, errors.New("checkpoint outcome: outcome, step, bytes and seconds are all required")
