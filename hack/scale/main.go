@@ -32,6 +32,8 @@ func main() {
 	flag.DurationVar(&o.Churn, "churn", o.Churn, "how long training pods keep exiting 137")
 	flag.Float64Var(&o.ChurnPercent, "churn-percent", o.ChurnPercent, "share of training pods exiting 137 per minute")
 	flag.IntVar(&o.LeaseSeconds, "lease-seconds", o.LeaseSeconds, "node Lease duration (and trainguard's --lease-lost-after/--force-delete-after when not 40)")
+	tgFlags := flag.String("trainguard-flags", "", "flags added to the chart's arguments of every trainguard start, space-separated, e.g. "+
+		"'--leader-election-renew-deadline=30s --leader-election-lease-duration=45s' where the API server is too slow to renew the leader Lease in 10 s")
 	scenarios := flag.String("scenarios", strings.Join(o.Scenarios, ","), "scenarios, in order")
 	flag.StringVar(&o.WorkDir, "workdir", "", "where logs and report.json go (default a new temporary directory)")
 	flag.Parse()
@@ -45,6 +47,7 @@ func main() {
 		o.OtherPods = 2 * o.Nodes
 	}
 	o.Scenarios = strings.Split(*scenarios, ",")
+	o.TrainguardFlags = strings.Fields(*tgFlags)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	_, err := scale.Run(ctx, o)
 	stop()

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,6 +87,18 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	require.ErrorContains(t, err, "rescheduler.retryEvictionRate: Invalid value: -1: must not be negative")
 	require.ErrorContains(t, err, "rescheduler.retryEvictionBurst: Invalid value: -2: must be at least 1")
 	assert.NotContains(t, err.Error(), "unhealthyZoneThreshold", "a small share is valid")
+
+	// client-go's leader elector refuses these at start-up without a path;
+	// the file is refused first, naming the field and the rule.
+	_, _, err = Parse([]byte("leaderElection: {leaseDuration: 20s, renewDeadline: 20s}\n"))
+	require.ErrorContains(t, err, `leaderElection.renewDeadline: Invalid value: "20s": must be below leaseDuration (20s)`)
+	_, _, err = Parse([]byte("leaderElection: {renewDeadline: 3s, retryPeriod: 3s, leaseDuration: 0s}\n"))
+	require.ErrorContains(t, err, `leaderElection.leaseDuration: Invalid value: "0s": must be positive`)
+	_, _, err = Parse([]byte("leaderElection: {renewDeadline: 3s, retryPeriod: 3s}\n"))
+	require.ErrorContains(t, err, `leaderElection.retryPeriod: Invalid value: "3s": must be below renewDeadline (3s) / 1.2`)
+	cfg, _, err = Parse([]byte("leaderElection: {leaseDuration: 45s, renewDeadline: 30s}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, cfg.LeaderElection.RetryPeriod.Duration, "unset keeps its default")
 }
 
 // TestZeroMeansZero: a count set to 0 in the file is 0 (or refused with

@@ -141,6 +141,13 @@ func BindFlags(fs *pflag.FlagSet, c *configv1alpha1.Configuration) {
 	b.Int32(pb.MaxBoost, "priorityBoost.maxBoost",
 		"highest priority boost, 0-1000000; each job's also stays strictly below the next priority class above its own")
 	b.Duration(&pb.MinInterval.Duration, "priorityBoost.minInterval", "at most one priority-boost change per Workload this often")
+	le := &c.LeaderElection
+	b.Duration(&le.LeaseDuration.Duration, "leaderElection.leaseDuration",
+		"with --leader-elect, how long the other replicas wait after the leader's last renewal before taking over")
+	b.Duration(&le.RenewDeadline.Duration, "leaderElection.renewDeadline",
+		"with --leader-elect, how long the leader retries a renewal before it gives up leadership and exits (below the lease duration); "+
+			"raise it with the lease duration when the API server is too busy to answer within it")
+	b.Duration(&le.RetryPeriod.Duration, "leaderElection.retryPeriod", "with --leader-elect, time between two attempts to acquire or renew the lease")
 }
 
 // binder names each flag after its Configuration path (FlagName) and

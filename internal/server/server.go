@@ -120,7 +120,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if id == "" {
 		id = "trainguard.io"
 	}
-	renew := 10 * time.Second
+	le := o.Config.LeaderElection
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        o.Log,
@@ -131,7 +131,9 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionID:              id,
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		RenewDeadline:                 &renew,
+		LeaseDuration:                 &le.LeaseDuration.Duration,
+		RenewDeadline:                 &le.RenewDeadline.Duration,
+		RetryPeriod:                   &le.RetryPeriod.Duration,
 		// Bounded memory: ConfigMaps of trainguard's namespace only, pods
 		// and nodes stripped to what the rescheduler reads, no managedFields.
 		Cache: cache.Options{

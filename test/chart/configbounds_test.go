@@ -60,6 +60,10 @@ config:
     enabled: true
     maxBoost: 250
     minInterval: 90s
+  leaderElection:
+    leaseDuration: 45s
+    renewDeadline: 30s
+    retryPeriod: 5s
   rescheduler:
     nodeLostGrace: 2m
     graceOverTime: 20m
@@ -250,6 +254,9 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 		{"maxReschedules", []any{0, 1000, 1001, -1}},
 		{"priorityBoost.maxBoost", []any{0, 100, 1000000, 1000001, -1}},
 		{"priorityBoost.minInterval", []any{"1m", "1h", "3601s", "0s", "-1s", "soon"}},
+		{"leaderElection.leaseDuration", []any{"15s", "1m", "10s", "9s", "0s", "-1s"}},
+		{"leaderElection.renewDeadline", []any{"10s", "14s", "15s", "2.3s", "2.5s", "0s"}},
+		{"leaderElection.retryPeriod", []any{"2s", "8s", "8.4s", "9s", "0s"}},
 		{"rescheduler.nodeLostGrace", []any{"10s", "0s"}},
 		{"rescheduler.leaseLostAfter", []any{"40s", "0s"}},
 		{"rescheduler.maxBadNodes", []any{1, 16, 0, -1}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,6 +34,10 @@ type Options struct {
 	// --lease-lost-after and --force-delete-after are set to it when it is
 	// not the kubelet's 40 s (the smoke run shortens it).
 	LeaseSeconds int
+	// TrainguardFlags are added to the chart's arguments of every
+	// trainguard start (printed at the top of the run): a setting a cluster
+	// of this size would change, e.g. the leader election's timing.
+	TrainguardFlags []string
 	// Scenarios to run, in this order: steady, churn, outage, stall,
 	// outage-nobrake.
 	Scenarios []string
@@ -82,6 +87,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Out = io.Discard
 	}
 	r := &Report{Nodes: o.Nodes, Zones: o.Zones, TrainingPods: o.TrainingPods / o.Jobs * o.Jobs, Jobs: o.Jobs, OtherPods: o.OtherPods, Started: time.Now()}
+	if len(o.TrainguardFlags) > 0 {
+		fmt.Fprintf(o.Out, "== trainguard runs with the chart's arguments and %s\n", strings.Join(o.TrainguardFlags, " "))
+	}
 	fmt.Fprintf(o.Out, "== trainguard scale run: %d nodes in %d zones, %d training pods in %d jobs (%d namespaces), %d other pods; logs in %s\n",
 		o.Nodes, o.Zones, r.TrainingPods, o.Jobs, o.Namespaces, o.OtherPods, o.WorkDir)
 	e, err := startEnv(ctx, o)

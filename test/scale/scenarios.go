@@ -373,12 +373,15 @@ func (e *env) checkOtherZones(ctx context.Context, zoneNodes map[string]bool, be
 	return nil
 }
 
+// leaseFlags: the flags every trainguard start of the run gets, the
+// Lease-duration ones and the run's TrainguardFlags.
 func (e *env) leaseFlags() []string {
+	flags := append([]string{}, e.o.TrainguardFlags...)
 	if e.o.LeaseSeconds == 40 {
-		return nil
+		return flags
 	}
 	d := strconv.Itoa(e.o.LeaseSeconds) + "s"
-	return []string{"--lease-lost-after=" + d, "--force-delete-after=" + d}
+	return append(flags, "--lease-lost-after="+d, "--force-delete-after="+d)
 }
 
 // leaseDeadlines reads the nodes' Leases: each deadline is the last

@@ -41,6 +41,21 @@ binary's verdicts, both ways.
 {{- fail (printf "config.priorityBoost.minInterval: Invalid value: %q: must be positive and at most 1h0m0s" (toString $pb.minInterval)) -}}
 {{- end -}}
 {{- end -}}
+{{- $le := get $cfg "leaderElection" | default dict -}}
+{{- range $name := list "leaseDuration" "renewDeadline" "retryPeriod" -}}
+{{- if and (hasKey $le $name) (le (include "trainguard.seconds" (get $le $name) | float64) 0.0) -}}
+{{- fail (printf "config.leaderElection.%s: Invalid value: %q: must be positive" $name (toString (get $le $name))) -}}
+{{- end -}}
+{{- end -}}
+{{- $lease := include "trainguard.seconds" ($le.leaseDuration | default "15s") | float64 -}}
+{{- $renew := include "trainguard.seconds" ($le.renewDeadline | default "10s") | float64 -}}
+{{- $retry := include "trainguard.seconds" ($le.retryPeriod | default "2s") | float64 -}}
+{{- if ge $renew $lease -}}
+{{- fail (printf "config.leaderElection.renewDeadline: Invalid value: %q: must be below leaseDuration (%s)" (toString ($le.renewDeadline | default "10s")) (toString ($le.leaseDuration | default "15s"))) -}}
+{{- end -}}
+{{- if le $renew (mulf $retry 1.2) -}}
+{{- fail (printf "config.leaderElection.retryPeriod: Invalid value: %q: must be below renewDeadline (%s) / 1.2" (toString ($le.retryPeriod | default "2s")) (toString ($le.renewDeadline | default "10s"))) -}}
+{{- end -}}
 {{- $r := get $cfg "rescheduler" | default dict -}}
 {{- range $name := list "nodeLostGrace" "graceOverTime" "badNodeTTL" "backoffBase" "backoffMax" "forceDeleteAfter" "leaseLostAfter" -}}
 {{- if hasKey $r $name -}}

@@ -32,6 +32,12 @@ const (
 	MaxMaxBoost             = 1000000
 	DefaultBoostMinInterval = time.Minute
 
+	// Leader election: controller-runtime's (and kube-controller-manager's)
+	// defaults.
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+
 	// Rescheduler defaults (docs/rescheduler.md).
 	DefaultNodeLostGrace = 60 * time.Second
 	DefaultGraceOverTime = 900 * time.Second
@@ -85,6 +91,7 @@ func Default() *Configuration {
 func SetDefaults(c *Configuration) {
 	c.APIVersion, c.Kind = APIVersion, Kind
 	setZeroDefaults(&c.Rescheduler)
+	setLeaderElectionDefaults(&c.LeaderElection)
 	fill(c)
 }
 
@@ -210,11 +217,25 @@ func setZeroDefaults(r *ReschedulerConfig) {
 	}
 }
 
+// setLeaderElectionDefaults defaults the durations left zero (a zero
+// duration is no setting of its own).
+func setLeaderElectionDefaults(l *LeaderElectionConfig) {
+	for _, d := range []struct {
+		field *metav1.Duration
+		def   time.Duration
+	}{{&l.LeaseDuration, DefaultLeaseDuration}, {&l.RenewDeadline, DefaultRenewDeadline}, {&l.RetryPeriod, DefaultRetryPeriod}} {
+		if d.field.Duration == 0 {
+			d.field.Duration = d.def
+		}
+	}
+}
+
 // defaulted reports whether SetDefaults ran (readers need its pointers set).
 func (c *Configuration) defaulted() bool {
 	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
 		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.NodeEvictionRate != nil &&
-		c.Rescheduler.RetryEvictionRate != nil && c.PriorityBoost.MaxBoost != nil && c.PriorityBoost.MinInterval != nil
+		c.Rescheduler.RetryEvictionRate != nil && c.PriorityBoost.MaxBoost != nil && c.PriorityBoost.MinInterval != nil &&
+		c.LeaderElection.LeaseDuration.Duration != 0 && c.LeaderElection.RenewDeadline.Duration != 0 && c.LeaderElection.RetryPeriod.Duration != 0
 }
 
 func ptr[T any](v T) *T { return &v }

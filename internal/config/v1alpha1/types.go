@@ -65,6 +65,28 @@ type Configuration struct {
 	// PriorityBoost: Kueue priority boost from each job's work at risk
 	// (docs/preemption.md).
 	PriorityBoost PriorityBoostConfig `json:"priorityBoost"`
+	// LeaderElection times the leader election among replicas (only the
+	// leader runs the rescheduler; every replica serves the webhooks).
+	LeaderElection LeaderElectionConfig `json:"leaderElection"`
+}
+
+// LeaderElectionConfig holds the leader-election Lease's timing, the
+// three durations of kube-controller-manager's --leader-elect-* flags with
+// controller-runtime's defaults (15 s, 10 s, 2 s). Whether to elect at all
+// is serve's --leader-elect (the chart sets it). A leader that cannot renew
+// within RenewDeadline exits, so that two replicas never act at once; on an
+// API server too busy to answer a renewal within it (docs/scale.md: 5,000
+// nodes on a starved control plane) raise RenewDeadline and LeaseDuration
+// together: a crashed leader's successor then waits up to LeaseDuration.
+type LeaderElectionConfig struct {
+	// LeaseDuration: how long the other replicas wait after the last renewal
+	// before taking over.
+	LeaseDuration metav1.Duration `json:"leaseDuration,omitempty"`
+	// RenewDeadline: how long the leader keeps retrying a renewal before it
+	// gives up leadership (and exits). Below LeaseDuration.
+	RenewDeadline metav1.Duration `json:"renewDeadline,omitempty"`
+	// RetryPeriod: between two attempts to acquire or renew.
+	RetryPeriod metav1.Duration `json:"retryPeriod,omitempty"`
 }
 
 // PriorityBoostConfig says whether trainguard writes kueue.x-k8s.io/priority-boost on

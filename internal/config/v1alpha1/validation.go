@@ -108,6 +108,7 @@ func Validate(c *Configuration) field.ErrorList {
 	_, err = contract.ParseMaxReschedules(fmt.Sprint(*c.MaxReschedules))
 	check(field.NewPath("maxReschedules"), fmt.Sprint(*c.MaxReschedules), err)
 	errs = append(errs, c.PriorityBoost.validate(field.NewPath("priorityBoost"))...)
+	errs = append(errs, c.LeaderElection.validate(field.NewPath("leaderElection"))...)
 	return append(errs, ValidateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
 }
 
@@ -119,6 +120,34 @@ func (b *PriorityBoostConfig) validate(p *field.Path) field.ErrorList {
 	}
 	if d := b.MinInterval.Duration; d <= 0 || d > time.Hour {
 		errs = append(errs, field.Invalid(p.Child("minInterval"), d.String(), "must be positive and at most 1h0m0s"))
+	}
+	return errs
+}
+
+// validate holds client-go's own rules (leaderelection.NewLeaderElector
+// refuses anything else at start-up, with no field path): every duration
+// positive, leaseDuration > renewDeadline > 1.2 × retryPeriod.
+func (l *LeaderElectionConfig) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	lease, renew, retry := l.LeaseDuration.Duration, l.RenewDeadline.Duration, l.RetryPeriod.Duration
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"leaseDuration", lease}, {"renewDeadline", renew}, {"retryPeriod", retry}} {
+		if d.v <= 0 {
+			errs = append(errs, field.Invalid(p.Child(d.name), d.v.String(), "must be positive"))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if renew >= lease {
+		errs = append(errs, field.Invalid(p.Child("renewDeadline"), renew.String(),
+			fmt.Sprintf("must be below leaseDuration (%s): a leader must give up before another replica may take over", lease)))
+	}
+	if float64(renew) <= 1.2*float64(retry) {
+		errs = append(errs, field.Invalid(p.Child("retryPeriod"), retry.String(),
+			fmt.Sprintf("must be below renewDeadline (%s) / 1.2, so a renewal can be retried before the deadline", renew)))
 	}
 	return errs
 }
