@@ -71,6 +71,10 @@ type Config struct {
 	// (opted in when the arm is trainguard's) and the claim made by the hook.
 	Namespace func(ctx context.Context, arm Arm) error
 	Logf      func(format string, args ...any)
+	// TrainguardNamespace is where trainguard runs (its pods labelled
+	// app.kubernetes.io/name=trainguard): the end-of-run state quotes its
+	// log lines about the trainguard arm. Empty: trainguard-system.
+	TrainguardNamespace string
 }
 
 // Result is what a run measured.
@@ -137,6 +141,9 @@ func New(cfg Config, cs kubernetes.Interface, dyn dynamic.Interface) *Runner {
 	if cfg.Repair == 0 {
 		cfg.Repair = 5 * time.Minute
 	}
+	if cfg.TrainguardNamespace == "" {
+		cfg.TrainguardNamespace = "trainguard-system"
+	}
 	if cfg.PullPolicy == "" {
 		cfg.PullPolicy = string(corev1.PullIfNotPresent)
 	}
@@ -198,6 +205,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.End = time.Now()
+	r.snapshot(ctx)
 	heals = healDue(heals, time.Time{})
 	r.collectOnce(ctx)
 	r.analyse(res)
