@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,7 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 	if h := r.checkBrakes(ctx, pod, node, d); h != nil {
 		return r.holdBack(ctx, pod, key, d, h), nil
 	}
+	r.held.forget(pod.UID) // a later hold is news again
 	if stale, err := r.staleCache(ctx, pod); stale || err != nil {
 		return reconcile.Result{RequeueAfter: staleRetry}, err
 	}
@@ -106,10 +108,73 @@ func (r *Reconciler) staleCache(ctx context.Context, pod *corev1.Pod) (bool, err
 func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, h *hold) reconcile.Result {
 	r.metrics.held.WithLabelValues(h.reason).Inc()
 	msg := h.message + "; held: " + d.Message
-	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, h.reason, string(d.Action), "%s", msg)
-	log.FromContext(ctx).Info("rescheduler action held", "pod", klogRef(pod), "node", pod.Spec.NodeName, "held", h.reason,
+	logger := log.FromContext(ctx)
+	if r.held.first(pod.UID, h.reason, r.clock.Now()) {
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, h.reason, string(d.Action), "%s", msg)
+	} else {
+		logger = logger.V(1) // the same hold looked at again: said once already
+	}
+	logger.Info("rescheduler action held", "pod", klogRef(pod), "node", pod.Spec.NodeName, "held", h.reason,
 		"decision", d.Reason, "action", d.Action, "job", key.String(), "message", msg, "retryAfter", h.after)
 	return reconcile.Result{RequeueAfter: h.after}
+}
+
+// heldNotes remembers which pods were told (Event, log line) that an action
+// is held, and why, so that a hold looked at again every few seconds
+// (brakeRecheck) is said once, not once a look: a brake engages when the
+// control plane or a zone is in trouble, and one Event series update per
+// held pod every 30 s (client-go's series) was an API write per pod the
+// brake itself caused (docs/scale.md: 1 write per held pod beyond its
+// Event at 1,000 nodes, 5,936 Events in a 55 s stall). A hold is said again
+// after heldRepeat, when its reason changes, and always for
+// EvictionBlocked, whose every retry is news. Bounded: notes older than
+// heldRepeat are dropped, at most once a minute.
+type heldNotes struct {
+	mu        sync.Mutex
+	notes     map[types.UID]heldNote
+	lastPrune time.Time
+}
+
+type heldNote struct {
+	reason string
+	at     time.Time
+}
+
+// heldRepeat: a hold still in force is said again this often (an Event
+// older than the API server's event TTL, 1 h by default, would be gone).
+const heldRepeat = 10 * time.Minute
+
+// forget drops pod's note: its action went ahead.
+func (n *heldNotes) forget(pod types.UID) {
+	n.mu.Lock()
+	delete(n.notes, pod)
+	n.mu.Unlock()
+}
+
+// first reports whether the hold of pod for reason is news at now, and
+// notes it.
+func (n *heldNotes) first(pod types.UID, reason string, now time.Time) bool {
+	if reason == ReasonEvictionBlocked {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.notes == nil {
+		n.notes = map[types.UID]heldNote{}
+	}
+	if now.Sub(n.lastPrune) >= time.Minute {
+		for uid, note := range n.notes {
+			if now.Sub(note.at) >= heldRepeat {
+				delete(n.notes, uid)
+			}
+		}
+		n.lastPrune = now
+	}
+	if note, ok := n.notes[pod]; ok && note.reason == reason && now.Sub(note.at) < heldRepeat {
+		return false
+	}
+	n.notes[pod] = heldNote{reason: reason, at: now}
+	return true
 }
 
 // evictionBlocked: a PodDisruptionBudget refused the eviction (429). It is

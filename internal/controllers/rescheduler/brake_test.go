@@ -286,3 +286,44 @@ func sixNodesInThreeZones(t *testing.T) *harness {
 	}
 	return h
 }
+
+// TestHoldIsSaidOnce (issue 34): a held pod is looked at again every
+// brakeRecheck; its Event is written once per hold, not once per look (an
+// API write per held pod every 30 s while a brake holds a zone or the
+// cluster), and again when the reason changes, after heldRepeat, after
+// the pod's action went ahead, and for every EvictionBlocked retry.
+func TestHoldIsSaidOnce(t *testing.T) {
+	var n heldNotes
+	a, b := types.UID("a"), types.UID("b")
+	assert.True(t, n.first(a, ReasonPartitionSuspected, t0))
+	assert.False(t, n.first(a, ReasonPartitionSuspected, t0.Add(brakeRecheck)), "a recheck is not news")
+	assert.True(t, n.first(b, ReasonPartitionSuspected, t0.Add(brakeRecheck)), "another pod's hold is")
+	assert.True(t, n.first(a, ReasonNodeRateLimited, t0.Add(2*brakeRecheck)), "a new reason is news")
+	assert.False(t, n.first(a, ReasonNodeRateLimited, t0.Add(heldRepeat)))
+	assert.True(t, n.first(a, ReasonNodeRateLimited, t0.Add(2*brakeRecheck+heldRepeat)), "said again after heldRepeat")
+	n.forget(b)
+	assert.True(t, n.first(b, ReasonPartitionSuspected, t0.Add(heldRepeat)), "a hold after the action went ahead is news")
+	assert.True(t, n.first(a, ReasonEvictionBlocked, t0))
+	assert.True(t, n.first(a, ReasonEvictionBlocked, t0), "every refused eviction is reported")
+	// bounded: notes older than heldRepeat go at the next prune
+	n.first(types.UID("c"), ReasonPartitionSuspected, t0.Add(3*heldRepeat))
+	assert.Len(t, n.notes, 1)
+}
+
+// TestHeldPodGetsOneEvent: the Reconciler's hold path writes the Event of
+// a pod held by a brake once over its rechecks, and the log stays.
+func TestHeldPodGetsOneEvent(t *testing.T) {
+	h := newHarness(t, false)
+	pod := onNode("n0")
+	hold := &hold{reason: ReasonPartitionSuspected, after: brakeRecheck, message: "suspected partition"}
+	d := Decision{Cause: ReasonNodeLost, Action: ActionEvict, Message: "node lost"}
+	for range 3 {
+		res := h.r.holdBack(context.Background(), pod, JobKey{}, d, hold)
+		assert.Equal(t, brakeRecheck, res.RequeueAfter, "every recheck still happens")
+		h.clock.Step(brakeRecheck)
+	}
+	evs := h.drainEvents()
+	require.Len(t, evs, 1, "%v", evs)
+	assert.Contains(t, evs[0], ReasonPartitionSuspected)
+	assert.Equal(t, 3.0, testutil.ToFloat64(h.r.metrics.held.WithLabelValues(ReasonPartitionSuspected)), "the metric counts every hold")
+}

@@ -108,6 +108,9 @@ type Reconciler struct {
 	// jobKeys finds a pod's job (built once: the adapters' labels).
 	jobKeys JobKeys
 
+	// held: the holds already said (holdBack), so a recheck is not news.
+	held heldNotes
+
 	// blocked counts refused evictions per pod, for the retry backoff.
 	mu      sync.Mutex
 	blocked map[types.NamespacedName]blockedPod
