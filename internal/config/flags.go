@@ -132,6 +132,9 @@ func BindFlags(fs *pflag.FlagSet, c *configv1alpha1.Configuration) {
 	b.Float64(r.RetryEvictionRate, "rescheduler.retryEvictionRate",
 		"pods per second, per namespace, the rescheduler may evict for a retryable exit (137, 143, ...): a token bucket apart from "+
 			"--node-eviction-rate, so one tenant's failing jobs never delay another's recovery from a lost node. 0 stops exit retries")
+	b.Int(&r.ConcurrentReconciles, "rescheduler.concurrentReconciles",
+		"pods the rescheduler judges and acts on at once; each action waits on a few API round trips, so raise it when many pods "+
+			"need action together on a large cluster (1-64)")
 	b.Int(&r.RetryEvictionBurst, "rescheduler.retryEvictionBurst",
 		"pods of one namespace evicted at once for a retryable exit before --retry-eviction-rate applies (a whole job's workers)")
 	pb := &c.PriorityBoost

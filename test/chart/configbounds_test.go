@@ -80,6 +80,7 @@ config:
     unhealthyClusterThreshold: 0.6
     retryEvictionRate: 2
     retryEvictionBurst: 9
+    concurrentReconciles: 8
 `
 
 // TestEveryConfigurationFieldIsSettableThroughValues: every field of the
@@ -266,6 +267,7 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 		{"rescheduler.unhealthyClusterThreshold", []any{0.5, 1, 0, 1.5}},
 		{"rescheduler.retryEvictionRate", []any{0, 0.1, -0.1}},
 		{"rescheduler.retryEvictionBurst", []any{1, 0}},
+		{"rescheduler.concurrentReconciles", []any{1, 64, 0, 65}},
 		{"rescheduler.backoffMax", []any{"10s", "9s", "1h"}},
 	}
 	for _, p := range probes {

@@ -77,6 +77,11 @@ const (
 	// own reschedule backoff and cap bound the rest.
 	DefaultRetryEvictionRate  = 1.0
 	DefaultRetryEvictionBurst = 32
+	// DefaultConcurrentReconciles: as kube-controller-manager's
+	// --concurrent-*-syncs (5 for most controllers), a few API round trips
+	// in flight without crowding the API server.
+	DefaultConcurrentReconciles = 4
+	MaxConcurrentReconciles     = 64
 )
 
 // Default returns the configuration used when no file is given.
@@ -202,7 +207,8 @@ func setZeroDefaults(r *ReschedulerConfig) {
 	for _, n := range []struct {
 		field *int
 		def   int
-	}{{&r.MaxBadNodes, DefaultMaxBadNodes}, {&r.NodeEvictionBurst, DefaultNodeEvictionBurst}, {&r.RetryEvictionBurst, DefaultRetryEvictionBurst}} {
+	}{{&r.MaxBadNodes, DefaultMaxBadNodes}, {&r.NodeEvictionBurst, DefaultNodeEvictionBurst}, {&r.RetryEvictionBurst, DefaultRetryEvictionBurst},
+		{&r.ConcurrentReconciles, DefaultConcurrentReconciles}} {
 		if *n.field == 0 {
 			*n.field = n.def
 		}

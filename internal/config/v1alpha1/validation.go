@@ -40,6 +40,9 @@ func ValidateRescheduler(r *ReschedulerConfig, p *field.Path) field.ErrorList {
 	if r.RetryEvictionBurst < 1 {
 		errs = append(errs, field.Invalid(p.Child("retryEvictionBurst"), r.RetryEvictionBurst, "must be at least 1 (to stop retries, set retryEvictionRate: 0)"))
 	}
+	if n := r.ConcurrentReconciles; n < 1 || n > MaxConcurrentReconciles {
+		errs = append(errs, field.Invalid(p.Child("concurrentReconciles"), n, fmt.Sprintf("must be between 1 and %d", MaxConcurrentReconciles)))
+	}
 	if r.BackoffMax.Duration < r.BackoffBase.Duration {
 		errs = append(errs, field.Invalid(p.Child("backoffMax"), r.BackoffMax.Duration.String(), "must not be below backoffBase"))
 	}

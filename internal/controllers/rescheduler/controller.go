@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -129,6 +130,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, silent <-chan event.Gene
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.podsOnNode), builder.WithPredicates(nodeChanged())).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.stashedPodOf), builder.WithPredicates(records)).
 		WatchesRawSource(source.Channel(silent, handler.EnqueueRequestsFromMapFunc(r.podsOnNode))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.ConcurrentReconciles}).
 		Complete(r)
 }
 
