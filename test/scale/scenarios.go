@@ -252,6 +252,9 @@ func (e *env) outage(ctx context.Context, brake bool) (*OutageReport, error) {
 		}
 		time.Sleep(15 * time.Second) // the new leader's first reconcile of every pod
 	}
+	if err := e.drainChurn(ctx); err != nil {
+		return nil, err
+	}
 	pods, err := e.managedPods(ctx)
 	if err != nil {
 		return nil, err
@@ -265,6 +268,7 @@ func (e *env) outage(ctx context.Context, brake bool) (*OutageReport, error) {
 	r.Nodes = len(zoneNodes)
 	affected := map[string]string{} // pod -> node
 	others := 0
+	healthyOthers := map[string]bool{} // running pods of the other zones: none may be acted on
 	for i := range pods {
 		if pods[i].DeletionTimestamp != nil {
 			continue
@@ -273,6 +277,9 @@ func (e *env) outage(ctx context.Context, brake bool) (*OutageReport, error) {
 			affected[pods[i].Namespace+"/"+pods[i].Name] = pods[i].Spec.NodeName
 		} else {
 			others++
+			if pods[i].Status.Phase == corev1.PodRunning {
+				healthyOthers[pods[i].Namespace+"/"+pods[i].Name] = true
+			}
 		}
 	}
 	r.AffectedPods = len(affected)
@@ -320,7 +327,7 @@ func (e *env) outage(ctx context.Context, brake bool) (*OutageReport, error) {
 		}
 	}
 	for k := range decided {
-		if _, ok := affected[k]; !ok {
+		if healthyOthers[k] {
 			r.OtherZonesActedOn++
 		}
 	}
@@ -649,4 +656,33 @@ func (e *env) exit137(ctx context.Context, p *corev1.Pod) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("failing %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return now.Time, nil
+}
+
+// drainChurn waits (at most 5 minutes) until no managed pod is left
+// Failed: the churn's exits all decided (an evicted pod is gone), so the
+// outage's decisions do not queue behind them, and a churned pod of
+// another zone decided during the outage is not counted as acted on.
+func (e *env) drainChurn(ctx context.Context) error {
+	start := time.Now()
+	left := 0
+	err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
+		pods, err := e.managedPods(ctx)
+		if err != nil {
+			return false, err
+		}
+		left = 0
+		for i := range pods {
+			if pods[i].Status.Phase == corev1.PodFailed && pods[i].DeletionTimestamp == nil {
+				left++
+			}
+		}
+		return left == 0, nil
+	})
+	if took := time.Since(start); took > 5*time.Second || err != nil {
+		fmt.Fprintf(e.out, "  waited %s for the churn's exits to be decided (%d left)\n", took.Round(time.Second), left)
+	}
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
 }

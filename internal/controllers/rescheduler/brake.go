@@ -135,6 +135,26 @@ type hold struct {
 // live read of its Lease confirmed the silence the cache showed; any other
 // cause (a retryable exit) takes one of its namespace's bucket.
 func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *corev1.Node, d Decision) *hold {
+	if h := r.areaBrakes(ctx, node); h != nil {
+		return h
+	}
+	b := r.brakes
+	if d.Cause != ReasonNodeLost {
+		return b.takeRetry(pod.Namespace)
+	}
+	if h := r.confirmSilence(ctx, pod.Spec.NodeName); h != nil {
+		return h
+	}
+	return b.take(pod.Spec.NodeName)
+}
+
+// areaBrakes judges the cluster brake and node's zone brake: a hold while
+// either is engaged (or was just released, to restart the silence it
+// covered), nil otherwise. It takes no token and reads only the cache, so
+// Reconcile asks it before the job's policy (an API read) for a pod on a
+// lost node: a brake holds every pod of a zone whatever its job's policy,
+// and a zone of 500 nodes is thousands of pods.
+func (r *Reconciler) areaBrakes(ctx context.Context, node *corev1.Node) *hold {
 	b := r.brakes
 	c, err := r.clusterState(ctx)
 	if err != nil {
@@ -161,13 +181,7 @@ func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *cor
 			return r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, fmt.Sprintf("zone %q's brake", zone))
 		}
 	}
-	if d.Cause != ReasonNodeLost {
-		return b.takeRetry(pod.Namespace)
-	}
-	if h := r.confirmSilence(ctx, pod.Spec.NodeName); h != nil {
-		return h
-	}
-	return b.take(pod.Spec.NodeName)
+	return nil
 }
 
 // judgeCluster engages or releases the cluster brake and reports the

@@ -327,3 +327,38 @@ func TestHeldPodGetsOneEvent(t *testing.T) {
 	assert.Contains(t, evs[0], ReasonPartitionSuspected)
 	assert.Equal(t, 3.0, testutil.ToFloat64(h.r.metrics.held.WithLabelValues(ReasonPartitionSuspected)), "the metric counts every hold")
 }
+
+// TestBrakedZoneNeedsNoJobRead (issue 34): a pod on a lost node of a zone
+// whose brake is engaged is held before its job's policy is read (an API
+// read per pod: ~5,000 when a zone of 500 nodes goes silent at 5,000
+// nodes, which held the decisions back by minutes); a lost node outside
+// any brake still reads it.
+func TestBrakedZoneNeedsNoJobRead(t *testing.T) {
+	for _, braked := range []bool{true, false} {
+		t.Run(fmt.Sprint("braked=", braked), func(t *testing.T) {
+			var objs []client.Object
+			for i := range 4 {
+				n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionUnknown, time.Hour)
+				n.Labels = map[string]string{corev1.LabelTopologyZone: "z1"}
+				objs = append(objs, n, newPod(func(p *corev1.Pod) {
+					p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+				}))
+			}
+			h := newHarness(t, true, objs...)
+			h.r.brakes.clusterThreshold = 1 // the zone brake alone
+			if !braked {
+				h.r.brakes.threshold = 1
+			}
+			h.reconcile(t, "team", "p-n0")
+			evs := h.drainEvents()
+			if braked {
+				require.Len(t, evs, 1, "%v", evs)
+				assert.Contains(t, evs[0], ReasonPartitionSuspected)
+				assert.Zero(t, h.jobReads, "held by the zone brake: the job's policy is not read")
+				assert.Empty(t, h.evictions)
+				return
+			}
+			assert.NotZero(t, h.jobReads, "a pod that is acted on reads its job's policy: %v", evs)
+		})
+	}
+}

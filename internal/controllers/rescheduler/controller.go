@@ -222,6 +222,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.clearStash(ctx, key, cm, &rec)
 	}
 	d := Decide(r.input(pod, node, &rec, nil), r.opts)
+	if d.Cause == ReasonNodeLost && acts(d) {
+		if h := r.areaBrakes(ctx, node); h != nil {
+			// Held whatever the job's policy says: no API read for it
+			// (issue 34: a silent zone of 500 nodes is ~5,000 such reads).
+			return r.holdBack(ctx, pod, key, d, h), nil
+		}
+	}
 	if actionable(d) {
 		// The job may set trainguard.io/max-reschedules or the defaults;
 		// read it now that it matters, and decide again with it.
@@ -247,6 +254,15 @@ func (r *Reconciler) injects(ctx context.Context, namespace string, podAnnotatio
 	scope := policy.Scope{Config: r.cfg, OwnNamespace: r.namespace, Namespaces: policy.ClientNamespaces(r.client)}
 	_, why, err := scope.Object(ctx, namespace, podAnnotations)
 	return why == "" && err == nil, why, err
+}
+
+// acts says d evicts or deletes the pod.
+func acts(d Decision) bool {
+	switch d.Action {
+	case ActionEvict, ActionEvictNow, ActionForceDelete:
+		return true
+	}
+	return false
 }
 
 // actionable says the decision depends on the job's policy (cap, defaults).

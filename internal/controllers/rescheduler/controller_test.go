@@ -49,6 +49,9 @@ type harness struct {
 	clock     *testingclock.FakeClock
 	deletes   []client.DeleteOptions
 	evictions []metav1.DeleteOptions
+	// jobReads counts reads of jobs (unstructured or metadata-only: the
+	// API reads the rescheduler makes for a job's policy).
+	jobReads int
 }
 
 // ownNS is trainguard's namespace in the unit tests.
@@ -86,6 +89,13 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 	h.c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&corev1.Pod{}, IndexPodNodeName, podNodeName).
 		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				switch obj.(type) {
+				case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
+					h.jobReads++
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
 			// The API server assigns UIDs; the fake client does not.
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 				if obj.GetUID() == "" {
