@@ -77,10 +77,11 @@ const (
 	// own reschedule backoff and cap bound the rest.
 	DefaultRetryEvictionRate  = 1.0
 	DefaultRetryEvictionBurst = 32
-	// DefaultConcurrentReconciles: as kube-controller-manager's
-	// --concurrent-*-syncs (5 for most controllers), a few API round trips
-	// in flight without crowding the API server.
-	DefaultConcurrentReconciles = 4
+	// DefaultConcurrentReconciles stays 1: at 5,000 nodes (docs/scale.md)
+	// 4 workers decided fewer pods than 1, each recomputing the brakes'
+	// node counts (countCarriers) on a heap already at GOMEMLIMIT; more
+	// workers pay off only once that count is cheap.
+	DefaultConcurrentReconciles = 1
 	MaxConcurrentReconciles     = 64
 )
 

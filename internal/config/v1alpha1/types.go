@@ -166,10 +166,9 @@ type ReschedulerConfig struct {
 	// ConcurrentReconciles: pods the rescheduler judges and acts on at
 	// once (controller-runtime's MaxConcurrentReconciles). An action is a
 	// few API round trips (a live read, the job's record, the eviction, an
-	// Event), so one worker bounds the rate to the API server's latency:
-	// about 2.5 pods a second at 5,000 nodes on this project's benchmark
-	// (docs/scale.md). Pods of one job that race for its record are
-	// serialised by the record's resourceVersion.
+	// Event), so more workers help when the API server's latency bounds
+	// the rate, not trainguard's CPU (docs/scale.md). Pods of one job that
+	// race for its record are serialised by the record's resourceVersion.
 	ConcurrentReconciles int `json:"concurrentReconciles,omitempty"`
 }
 
