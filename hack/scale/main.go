@@ -34,6 +34,8 @@ func main() {
 	flag.IntVar(&o.LeaseSeconds, "lease-seconds", o.LeaseSeconds, "node Lease duration (and trainguard's --lease-lost-after/--force-delete-after when not 40)")
 	tgFlags := flag.String("trainguard-flags", "", "flags added to the chart's arguments of every trainguard start, space-separated, e.g. "+
 		"'--leader-election-renew-deadline=30s --leader-election-lease-duration=45s' where the API server is too slow to renew the leader Lease in 10 s")
+	flag.StringVar(&o.MemoryLimit, "memory-limit", "", "trainguard's memory limit instead of the chart's 256Mi (GOMEMLIMIT follows it), e.g. 384Mi, "+
+		"the chart's sizing for 50,000 managed pods")
 	scenarios := flag.String("scenarios", strings.Join(o.Scenarios, ","), "scenarios, in order")
 	flag.StringVar(&o.WorkDir, "workdir", "", "where logs and report.json go (default a new temporary directory)")
 	flag.Parse()

@@ -20,6 +20,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -173,7 +174,14 @@ func (e *env) prepareTrainguard() error {
 		e.tgArgs = append(e.tgArgs, a)
 	}
 	e.tgEnv = []string{"KUBECONFIG=" + e.kubeconfig, "POD_NAMESPACE=" + controlplane.Namespace, "POD_NAME=trainguard-scale-0"}
-	if lim, ok := ctr.Resources.Limits[corev1.ResourceMemory]; ok {
+	lim, ok := ctr.Resources.Limits[corev1.ResourceMemory]
+	if e.o.MemoryLimit != "" {
+		if lim, err = resource.ParseQuantity(e.o.MemoryLimit); err != nil {
+			return fmt.Errorf("-memory-limit: %w", err)
+		}
+		ok = true
+	}
+	if ok {
 		e.tgEnv = append(e.tgEnv, fmt.Sprintf("GOMEMLIMIT=%d", lim.Value()))
 	}
 	return nil

@@ -38,6 +38,10 @@ type Options struct {
 	// trainguard start (printed at the top of the run): a setting a cluster
 	// of this size would change, e.g. the leader election's timing.
 	TrainguardFlags []string
+	// MemoryLimit replaces the chart's memory limit (GOMEMLIMIT follows
+	// it, as in the chart), e.g. "384Mi": the chart's sizing guidance for
+	// 50,000 managed pods (values.yaml, resources). Empty: the chart's.
+	MemoryLimit string
 	// Scenarios to run, in this order: steady, churn, outage, stall,
 	// outage-nobrake.
 	Scenarios []string
