@@ -25,6 +25,11 @@ import (
 // and the record, the eviction or the annotations it calls for. Every
 // eviction or delete passes the storm brakes first.
 func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1.Node, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
+	if !acts(d) {
+		// Nothing to hold any more (the node came back, the brake let
+		// go): a later hold is a new one, and news.
+		r.held.forget(pod.UID)
+	}
 	switch {
 	case d.Reason == "" && d.Action == ActionWait:
 		log.FromContext(ctx).V(1).Info("waiting", "pod", klogRef(pod), "node", pod.Spec.NodeName, "why", d.Message, "after", d.RequeueAfter)

@@ -362,3 +362,42 @@ func TestBrakedZoneNeedsNoJobRead(t *testing.T) {
 		})
 	}
 }
+
+// TestNewHoldAfterRecoveryIsSaid: a pod held, then fine again (its node
+// back), then held again within heldRepeat gets the second hold's Event:
+// a new incident is news (make scale's smoke run: a stall, then a zone
+// outage 2 minutes later, and the outage's holds were never said).
+func TestNewHoldAfterRecoveryIsSaid(t *testing.T) {
+	var objs []client.Object
+	for i := range 4 {
+		n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionUnknown, time.Hour)
+		n.Labels = map[string]string{corev1.LabelTopologyZone: "z1"}
+		objs = append(objs, n, newPod(func(p *corev1.Pod) {
+			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+		}))
+	}
+	h := newHarness(t, true, objs...)
+	h.r.brakes.clusterThreshold = 1 // the zone brake alone
+	setReady := func(status corev1.ConditionStatus) {
+		t.Helper()
+		n := &corev1.Node{}
+		require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, n))
+		n.Status.Conditions[0].Status = status
+		require.NoError(t, h.c.Status().Update(context.Background(), n))
+		h.clock.Step(2 * zoneStateTTL)
+	}
+	h.reconcile(t, "team", "p-n0")
+	h.clock.Step(brakeRecheck)
+	h.reconcile(t, "team", "p-n0")
+	require.Len(t, h.drainEvents(), 1, "one Event for one hold")
+
+	setReady(corev1.ConditionTrue)
+	h.reconcile(t, "team", "p-n0")
+	assert.Empty(t, h.drainEvents(), "its node is back: nothing to say")
+
+	setReady(corev1.ConditionUnknown)
+	h.reconcile(t, "team", "p-n0")
+	evs := h.drainEvents()
+	require.Len(t, evs, 1, "the new hold is said: %v", evs)
+	assert.Contains(t, evs[0], ReasonPartitionSuspected)
+}
