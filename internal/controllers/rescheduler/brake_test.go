@@ -336,15 +336,7 @@ func TestHeldPodGetsOneEvent(t *testing.T) {
 func TestBrakedZoneNeedsNoJobRead(t *testing.T) {
 	for _, braked := range []bool{true, false} {
 		t.Run(fmt.Sprint("braked=", braked), func(t *testing.T) {
-			var objs []client.Object
-			for i := range 4 {
-				n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionUnknown, time.Hour)
-				n.Labels = map[string]string{corev1.LabelTopologyZone: "z1"}
-				objs = append(objs, n, newPod(func(p *corev1.Pod) {
-					p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
-				}))
-			}
-			h := newHarness(t, true, objs...)
+			h := newHarness(t, true, lostZone()...)
 			h.r.brakes.clusterThreshold = 1 // the zone brake alone
 			if !braked {
 				h.r.brakes.threshold = 1
@@ -368,15 +360,7 @@ func TestBrakedZoneNeedsNoJobRead(t *testing.T) {
 // a new incident is news (make scale's smoke run: a stall, then a zone
 // outage 2 minutes later, and the outage's holds were never said).
 func TestNewHoldAfterRecoveryIsSaid(t *testing.T) {
-	var objs []client.Object
-	for i := range 4 {
-		n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionUnknown, time.Hour)
-		n.Labels = map[string]string{corev1.LabelTopologyZone: "z1"}
-		objs = append(objs, n, newPod(func(p *corev1.Pod) {
-			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
-		}))
-	}
-	h := newHarness(t, true, objs...)
+	h := newHarness(t, true, lostZone()...)
 	h.r.brakes.clusterThreshold = 1 // the zone brake alone
 	setReady := func(status corev1.ConditionStatus) {
 		t.Helper()
@@ -400,4 +384,18 @@ func TestNewHoldAfterRecoveryIsSaid(t *testing.T) {
 	evs := h.drainEvents()
 	require.Len(t, evs, 1, "the new hold is said: %v", evs)
 	assert.Contains(t, evs[0], ReasonPartitionSuspected)
+}
+
+// lostZone is zone z1's 4 nodes, each Unknown for an hour, each with a
+// managed pod p-<node>: more than the zone brake's share is lost.
+func lostZone() []client.Object {
+	var objs []client.Object
+	for i := range 4 {
+		n := newNode(fmt.Sprintf("n%d", i), corev1.ConditionUnknown, time.Hour)
+		n.Labels = map[string]string{corev1.LabelTopologyZone: "z1"}
+		objs = append(objs, n, newPod(func(p *corev1.Pod) {
+			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+		}))
+	}
+	return objs
 }
