@@ -3,6 +3,7 @@ package rescheduler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,11 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/policy"
 )
 
 // Storm brakes, after the node lifecycle controller (NLC): a token bucket on
@@ -59,8 +62,8 @@ const clusterZone = "(cluster)"
 // other pods are acted on without a new token.
 const admittedFor = 10 * time.Minute
 
-// zoneStateTTL bounds how often a zone's health is recomputed (it walks the
-// zone's nodes and the pod index).
+// zoneStateTTL bounds how often the zones' and the cluster's health is
+// recounted (it walks every node and the carrier index).
 const zoneStateTTL = time.Second
 
 // brakeRecheck is how soon a held pod looks again: the node lifecycle
@@ -73,11 +76,12 @@ type brakes struct {
 	limiter   *rate.Limiter
 	stopped   bool // --node-eviction-rate=0
 	admitted  map[string]time.Time
-	zones     map[string]zoneState
 	threshold float64
 	engaged   map[string]bool
-	// cluster is the cluster brake's last count; clusterThreshold its share.
-	cluster          zoneState
+	// area is the last count of carriers (areaState); countMu lets one
+	// worker make it at a time.
+	area             area
+	countMu          sync.Mutex
 	clusterThreshold float64
 	// retries are the per-namespace buckets on pods retried for their
 	// exit, apart from the node bucket: one tenant's cheap jobs exiting 137
@@ -91,7 +95,6 @@ type brakes struct {
 }
 
 type zoneState struct {
-	at                 time.Time
 	unhealthy, carrier int
 	// silentLeases of leases (the cluster brake only).
 	silentLeases, leases int
@@ -110,7 +113,6 @@ func newBrakes(opts Options, clk clock.PassiveClock, m *metrics) *brakes {
 		limiter:   rate.NewLimiter(rate.Limit(*opts.NodeEvictionRate), opts.NodeEvictionBurst),
 		stopped:   *opts.NodeEvictionRate == 0,
 		admitted:  map[string]time.Time{},
-		zones:     map[string]zoneState{},
 		threshold: opts.UnhealthyZoneThreshold,
 		engaged:   map[string]bool{},
 
@@ -156,12 +158,12 @@ func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *cor
 // and a zone of 500 nodes is thousands of pods.
 func (r *Reconciler) areaBrakes(ctx context.Context, node *corev1.Node) *hold {
 	b := r.brakes
-	c, err := r.clusterState(ctx)
+	a, err := r.areaState(ctx)
 	if err != nil {
-		return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the cluster's health: " + err.Error(), after: brakeRecheck}
+		return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the cluster's and zones' health: " + err.Error(), after: brakeRecheck}
 	}
 	wasOn := b.isEngaged(clusterZone)
-	if h := b.judgeCluster(ctx, c); h != nil {
+	if h := b.judgeCluster(ctx, a.cluster); h != nil {
 		return h
 	}
 	if wasOn {
@@ -169,12 +171,8 @@ func (r *Reconciler) areaBrakes(ctx context.Context, node *corev1.Node) *hold {
 	}
 	if node != nil {
 		zone := zoneOf(node)
-		z, err := r.zoneState(ctx, zone)
-		if err != nil {
-			return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the zone's health: " + err.Error(), after: brakeRecheck}
-		}
 		wasOn := b.isEngaged(zone)
-		if h := b.judgeZone(ctx, zone, z); h != nil {
+		if h := b.judgeZone(ctx, zone, a.zones[zone]); h != nil {
 			return h
 		}
 		if wasOn {
@@ -383,96 +381,127 @@ func (b *brakes) take(node string) *hold {
 			float64(b.limiter.Limit()), b.limiter.Burst(), node, d.Round(time.Millisecond))}
 }
 
-// clusterState counts, cluster-wide, the nodes that carry managed pods and
-// how many of them are unhealthy, and the node Leases seen and how many of
-// them are silent. Cached for zoneStateTTL.
-func (r *Reconciler) clusterState(ctx context.Context) (zoneState, error) {
-	b := r.brakes
-	b.mu.Lock()
-	c := b.cluster
-	b.mu.Unlock()
-	if !c.at.IsZero() && b.clock.Now().Sub(c.at) < zoneStateTTL {
-		return c, nil
-	}
-	c, err := r.countCarriers(ctx, func(*corev1.Node) bool { return true })
-	if err != nil {
-		return zoneState{}, err
-	}
-	c.silentLeases, c.leases = r.leases.silentCount(brakeSilence(r.opts.LeaseLostAfter.Duration))
-	b.mu.Lock()
-	b.cluster = c
-	b.mu.Unlock()
-	return c, nil
+// area is one count of the nodes carrying managed pods, and how many of
+// them are unhealthy, for the cluster and for every zone at once; the
+// cluster's count also has the node Leases seen and how many are silent.
+type area struct {
+	at      time.Time
+	cluster zoneState
+	zones   map[string]zoneState
 }
 
-// zoneState counts the zone's nodes that carry managed pods, and how many
-// of them are unhealthy. Cached for zoneStateTTL.
-func (r *Reconciler) zoneState(ctx context.Context, zone string) (zoneState, error) {
+// areaState is the latest count, made again when older than zoneStateTTL.
+// One worker counts; the others wait for its count rather than make their
+// own. At 5,000 nodes a count per zone and one for the cluster, each
+// listing the pods of every node in scope, copied every managed pod of the
+// cache about twice a second (issue 34: 1.3 GCs a second, the heap at
+// GOMEMLIMIT); one pass over an index of pod keys copies no pod.
+func (r *Reconciler) areaState(ctx context.Context) (area, error) {
 	b := r.brakes
+	b.countMu.Lock()
+	defer b.countMu.Unlock()
 	b.mu.Lock()
-	z, ok := b.zones[zone]
+	a := b.area
 	b.mu.Unlock()
-	if ok && b.clock.Now().Sub(z.at) < zoneStateTTL {
-		return z, nil
+	if !a.at.IsZero() && b.clock.Now().Sub(a.at) < zoneStateTTL {
+		return a, nil
 	}
-	z, err := r.countCarriers(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone })
+	a, err := r.countArea(ctx)
 	if err != nil {
-		return zoneState{}, err
+		return area{}, err
 	}
 	b.mu.Lock()
-	b.zones[zone] = z
+	b.area = a
 	b.mu.Unlock()
-	return z, nil
+	return a, nil
 }
 
-// countCarriers counts the nodes in scope that carry managed pods, and how
-// many of them are unhealthy: Ready not True, or the kubelet silent for
-// brakeSilence.
-func (r *Reconciler) countCarriers(ctx context.Context, inScope func(*corev1.Node) bool) (zoneState, error) {
+// countArea counts, per zone and cluster-wide, the nodes that carry
+// managed pods and how many of them are unhealthy: Ready not True, or the
+// kubelet silent for brakeSilence.
+func (r *Reconciler) countArea(ctx context.Context) (area, error) {
+	carriers, err := r.carrierNodes(ctx)
+	if err != nil {
+		return area{}, err
+	}
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return zoneState{}, fmt.Errorf("listing nodes: %w", err)
+		return area{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	z := zoneState{at: r.brakes.clock.Now()}
+	silence := brakeSilence(r.opts.LeaseLostAfter.Duration)
+	a := area{at: r.brakes.clock.Now(), zones: map[string]zoneState{}}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if !inScope(n) {
+		if !carriers[n.Name] {
 			continue
 		}
-		carries, err := r.carriesManagedPods(ctx, n.Name)
-		if err != nil {
-			return zoneState{}, err
-		}
-		if !carries {
-			continue
-		}
-		z.carrier++
 		silent, known := r.leases.silentFor(n.Name)
-		if readyStatus(n) != corev1.ConditionTrue || (known && silent >= brakeSilence(r.opts.LeaseLostAfter.Duration)) {
+		unhealthy := readyStatus(n) != corev1.ConditionTrue || (known && silent >= silence)
+		zone := zoneOf(n)
+		z := a.zones[zone]
+		z.carrier++
+		a.cluster.carrier++
+		if unhealthy {
 			z.unhealthy++
+			a.cluster.unhealthy++
 		}
+		a.zones[zone] = z
 	}
-	return z, nil
+	a.cluster.silentLeases, a.cluster.leases = r.leases.silentCount(silence)
+	return a, nil
 }
 
-// carriesManagedPods says whether a pod trainguard manages runs on node:
-// labelled managed and in a namespace that opted in. The label alone is
-// anyone's to set: counted as it was, pods of namespaces that never opted
-// in, on healthy nodes, diluted the zone's unhealthy fraction and kept the
-// brake off during a partition.
-func (r *Reconciler) carriesManagedPods(ctx context.Context, node string) (bool, error) {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPodNodeName: node},
-		client.MatchingLabels{contract.LabelManaged: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing pods on node %s: %w", node, err)
+// carrierNodes is the set of nodes a pod trainguard manages runs on:
+// labelled managed, not opted out, in a namespace that opted in. The label
+// alone is anyone's to set: counted as it was, pods of namespaces that
+// never opted in, on healthy nodes, diluted the zone's unhealthy fraction
+// and kept the brake off during a partition.
+func (r *Reconciler) carrierNodes(ctx context.Context) (map[string]bool, error) {
+	keys, err := r.carrierKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes that carry managed pods: %w", err)
 	}
-	for i := range pods.Items {
-		ok, _, err := r.injects(ctx, pods.Items[i].Namespace, pods.Items[i].Annotations)
-		if ok || err != nil {
-			return ok, err
+	nodes := map[string]bool{}
+	namespaces := map[string]bool{} // the namespace's verdict, asked once a count
+	for _, key := range keys {
+		ns, node, ok := strings.Cut(key, "/")
+		if !ok || nodes[node] {
+			continue
+		}
+		in, asked := namespaces[ns]
+		if !asked {
+			if in, _, err = r.injects(ctx, ns, nil); err != nil {
+				return nil, err
+			}
+			namespaces[ns] = in
+		}
+		if in {
+			nodes[node] = true
 		}
 	}
-	return false, nil
+	return nodes, nil
+}
+
+// IndexCarrier indexes the cached managed pods by "namespace/node", for a
+// pod on a node that did not opt out: its values are the distinct pairs
+// the brakes count carriers from, read without copying a pod.
+const IndexCarrier = "trainguard.io/carrier"
+
+// carrierKey is a pod's IndexCarrier value: none for a pod on no node or
+// one that opted out (the namespace's opt-in is judged at count time: it
+// can change without the pod changing).
+func carrierKey(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" || policy.OptOut(pod.Annotations) != "" || pod.Labels[contract.LabelManaged] != "true" {
+		return nil, nil
+	}
+	return []string{pod.Namespace + "/" + pod.Spec.NodeName}, nil
+}
+
+// indexedCarrierKeys lists IndexCarrier's values from the pod informer's
+// own index: strings only, no pod copied.
+func indexedCarrierKeys(idx toolscache.Indexer) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) { return idx.ListIndexFuncValues(IndexCarrier), nil }
 }
 
 // zoneOf is the node's zone, as NLC reads it; "" for nodes without one

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -398,4 +399,73 @@ func lostZone() []client.Object {
 		}))
 	}
 	return objs
+}
+
+// TestCarrierIndex: the brakes' carrier index, on client-go's own indexer
+// as the pod informer keeps it, lists each (namespace, node) with a managed
+// pod once, leaves out pods on no node and pods that opted out, and drops a
+// pair when its last pod goes.
+func TestCarrierIndex(t *testing.T) {
+	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{IndexCarrier: carrierKey})
+	pod := func(ns, name, node string, opts ...podOpt) *corev1.Pod {
+		return newPod(append([]podOpt{func(p *corev1.Pod) { p.Namespace, p.Name, p.Spec.NodeName = ns, name, node }}, opts...)...)
+	}
+	a1, a2, b1 := pod("a", "a1", "n1"), pod("a", "a2", "n1"), pod("b", "b1", "n2")
+	for _, p := range []*corev1.Pod{a1, a2, b1,
+		pod("a", "pending", ""),
+		pod("a", "out", "n3", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{contract.AnnotationInject: contract.InjectDisabled}
+		}),
+		pod("a", "unlabelled", "n4", func(p *corev1.Pod) { delete(p.Labels, contract.LabelManaged) }),
+	} {
+		require.NoError(t, idx.Add(p))
+	}
+	keys := indexedCarrierKeys(idx)
+	got, err := keys(context.Background())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a/n1", "b/n2"}, got)
+
+	require.NoError(t, idx.Delete(b1))
+	require.NoError(t, idx.Delete(a1))
+	got, _ = keys(context.Background())
+	assert.Equal(t, []string{"a/n1"}, got, "n2 carries nothing now; n1 still carries a2")
+}
+
+// TestOneCountForEveryZone (issue 34): the cluster brake and every zone's
+// brake are judged from one count of the carriers per zoneStateTTL; a
+// count per zone and one for the cluster, each listing its nodes' pods,
+// copied every cached pod about twice a second at 5,000 nodes.
+func TestOneCountForEveryZone(t *testing.T) {
+	objs := lostZone()
+	for i := range 4 {
+		n := newNode(fmt.Sprintf("m%d", i), corev1.ConditionUnknown, time.Hour)
+		n.Labels = map[string]string{corev1.LabelTopologyZone: "z2"}
+		objs = append(objs, n, newPod(func(p *corev1.Pod) {
+			p.Name, p.UID, p.Spec.NodeName = "p-"+n.Name, types.UID("uid-"+n.Name), n.Name
+		}))
+	}
+	h := newHarness(t, false, objs...)
+	h.r.brakes.clusterThreshold = 1 // the zone brakes alone
+	counts := 0
+	list := h.r.carrierKeys
+	h.r.carrierKeys = func(ctx context.Context) ([]string, error) { counts++; return list(ctx) }
+	judge := func(node string) {
+		t.Helper()
+		n := &corev1.Node{}
+		require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: node}, n))
+		hold := h.r.checkBrakes(context.Background(), onNode(node), n, Decision{Cause: ReasonNodeLost})
+		require.NotNil(t, hold, node)
+		assert.Equal(t, ReasonPartitionSuspected, hold.reason)
+	}
+	judge("n0")
+	judge("m0")
+	judge("n1")
+	assert.Equal(t, 1, counts, "both zones and the cluster judged from one count")
+	for _, z := range []string{"z1", "z2"} {
+		assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(z)), z)
+		assert.Equal(t, 4.0, testutil.ToFloat64(h.r.metrics.unhealthyNodes.WithLabelValues(z)), z)
+	}
+	h.clock.Step(zoneStateTTL)
+	judge("m1")
+	assert.Equal(t, 2, counts, "counted again once the count is zoneStateTTL old")
 }

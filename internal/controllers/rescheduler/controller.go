@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,6 +62,11 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string
 		return fmt.Errorf("indexing pods by node: %w", err)
 	}
 	r := newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), clock.RealClock{}, cfg, namespace, m)
+	keys, err := carrierIndex(mgr)
+	if err != nil {
+		return err
+	}
+	r.carrierKeys = keys
 	if err := mgr.Add(&sweeper{r: r}); err != nil {
 		return fmt.Errorf("adding the record sweeper: %w", err)
 	}
@@ -78,6 +84,25 @@ func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRec
 		brakes: newBrakes(cfg.Rescheduler, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
 		jobKeys: NewJobKeys(jobs.Builtin()),
 	}
+}
+
+// carrierIndex adds IndexCarrier to the pod informer and returns its
+// reader. The informer's own indexer, not a field index of the cache: the
+// cache's List copies every pod it returns, and the brakes need only the
+// distinct (namespace, node) pairs.
+func carrierIndex(mgr ctrl.Manager) (func(context.Context) ([]string, error), error) {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("getting the pod informer: %w", err)
+	}
+	if err := inf.AddIndexers(toolscache.Indexers{IndexCarrier: carrierKey}); err != nil {
+		return nil, fmt.Errorf("indexing pods by namespace and node: %w", err)
+	}
+	idx, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return nil, fmt.Errorf("the pod informer (%T) has no indexer to read the carrier index from", inf)
+	}
+	return indexedCarrierKeys(idx.GetIndexer()), nil
 }
 
 func podNodeName(o client.Object) []string {
@@ -108,6 +133,10 @@ type Reconciler struct {
 	leases *leases
 	// jobKeys finds a pod's job (built once: the adapters' labels).
 	jobKeys JobKeys
+
+	// carrierKeys lists IndexCarrier's values: which nodes carry managed
+	// pods of which namespaces, for the brakes.
+	carrierKeys func(context.Context) ([]string, error)
 
 	// held: the holds already said (holdBack), so a recheck is not news.
 	held heldNotes

@@ -117,7 +117,7 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 				return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
 			},
 		}).Build()
-	h.r = newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics())
+	h.r = h.newReconciler()
 	return h
 }
 

@@ -1,12 +1,14 @@
 package rescheduler
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -135,3 +137,34 @@ func newNode(name string, status corev1.ConditionStatus, since time.Duration) *c
 func readyNode() *corev1.Node { return newNode("n1", corev1.ConditionTrue, time.Hour) }
 
 func cordoned(n *corev1.Node) *corev1.Node { n.Spec.Unschedulable = true; return n }
+
+// newReconciler is the reconciler under test on the harness's fake client.
+// The fake has no informer: the carrier index is made from a List with the
+// index's own function.
+func (h *harness) newReconciler() *Reconciler {
+	r := newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics())
+	r.carrierKeys = listedCarrierKeys(h.c)
+	return r
+}
+
+// listedCarrierKeys is IndexCarrier's values, read by listing every pod.
+func listedCarrierKeys(c client.Reader) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods); err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		var keys []string
+		for i := range pods.Items {
+			ks, _ := carrierKey(&pods.Items[i])
+			for _, k := range ks {
+				if !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+		return keys, nil
+	}
+}

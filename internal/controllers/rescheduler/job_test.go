@@ -41,7 +41,7 @@ func (h *harness) forbidJob(t *testing.T, verb string) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	})
-	h.r = newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics())
+	h.r = h.newReconciler()
 }
 
 // TestCapReachedJobPatchForbiddenIsReportedOnce: RBAC refusing the cap mark
