@@ -100,10 +100,22 @@ def main():
     m.set_title("trainguard memory at steady state")
     m.grid(True, alpha=0.3)
     m.legend()
-    for name in ("outage, brake on: p99 decision (s after deadline)", "outage, brake off: p99 decision (s after deadline)"):
-        pts = [(x, y) for x, y in zip(nodes, series[name]) if y is not None]
+    for (name, key) in (("outage, brake on: p99 decision (s after deadline)", "Outage"),
+                        ("outage, brake off: p99 decision (s after deadline)", "OutageNoBrake")):
+        pts = [(x, y, r) for x, y, r in zip(nodes, series[name], reports) if y is not None]
         if pts:
             d.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name.split(":")[0])
+        for x, y, r in pts:
+            decided, affected = get(r, key, "Decided"), get(r, key, "AffectedPods")
+            if decided is not None and affected and decided < affected:
+                # The scenario's bound ended first: the p99 is of the pods
+                # decided by then, a lower bound on the whole zone's.
+                d.annotate(f"only {decided:,} of {affected:,}\ndecided in the bound", (x, y), textcoords="offset points",
+                           xytext=(-10, -28), ha="right", fontsize=8)
+    for x, y, r in zip(nodes, series["RSS (MiB)"], reports):
+        limit = get(r, "Steady", "GOMEMLIMIT")
+        if y is not None and limit:
+            m.annotate(f"GOMEMLIMIT {int(limit) >> 20} MiB", (x, y), textcoords="offset points", xytext=(6, -14), ha="left", fontsize=8)
     d.set_xlabel("nodes (one zone of ten goes silent)")
     d.set_ylabel("p99 seconds from Lease deadline to decision")
     d.set_title("zone outage: time to decide every affected pod")
