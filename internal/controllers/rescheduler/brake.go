@@ -62,9 +62,9 @@ const clusterZone = "(cluster)"
 // other pods are acted on without a new token.
 const admittedFor = 10 * time.Minute
 
-// zoneStateTTL bounds how often the zones' and the cluster's health is
+// areaStateTTL bounds how often the zones' and the cluster's health is
 // recounted (it walks every node and the carrier index).
-const zoneStateTTL = time.Second
+const areaStateTTL = time.Second
 
 // brakeRecheck is how soon a held pod looks again: the node lifecycle
 // controller's --node-monitor-period.
@@ -390,7 +390,7 @@ type area struct {
 	zones   map[string]zoneState
 }
 
-// areaState is the latest count, made again when older than zoneStateTTL.
+// areaState is the latest count, made again when older than areaStateTTL.
 // One worker counts; the others wait for its count rather than make their
 // own. At 5,000 nodes a count per zone and one for the cluster, each
 // listing the pods of every node in scope, copied every managed pod of the
@@ -403,7 +403,7 @@ func (r *Reconciler) areaState(ctx context.Context) (area, error) {
 	b.mu.Lock()
 	a := b.area
 	b.mu.Unlock()
-	if !a.at.IsZero() && b.clock.Now().Sub(a.at) < zoneStateTTL {
+	if !a.at.IsZero() && b.clock.Now().Sub(a.at) < areaStateTTL {
 		return a, nil
 	}
 	a, err := r.countArea(ctx)

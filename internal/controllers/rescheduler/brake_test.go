@@ -369,7 +369,7 @@ func TestNewHoldAfterRecoveryIsSaid(t *testing.T) {
 		require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, n))
 		n.Status.Conditions[0].Status = status
 		require.NoError(t, h.c.Status().Update(context.Background(), n))
-		h.clock.Step(2 * zoneStateTTL)
+		h.clock.Step(2 * areaStateTTL)
 	}
 	h.reconcile(t, "team", "p-n0")
 	h.clock.Step(brakeRecheck)
@@ -432,7 +432,7 @@ func TestCarrierIndex(t *testing.T) {
 }
 
 // TestOneCountForEveryZone (issue 34): the cluster brake and every zone's
-// brake are judged from one count of the carriers per zoneStateTTL; a
+// brake are judged from one count of the carriers per areaStateTTL; a
 // count per zone and one for the cluster, each listing its nodes' pods,
 // copied every cached pod about twice a second at 5,000 nodes.
 func TestOneCountForEveryZone(t *testing.T) {
@@ -465,7 +465,7 @@ func TestOneCountForEveryZone(t *testing.T) {
 		assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(z)), z)
 		assert.Equal(t, 4.0, testutil.ToFloat64(h.r.metrics.unhealthyNodes.WithLabelValues(z)), z)
 	}
-	h.clock.Step(zoneStateTTL)
+	h.clock.Step(areaStateTTL)
 	judge("m1")
-	assert.Equal(t, 2, counts, "counted again once the count is zoneStateTTL old")
+	assert.Equal(t, 2, counts, "counted again once the count is areaStateTTL old")
 }
