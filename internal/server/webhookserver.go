@@ -35,10 +35,18 @@ const (
 	// and no byte budget meanwhile (see Limiter).
 	DefaultBodyReadTimeout = 2 * time.Second
 	DefaultWriteTimeout    = 15 * time.Second
-	// DefaultIdleTimeout: the API server reuses a keep-alive connection
-	// within seconds while it sends reviews; an idle one costs memory and a
-	// place under the connection cap.
-	DefaultIdleTimeout = 30 * time.Second
+	// DefaultIdleTimeout outlasts the API server's own, so the API server
+	// is the side that closes an idle keep-alive connection. Its webhook
+	// client keeps one for 90 s (client-go's transport takes
+	// http.DefaultTransport's IdleConnTimeout) and reuses it for the next
+	// review; a server that closes first races that reuse: the review is
+	// written into a connection being closed, the API server gets "broken
+	// pipe" or a reset, does not retry the POST, and a fail-closed webhook
+	// refuses the object. (make scale's bursts met such refusals, at 30 s
+	// and again at 2 min: this closes one path, not every one; see
+	// docs/scale.md.) Idle connections cost little: the API server keeps
+	// at most 25 per host, and they stay under the caps below.
+	DefaultIdleTimeout = 2 * time.Minute
 	// DefaultMaxConnections caps open connections (see limitListener):
 	// about 25 MiB of connection state at most, and far more connections
 	// than the API server opens (one per review in flight, HTTP/1.1).

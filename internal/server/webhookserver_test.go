@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/trainguard/trainguard/webhook"
 )
@@ -35,4 +37,17 @@ func TestSlowBodyIsCutOffByTheReadTimeout(t *testing.T) {
 		assert.False(t, netErr.Timeout(), "the server, not the client's 10 s deadline, must end the exchange")
 	}
 	assert.Less(t, time.Since(start), 5*time.Second, "the connection must be closed at the server's read timeout")
+}
+
+// TestIdleTimeoutOutlastsTheAPIServers: the API server's webhook client
+// (client-go's transport, built by utilnet.SetTransportDefaults) keeps idle
+// keep-alive connections for its IdleConnTimeout and reuses them; a server
+// that closes an idle connection first races that reuse, and the review
+// written into the closing connection fails with "broken pipe", which the
+// API server does not retry: a fail-closed webhook refuses the object.
+func TestIdleTimeoutOutlastsTheAPIServers(t *testing.T) {
+	apiServer := utilnet.SetTransportDefaults(&http.Transport{})
+	require.Positive(t, apiServer.IdleConnTimeout, "the API server's webhook client closes idle connections")
+	assert.Greater(t, DefaultIdleTimeout, apiServer.IdleConnTimeout,
+		"trainguard must not close an idle connection the API server may still reuse")
 }
