@@ -22,7 +22,8 @@ type Options struct {
 	Namespaces int
 	// Clients creating objects at once.
 	Clients int
-	// Bursts of 64 pods measured per webhook in the admission comparison.
+	// Bursts is the admission comparison's rounds: 64 pods at once in
+	// each setup (AdmissionReport) per round.
 	Bursts int
 	// Steady is the steady-state measuring window.
 	Steady time.Duration

@@ -122,6 +122,16 @@ func (w *KubeflowJobWrapper) WithCheckpointVolume() *KubeflowJobWrapper {
 	return w
 }
 
+// Realistic pads every replica's template as PodWrapper.Realistic pads a
+// pod (about 8 KB each): the benchmarks' job.
+func (w *KubeflowJobWrapper) Realistic() *KubeflowJobWrapper {
+	for _, rs := range w.Spec.PyTorchReplicaSpecs {
+		realisticPod(&rs.Template.ObjectMeta, &rs.Template.Spec)
+		delete(rs.Template.Labels, kubeflowv1.LabelJobName) // the operator sets it per pod
+	}
+	return w
+}
+
 // Obj returns the job.
 func (w *KubeflowJobWrapper) Obj() *kubeflowv1.PyTorchJob { return &w.PyTorchJob }
 

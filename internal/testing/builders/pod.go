@@ -58,18 +58,24 @@ func (w *PodWrapper) Injected() *PodWrapper {
 // Realistic pads the pod to about 8 KB, the size of a typical training
 // pod with its env, mounts and probes (the benchmarks' pod).
 func (w *PodWrapper) Realistic() *PodWrapper {
-	realisticContainer(&w.Spec.Containers[0])
-	c := &w.Spec.Containers[0]
+	realisticPod(&w.ObjectMeta, &w.Spec)
+	return w
+}
+
+// realisticPod pads a pod's (or a template's) first container, volumes,
+// labels and placement to what a typical training pod carries.
+func realisticPod(meta *metav1.ObjectMeta, spec *corev1.PodSpec) {
+	realisticContainer(&spec.Containers[0])
+	c := &spec.Containers[0]
 	for i := range 6 {
 		name := fmt.Sprintf("data-%d", i)
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/data/" + name})
-		w.Spec.Volumes = append(w.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "dataset-" + name}}})
 	}
-	w.Labels = map[string]string{"app": "trainer", "team": "vision", kubeflowv1.LabelJobName: "resnet"}
-	w.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-	w.Spec.NodeSelector = map[string]string{"accelerator": "a100"}
-	return w
+	meta.Labels = map[string]string{"app": "trainer", "team": "vision", kubeflowv1.LabelJobName: "resnet"}
+	spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	spec.NodeSelector = map[string]string{"accelerator": "a100"}
 }
 
 // Obj returns the pod.
