@@ -27,7 +27,7 @@ func main() {
 	flag.IntVar(&o.OtherPods, "other-pods", -1, "pods of other workloads, not opted in (default 2 per node)")
 	flag.IntVar(&o.Namespaces, "namespaces", o.Namespaces, "tenant namespaces sharing the jobs")
 	flag.IntVar(&o.Clients, "clients", o.Clients, "concurrent creates while populating")
-	flag.IntVar(&o.Bursts, "bursts", o.Bursts, "rounds of admission bursts; each round creates 64 pods at once in each of 5 setups (a job's pods and bare pods, through trainguard and through a no-op webhook; the no-op on trainguard's injected pods)")
+	flag.IntVar(&o.Bursts, "bursts", o.Bursts, "rounds of admission bursts; each round creates 64 pods at once in each of 6 setups (a job's pods and bare pods, through trainguard and through a no-op webhook; a job's pods as trainguard stores them, through the no-op and through a no-op answering trainguard's patch)")
 	flag.DurationVar(&o.Steady, "steady", o.Steady, "steady-state measuring window")
 	flag.DurationVar(&o.Churn, "churn", o.Churn, "how long training pods keep exiting 137")
 	flag.Float64Var(&o.ChurnPercent, "churn-percent", o.ChurnPercent, "share of training pods exiting 137 per minute")

@@ -8,13 +8,10 @@
 package load
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path"
@@ -29,7 +26,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,13 +42,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
-	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
-	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/server"
 	"github.com/trainguard/trainguard/test/controlplane"
-	"github.com/trainguard/trainguard/webhook"
 )
 
 // Settings, overridable from the environment (make load passes them through).
@@ -538,14 +531,19 @@ func startNoop(ctx context.Context, b *testing.B, cp *controlplane.ControlPlane)
 	if err := cp.Client.Get(ctx, client.ObjectKey{Name: controlplane.ReleaseName}, v); err != nil {
 		return err
 	}
-	patching := newPatchingNoop()
+	patching := controlplane.NewPatchingNoop(trainguardNamespace())
 	var configs []client.Object
 	for _, copy := range []struct {
 		prefix, label string
 		mutate        func(path string) http.Handler
 	}{
 		{"noop", noopLabel, func(string) http.Handler { return allow }},
-		{"patching", patchingLabel, patching.handler},
+		{"patching", patchingLabel, func(path string) http.Handler {
+			return &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+				noopCalls.Add(1)
+				return patching.Answer(path, req)
+			})}
+		}},
 	} {
 		mc, vc, paths := copies(m, v, copy.prefix, copy.label, addr)
 		for p, mutating := range paths {
@@ -601,58 +599,6 @@ func copies(m *admissionregistrationv1.MutatingWebhookConfiguration, v *admissio
 		vc.Webhooks = append(vc.Webhooks, w)
 	}
 	return mc, vc, paths
-}
-
-// patchingNoop answers each mutating path with trainguard's patch for the
-// first object it saw there, computed once by trainguard's own handler.
-type patchingNoop struct {
-	tg      map[string]http.Handler
-	mu      sync.Mutex
-	patches map[string][]byte
-}
-
-func newPatchingNoop() *patchingNoop {
-	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return trainguardNamespace(), true, nil
-	}
-	s := webhook.NewServer(webhook.Options{Config: configv1alpha1.Default(), OwnNamespace: controlplane.Namespace}, optedIn, nil, logr.Discard())
-	return &patchingNoop{tg: s.Handlers(), patches: map[string][]byte{}}
-}
-
-func (p *patchingNoop) handler(path string) http.Handler {
-	return &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
-		noopCalls.Add(1)
-		patch, err := p.patch(path, req)
-		if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
-		pt := admissionv1.PatchTypeJSONPatch
-		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}}
-	})}
-}
-
-func (p *patchingNoop) patch(path string, req admission.Request) ([]byte, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if patch, ok := p.patches[path]; ok {
-		return patch, nil
-	}
-	body, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req.AdmissionRequest,
-	})
-	if err != nil {
-		return nil, err
-	}
-	rec := httptest.NewRecorder()
-	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	p.tg[path].ServeHTTP(rec, r)
-	out, err := admissionio.DecodeReviewResponse(rec.Body.Bytes())
-	if err != nil {
-		return nil, err
-	}
-	p.patches[path] = out.Response.Patch
-	return out.Response.Patch, nil
 }
 
 // noopCalls counts the no-op webhook's answers, so the report shows it was called.

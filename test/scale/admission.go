@@ -1,23 +1,17 @@
 package scale
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,8 +21,6 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
-	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/testing/builders"
@@ -38,7 +30,8 @@ import (
 
 // AdmissionReport is pod creation latency in bursts of 64 pods created at
 // once, through trainguard and through a no-op webhook registered like
-// trainguard's, interleaved in the same run, two ways.
+// trainguard's, interleaved in the same run: a job's pods, bare pods, and
+// the split of the job's gap.
 type AdmissionReport struct {
 	Bursts int
 	// Job is the scenario and the target's: one PyTorchJob's 64
@@ -128,12 +121,16 @@ func (e *env) startNoop(ctx context.Context) error {
 	srv.Register("/noop", &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
 		return admission.Allowed("")
 	})})
-	patching := newPatchingNoop()
+	patching := controlplane.NewPatchingNoop(map[string]string{contract.AnnotationInject: contract.InjectEnabled})
 	srv.Register("/noop-mutate", &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 		if req.Namespace != patchingNS {
 			return admission.Allowed("")
 		}
-		return patching.answer(req)
+		resp := patching.Answer(webhook.PathMutatePod, req)
+		if resp.Allowed && len(resp.Patch) == 0 {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("trainguard's handler made no patch for pod %s/%s: the patching no-op would measure nothing", req.Namespace, req.Name))
+		}
+		return resp
 	})})
 	go func() { _ = srv.Start(ctx) }()
 	if err := waitFor(ctx, 20*time.Second, func() (bool, error) { return srv.StartedChecker()(&http.Request{}) == nil, nil }); err != nil {
@@ -434,53 +431,4 @@ func setEnv(p *corev1.Pod, name, value string) {
 			p.Spec.Containers[i].Env = append(p.Spec.Containers[i].Env, corev1.EnvVar{Name: name, Value: value})
 		}
 	}
-}
-
-// patchingNoop answers with the patch trainguard's own pod handler (in
-// this process, the default configuration, the namespace opted in)
-// computed for the first pod it was asked about: the job's pods differ
-// only in names, ranks and owner, which the patch does not touch.
-type patchingNoop struct {
-	tg    http.Handler
-	once  sync.Once
-	patch []byte
-	err   error
-}
-
-func newPatchingNoop() *patchingNoop {
-	optedIn := func(context.Context, string) (map[string]string, bool, error) {
-		return map[string]string{contract.AnnotationInject: contract.InjectEnabled}, true, nil
-	}
-	s := webhook.NewServer(webhook.Options{Config: configv1alpha1.Default(), OwnNamespace: "trainguard-system"}, optedIn, nil, logr.Discard())
-	return &patchingNoop{tg: s.Handlers()[webhook.PathMutatePod]}
-}
-
-func (p *patchingNoop) answer(req admission.Request) admission.Response {
-	p.once.Do(func() { p.patch, p.err = p.compute(req) })
-	if p.err != nil {
-		return admission.Errored(http.StatusInternalServerError, p.err)
-	}
-	pt := admissionv1.PatchTypeJSONPatch
-	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: true, Patch: p.patch, PatchType: &pt}}
-}
-
-func (p *patchingNoop) compute(req admission.Request) ([]byte, error) {
-	body, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req.AdmissionRequest,
-	})
-	if err != nil {
-		return nil, err
-	}
-	rec := httptest.NewRecorder()
-	r := httptest.NewRequest(http.MethodPost, webhook.PathMutatePod, bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	p.tg.ServeHTTP(rec, r)
-	out, err := admissionio.DecodeReviewResponse(rec.Body.Bytes())
-	if err != nil {
-		return nil, err
-	}
-	if len(out.Response.Patch) == 0 {
-		return nil, fmt.Errorf("trainguard's handler made no patch for pod %s/%s: the patching no-op would measure nothing", req.Namespace, req.Name)
-	}
-	return out.Response.Patch, nil
 }
