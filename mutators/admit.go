@@ -41,7 +41,8 @@ func MutateJob(job jobs.Job, adapter *jobs.Adapter, p *contract.Policy) []string
 		if len(tpl.Spec.Containers) == 0 {
 			continue
 		}
-		t := &Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind, JobNameLabels: labels, noAccelerator: decided && !p.GPUForAll}
+		t := &Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind, JobNameLabels: labels,
+			PodRestartPolicy: tpl.PodRestartPolicy, noAccelerator: decided && !p.GPUForAll}
 		applied = append(applied, injectTemplate(t)...)
 		warnings = append(warnings, t.Warnings()...)
 	}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/foundations/version"
@@ -17,6 +18,9 @@ type targetBuilder struct {
 	meta metav1.ObjectMeta
 	spec corev1.PodSpec
 	pol  *contract.Policy
+	// kind and podPolicy: a job's template (template).
+	kind      schema.GroupKind
+	podPolicy corev1.RestartPolicy
 }
 
 func newTarget(containers ...string) *targetBuilder {
@@ -44,6 +48,13 @@ func defaultPolicy() *contract.Policy {
 
 func (b *targetBuilder) with(f func(*corev1.PodSpec)) *targetBuilder { f(&b.spec); return b }
 
+// template makes it a kubeflow PyTorchJob's template whose pods run with
+// podPolicy ("" where the kind cannot tell).
+func (b *targetBuilder) template(podPolicy corev1.RestartPolicy) *targetBuilder {
+	b.kind, b.podPolicy = schema.GroupKind{Group: "kubeflow.org", Kind: "PyTorchJob"}, podPolicy
+	return b
+}
+
 func (b *targetBuilder) policy(f func(*contract.Policy)) *targetBuilder { f(b.pol); return b }
 
 func (b *targetBuilder) grace(s int64) *targetBuilder {
@@ -57,7 +68,7 @@ func (b *targetBuilder) preStop(h *corev1.LifecycleHandler) *targetBuilder {
 }
 
 func (b *targetBuilder) build() *Target {
-	return &Target{Meta: &b.meta, Spec: &b.spec, Policy: b.pol}
+	return &Target{Meta: &b.meta, Spec: &b.spec, Policy: b.pol, Kind: b.kind, PodRestartPolicy: b.podPolicy}
 }
 
 func gpu(n string) corev1.ResourceList {

@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -64,6 +65,16 @@ func Mark(meta *metav1.ObjectMeta, applied []string) {
 		meta.Annotations = map[string]string{}
 	}
 	meta.Annotations[contract.AnnotationInjected] = strings.Join(ordered, ",")
+}
+
+// Unmark takes an injection off meta's marker annotation: it is no longer
+// in place.
+func Unmark(meta *metav1.ObjectMeta, name string) {
+	marked := Marked(meta.Annotations)
+	if !slices.Contains(marked, name) {
+		return
+	}
+	meta.Annotations[contract.AnnotationInjected] = strings.Join(slices.DeleteFunc(marked, func(n string) bool { return n == name }), ",")
 }
 
 func setManaged(t *Target) {

@@ -10,7 +10,9 @@ type Injection struct {
 	// the injection is in place. Nil for an injection decided per pod only.
 	Template func(*Target) bool
 	// Pod applies it to a pod only (never a job's template), when it needs
-	// what only the pod has; nil otherwise. avoid-nodes, which also needs
+	// what only the pod has; nil otherwise. An injection with both is put
+	// into a job's template as far as the template can tell, and each pod
+	// completes or undoes it (restart-rules). avoid-nodes, which also needs
 	// the rescheduler's record, is applied by MutatePod itself.
 	Pod func(*Target) bool
 }
@@ -27,9 +29,10 @@ func Injections() []Injection {
 		{Name: contract.InjectionCheckpoint, Template: Checkpoint},
 		{Name: contract.InjectionRecoverStrategy, Template: RecoverStrategy},
 		{Name: contract.InjectionGPU, Template: GPU},
-		// Decided per pod: the pod's own restartPolicy (Pod), the
-		// rescheduler's record (MutatePod).
-		{Name: contract.InjectionRestartRules, Pod: RestartRules},
+		// In a job's template as far as it can tell, then checked per pod:
+		// the pod's own restartPolicy, the rescheduler's record.
+		{Name: contract.InjectionRestartRules, Template: RestartRulesInTemplate, Pod: RestartRules},
+		// Decided per pod: the rescheduler's record (MutatePod).
 		{Name: contract.InjectionAvoidNodes},
 	}
 }

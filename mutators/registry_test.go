@@ -26,8 +26,8 @@ func TestRegistryOrderIsTheMarkersOrder(t *testing.T) {
 	for _, in := range Injections() {
 		switch in.Name {
 		case "restart-rules":
-			assert.NotNil(t, in.Pod, "%s runs on pods", in.Name)
-			assert.Nil(t, in.Template, "%s runs on pods only", in.Name)
+			assert.NotNil(t, in.Pod, "%s is checked on every pod", in.Name)
+			assert.NotNil(t, in.Template, "%s goes into a job's template as far as it can tell", in.Name)
 		case "avoid-nodes":
 		default:
 			assert.NotNil(t, in.Template, "%s runs on templates", in.Name)

@@ -87,17 +87,68 @@ func TestRestartRulesFollowTheRecoverStrategy(t *testing.T) {
 	assert.NotNil(t, tg.Spec.Containers[0].RestartPolicyRules)
 }
 
-// A job's template is never given the rules: its pods' restartPolicy is the
-// operator's to set (kubeflow turns ExitCode into Never on the pod).
-func TestRestartRulesArePerPod(t *testing.T) {
-	tg := newTarget("pytorch").with(func(s *corev1.PodSpec) { s.RestartPolicy = corev1.RestartPolicyNever }).build()
+// A job's template carries the in-place restarts as far as its kind tells
+// its pods' restartPolicy: the rules where the pods will run with Never,
+// torchrun's env always. A pod made from it then passes unchanged (no patch:
+// the API server re-runs nothing). A bare pod gets them per pod.
+func TestRestartRulesInAJobsTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		podPolicy corev1.RestartPolicy // the template's PodRestartPolicy ("" unknown)
+		rules     bool
+	}{{corev1.RestartPolicyNever, true}, {corev1.RestartPolicyOnFailure, false}, {"", false}} {
+		tg := newTarget("pytorch").template(tc.podPolicy).build()
+		injectTemplate(tg)
+		c := &tg.Spec.Containers[0]
+		assert.Contains(t, Marked(tg.Meta.Annotations), contract.InjectionRestartRules, tc.podPolicy)
+		assert.Equal(t, tc.rules, c.RestartPolicyRules != nil, tc.podPolicy)
+		_, ok := envValue(c, EnvTorchrunMaxRestarts)
+		assert.True(t, ok, tc.podPolicy)
+		assert.Empty(t, tg.Spec.RestartPolicy, "the template's own restartPolicy is the operator's to set")
+
+		for _, pod := range []corev1.RestartPolicy{corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure} {
+			p := podOf(tg, pod)
+			before := p.Spec.DeepCopy()
+			beforeMeta := p.Meta.DeepCopy()
+			injectPerPod(p, nil)
+			if tc.podPolicy == pod || (tc.podPolicy == "" && pod == corev1.RestartPolicyOnFailure) {
+				assert.Equal(t, before, p.Spec, "template %q, pod %s: nothing left to do per pod", tc.podPolicy, pod)
+				assert.Equal(t, beforeMeta, p.Meta)
+			}
+			assert.Equal(t, pod == corev1.RestartPolicyNever, !contract.RestartsInPlace(p.Spec, "pytorch", 1), "exit 1 follows the pod's %s", pod)
+			for _, code := range contract.ProcessFaultExitCodes() {
+				assert.True(t, contract.RestartsInPlace(p.Spec, "pytorch", code), "template %q, pod %s: exit %d restarts in place", tc.podPolicy, pod, code)
+			}
+		}
+	}
+	bare := newTarget("pytorch").with(func(s *corev1.PodSpec) { s.RestartPolicy = corev1.RestartPolicyNever }).build()
+	injectTemplate(bare)
+	assert.Nil(t, bare.Spec.Containers[0].RestartPolicyRules, "a pod: per pod only")
+	assert.NotContains(t, Marked(bare.Meta.Annotations), contract.InjectionRestartRules)
+	injectPerPod(bare, nil)
+	assert.NotNil(t, bare.Spec.Containers[0].RestartPolicyRules)
+	assert.Contains(t, Marked(bare.Meta.Annotations), contract.InjectionRestartRules)
+}
+
+// A pod whose restartPolicy is not the one its template expected (the
+// job's replica restartPolicy changed since) gets the container policy
+// its own: every exit but a process fault follows the pod.
+func TestRestartRulesFollowThePodsPolicyOverTheTemplates(t *testing.T) {
+	tg := newTarget("pytorch").template(corev1.RestartPolicyNever).build()
 	injectTemplate(tg)
-	assert.Nil(t, tg.Spec.Containers[0].RestartPolicyRules)
-	assert.NotContains(t, Marked(tg.Meta.Annotations), contract.InjectionRestartRules)
-	setManaged(tg)
-	injectPerPod(tg, nil)
-	assert.NotNil(t, tg.Spec.Containers[0].RestartPolicyRules)
-	assert.Contains(t, Marked(tg.Meta.Annotations), contract.InjectionRestartRules)
+	p := podOf(tg, corev1.RestartPolicyOnFailure)
+	injectPerPod(p, nil)
+	c := p.Spec.Containers[0]
+	require.NotNil(t, c.RestartPolicy)
+	assert.Equal(t, corev1.ContainerRestartPolicyOnFailure, *c.RestartPolicy)
+	assert.True(t, contract.RestartsInPlace(p.Spec, "pytorch", 1), "OnFailure restarts exit 1 too")
+}
+
+// podOf is a pod the operator makes from an injected template, running
+// with policy, as the pod webhook sees it.
+func podOf(tpl *Target, policy corev1.RestartPolicy) *Target {
+	p := &Target{Meta: tpl.Meta.DeepCopy(), Spec: tpl.Spec.DeepCopy(), Policy: tpl.Policy}
+	p.Spec.RestartPolicy = policy
+	return p
 }
 
 // Once the rescheduler stopped the job's in-place restarts at its cap (its
@@ -115,4 +166,39 @@ func TestRestartRulesStoppedAtTheJobsCap(t *testing.T) {
 	assert.False(t, ok)
 	require.Len(t, tg.Warnings(), 1)
 	assert.Contains(t, tg.Warnings()[0], "reached its cap")
+}
+
+// At the cap, a pod made from a template that carries the in-place
+// restarts gets them taken out again, and the marker says so; what the
+// user wrote differently (their own torchrun setting) stays.
+func TestRestartRulesStoppedAtTheJobsCapUndoTheTemplates(t *testing.T) {
+	tg := newTarget("pytorch").template(corev1.RestartPolicyNever).with(func(s *corev1.PodSpec) {
+		s.Containers[0].Env = []corev1.EnvVar{{Name: EnvTorchrunMonitorInterval, Value: "2"}}
+	}).build()
+	injectTemplate(tg)
+	p := podOf(tg, corev1.RestartPolicyNever)
+	p.InPlaceStopped = true
+	injectPerPod(p, nil)
+	c := &p.Spec.Containers[0]
+	assert.Nil(t, c.RestartPolicyRules)
+	assert.Nil(t, c.RestartPolicy)
+	assert.False(t, contract.RestartsInPlace(p.Spec, "pytorch", 139), "the pod's Never decides")
+	_, ok := envValue(c, EnvTorchrunMaxRestarts)
+	assert.False(t, ok, "trainguard's torchrun restarts are removed")
+	v, _ := envValue(c, EnvTorchrunMonitorInterval)
+	assert.Equal(t, "2", v, "the user's own value stays")
+	assert.NotContains(t, Marked(p.Meta.Annotations), contract.InjectionRestartRules)
+	require.Len(t, p.Warnings(), 1)
+	assert.Contains(t, p.Warnings()[0], "reached its cap")
+
+	// A pod whose recover-strategy does not list recover-in-place (another
+	// webhook set it after trainguard injected the template) is undone the
+	// same way.
+	q := podOf(tg, corev1.RestartPolicyNever)
+	q.Meta.Annotations[contract.AnnotationMindClusterRecoverStrategy] = contract.StrategyRecover
+	injectPerPod(q, nil)
+	assert.Nil(t, q.Spec.Containers[0].RestartPolicyRules)
+	assert.NotContains(t, Marked(q.Meta.Annotations), contract.InjectionRestartRules)
+	require.Len(t, q.Warnings(), 1)
+	assert.Contains(t, q.Warnings()[0], "removed")
 }

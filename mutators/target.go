@@ -34,11 +34,29 @@ type Target struct {
 	// noAccelerator: the job's templates were all looked at for an
 	// accelerator (MutateJob) and none wants one, so GPU need not look again.
 	noAccelerator bool
+	// PodRestartPolicy is, for a job's template, the restartPolicy its pods
+	// will run with when the kind lets it be known at admission
+	// (jobs.Template.PodRestartPolicy); empty when only each pod knows.
+	PodRestartPolicy corev1.RestartPolicy
 	// InPlaceStopped: the rescheduler stopped the in-place restarts of the
 	// pod's job at its cap (its record, which no tenant can write); the pod
 	// gets no restart rules (RestartRules).
 	InPlaceStopped bool
 	warnings       []string
+}
+
+// isTemplate says t is a job's pod template, not a pod (a template has
+// its job's Kind).
+func (t *Target) isTemplate() bool { return !t.Kind.Empty() }
+
+// podRestartPolicy is the restartPolicy t's pods run with: a pod's own,
+// a template's PodRestartPolicy; known is false where a template cannot
+// tell.
+func (t *Target) podRestartPolicy() (policy corev1.RestartPolicy, known bool) {
+	if !t.isTemplate() {
+		return t.Spec.RestartPolicy, true
+	}
+	return t.PodRestartPolicy, t.PodRestartPolicy != ""
 }
 
 // Warnf records an admission warning. Every conflict that makes a mutator

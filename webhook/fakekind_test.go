@@ -54,7 +54,7 @@ func (j fakeJob) Object() any              { return j.fakeTrainJob }
 func (j fakeJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }
 func (j fakeJob) Elastic() jobs.Elastic    { return jobs.Elastic{} }
 func (j fakeJob) Templates() []jobs.Template {
-	return jobs.ReplicaTemplates(j.Spec.Roles, func(r *fakeRole) *corev1.PodTemplateSpec { return &r.Template }, field.NewPath("spec", "roles"))
+	return jobs.ReplicaTemplates(j.Spec.Roles, func(r *fakeRole) *corev1.PodTemplateSpec { return &r.Template }, nil, field.NewPath("spec", "roles"))
 }
 
 // fakeKinds is the registration line.
@@ -79,7 +79,7 @@ func TestNewKindIsServedOverHTTPByItsAdapterAlone(t *testing.T) {
 	require.NoError(t, err)
 	var got fakeTrainJob
 	require.NoError(t, json.Unmarshal(mutated, &got))
-	assert.Equal(t, "prestop,taskd,recover-strategy,gpu", got.Annotations[contract.AnnotationInjected])
+	assert.Equal(t, "prestop,taskd,recover-strategy,gpu,restart-rules", got.Annotations[contract.AnnotationInjected], "restart-rules: torchrun's env; the rules are per pod, the kind cannot tell its pods' restartPolicy")
 	c := got.Spec.Roles["node"].Template.Spec.Containers[0]
 	assert.Equal(t, "2", c.Resources.Limits.Name("nvidia.com/gpu", "").String(), "the job's annotation reached its template")
 	assert.Contains(t, string(mutated), `"futureField":{"kept":true}`, "fields the adapter does not declare survive")

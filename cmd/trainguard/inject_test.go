@@ -29,7 +29,7 @@ func TestInjectCLIMutatesAndPassesThrough(t *testing.T) {
 	var job map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(docs[1]), &job))
 	ann := job["metadata"].(map[string]any)["annotations"].(map[string]any)
-	assert.Equal(t, "prestop,taskd,recover-strategy", ann["trainguard.io/injected"], "a CPU job gets no GPU")
+	assert.Equal(t, "prestop,taskd,recover-strategy,restart-rules", ann["trainguard.io/injected"], "a CPU job gets no GPU")
 }
 
 func TestInjectCLIMatchesGoldenFiles(t *testing.T) {

@@ -46,7 +46,10 @@ type batchJob struct{ *batchv1.Job }
 func (j batchJob) Object() any              { return j.Job }
 func (j batchJob) Meta() *metav1.ObjectMeta { return &j.ObjectMeta }
 func (j batchJob) Templates() []Template {
-	return []Template{{Path: field.NewPath("spec", "template"), Meta: &j.Spec.Template.ObjectMeta, Spec: &j.Spec.Template.Spec}}
+	// The Job controller copies the template as it is: its restartPolicy
+	// (Never or OnFailure, the API server requires one) is the pods'.
+	return []Template{{Path: field.NewPath("spec", "template"), Meta: &j.Spec.Template.ObjectMeta, Spec: &j.Spec.Template.Spec,
+		PodRestartPolicy: j.Spec.Template.Spec.RestartPolicy}}
 }
 
 // Elastic: a Job's pod count is fixed (parallelism); torchrun inside may

@@ -39,6 +39,12 @@ type Template struct {
 	Path *field.Path
 	Meta *metav1.ObjectMeta
 	Spec *corev1.PodSpec
+	// PodRestartPolicy is the restartPolicy the template's pods will run
+	// with, where the kind lets it be known at admission (the operator
+	// derives it from the replica's own restartPolicy, or the template's is
+	// final); empty where only each pod knows. Injections that depend on it
+	// are then completed pod by pod.
+	PodRestartPolicy corev1.RestartPolicy
 }
 
 // MetaPath is the path of the template's metadata.
@@ -132,14 +138,21 @@ func decodeAs[T any](gvk schema.GroupVersionKind, raw []byte) (*T, error) {
 // ReplicaTemplates returns the non-nil replicas' templates sorted by
 // replica type, so warnings and patches are deterministic whatever the map
 // order. specsPath is the path of the replica map.
-func ReplicaTemplates[R any](specs map[string]*R, template func(*R) *corev1.PodTemplateSpec, specsPath *field.Path) []Template {
+//
+// podRestartPolicy says what restartPolicy the operator gives a replica's
+// pods (Template.PodRestartPolicy); nil where that is not known.
+func ReplicaTemplates[R any](specs map[string]*R, template func(*R) *corev1.PodTemplateSpec, podRestartPolicy func(*R) corev1.RestartPolicy, specsPath *field.Path) []Template {
 	out := make([]Template, 0, len(specs))
 	for _, rt := range slices.Sorted(maps.Keys(specs)) {
 		if specs[rt] == nil {
 			continue
 		}
 		tpl := template(specs[rt])
-		out = append(out, Template{Replica: rt, Path: specsPath.Key(rt).Child("template"), Meta: &tpl.ObjectMeta, Spec: &tpl.Spec})
+		t := Template{Replica: rt, Path: specsPath.Key(rt).Child("template"), Meta: &tpl.ObjectMeta, Spec: &tpl.Spec}
+		if podRestartPolicy != nil {
+			t.PodRestartPolicy = podRestartPolicy(specs[rt])
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -24,8 +24,10 @@ type kubedlSchema struct{}
 func (kubedlSchema) meta(obj *kubedlv1alpha1.PyTorchJob) *metav1.ObjectMeta { return &obj.ObjectMeta }
 
 func (kubedlSchema) templates(obj *kubedlv1alpha1.PyTorchJob) []Template {
+	// KubeDL's defaults and mapping are not pinned down here: its pods'
+	// restartPolicy is left to each pod.
 	return ReplicaTemplates(obj.Spec.PyTorchReplicaSpecs, func(r *kubedlv1alpha1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template },
-		replicaSpecsPath())
+		nil, replicaSpecsPath())
 }
 
 // kubedlJobOfPod names the job of a KubeDL pod without a controller owner:

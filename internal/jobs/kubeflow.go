@@ -38,7 +38,24 @@ func (kubeflowSchema) meta(obj *kubeflowv1.PyTorchJob) *metav1.ObjectMeta { retu
 
 func (kubeflowSchema) templates(obj *kubeflowv1.PyTorchJob) []Template {
 	return ReplicaTemplates(obj.Spec.PyTorchReplicaSpecs, func(r *kubeflowv1.ReplicaSpec) *corev1.PodTemplateSpec { return &r.Template },
-		replicaSpecsPath())
+		kubeflowPodRestartPolicy, replicaSpecsPath())
+}
+
+// kubeflowPodRestartPolicy is the restartPolicy kubeflow's operator gives
+// a replica's pods (training-operator pkg/core SetRestartPolicy, which
+// overrides the template's own): ExitCode runs as Never (the operator
+// reads the exit code), every other value as itself. Unset is the
+// operator's default, OnFailure (PyTorchJobDefaultRestartPolicy); without
+// its defaulting the pod's own default, Always, which restarts every
+// process fault just the same.
+func kubeflowPodRestartPolicy(r *kubeflowv1.ReplicaSpec) corev1.RestartPolicy {
+	switch r.RestartPolicy {
+	case kubeflowv1.RestartPolicyExitCode:
+		return corev1.RestartPolicyNever
+	case "":
+		return corev1.RestartPolicy(kubeflowv1.PyTorchJobDefaultRestartPolicy)
+	}
+	return corev1.RestartPolicy(r.RestartPolicy)
 }
 
 func replicaSpecsPath() *field.Path { return field.NewPath("spec", "pytorchReplicaSpecs") }

@@ -24,7 +24,7 @@ const defaultContainerName = "pytorch"
 // Values kubeflow accepts; funcs rather than package variables so nothing can mutate them.
 func replicaTypes() []string { return []string{kubeflowv1.ReplicaMaster, kubeflowv1.ReplicaWorker} }
 func restartPolicies() []string {
-	return []string{"Always", "OnFailure", "Never", "ExitCode"}
+	return []string{"Always", "OnFailure", "Never", kubeflowv1.RestartPolicyExitCode}
 }
 func rdzvBackends() []string  { return []string{"c10d", "etcd", "etcd-v2"} }
 func nprocKeywords() []string { return []string{"auto", "cpu", "gpu"} }

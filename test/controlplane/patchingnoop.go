@@ -80,3 +80,22 @@ func (p *PatchingNoop) patch(path string, req admission.Request) ([]byte, error)
 	p.patches[path] = out.Response.Patch
 	return out.Response.Patch, nil
 }
+
+// Operations is the number of operations of the patch answered for path;
+// an error where nothing was asked there yet.
+func (p *PatchingNoop) Operations(path string) (int, error) {
+	p.mu.Lock()
+	patch, ok := p.patches[path]
+	p.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("the patching no-op was asked nothing on %s", path)
+	}
+	if len(patch) == 0 {
+		return 0, nil
+	}
+	var ops []json.RawMessage
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return 0, fmt.Errorf("trainguard's patch for %s: %w", path, err)
+	}
+	return len(ops), nil
+}

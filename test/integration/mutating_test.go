@@ -28,14 +28,17 @@ func templateOf(t *testing.T, u *unstructured.Unstructured, replica string) core
 }
 
 // assertInjected checks every injection on a pod template or, with pod, a pod
-// (restart-rules is decided per pod).
+// (a template carries torchrun's restart env, a pod also the restart rules
+// its restartPolicy needs).
 func assertInjected(t *testing.T, meta map[string]string, labels map[string]string, spec corev1.PodSpec, pod bool) {
 	t.Helper()
-	want := "prestop,taskd,recover-strategy"
+	assert.Equal(t, "prestop,taskd,recover-strategy,restart-rules", meta[contract.AnnotationInjected], "a CPU job gets no GPU default")
+	assert.Contains(t, spec.Containers[0].Env, corev1.EnvVar{Name: "PET_MAX_RESTARTS", Value: "10"}, "torchrun restarts its workers in place")
 	if pod {
-		want += ",restart-rules"
+		for _, code := range contract.ProcessFaultExitCodes() {
+			assert.True(t, contract.RestartsInPlace(&spec, spec.Containers[0].Name, code), "exit %d restarts in place", code)
+		}
 	}
-	assert.Equal(t, want, meta[contract.AnnotationInjected], "a CPU job gets no GPU default")
 	assert.Equal(t, "recover-in-place,recover", meta["recover-strategy"])
 	assert.Equal(t, "grace", labels["fault-scheduling"])
 	assert.Equal(t, "true", labels[contract.LabelManaged])

@@ -60,6 +60,13 @@ func sidecarWebhook(t *testing.T) (url string, caBundle []byte) {
 
 func mutatePodCalls(t *testing.T) float64 {
 	t.Helper()
+	return mutatePodDecisions(t, "")
+}
+
+// mutatePodDecisions counts the pod webhook's answers with decision
+// ("patched", "allowed", ...; "" counts all).
+func mutatePodDecisions(t *testing.T, decision string) float64 {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	require.NoError(t, err)
 	total := 0.0
@@ -68,7 +75,7 @@ func mutatePodCalls(t *testing.T) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if labelValue(m, "webhook") == "mutate-pod" {
+			if labelValue(m, "webhook") == "mutate-pod" && (decision == "" || labelValue(m, "decision") == decision) {
 				total += m.GetCounter().GetValue()
 			}
 		}

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -83,10 +81,15 @@ type Comparison struct {
 //     defaults it, and runs the whole mutating admission chain again);
 //   - TrainguardOverPatching, Job's trainguard over Patching: trainguard's
 //     own reviews and informer.
+//
+// PatchOperations is the size of that patch: 0 when the job's templates
+// carry every injection and the pods pass trainguard unchanged (then
+// Patching is a second Content).
 type Split struct {
 	ContentP50, ContentP99                                       float64
 	PatchingP50, PatchingP99                                     float64
 	ContentOverNoop, MutationOverContent, TrainguardOverPatching float64
+	PatchOperations                                              int
 }
 
 func compare(tg, noop []float64) Comparison {
@@ -121,16 +124,12 @@ func (e *env) startNoop(ctx context.Context) error {
 	srv.Register("/noop", &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
 		return admission.Allowed("")
 	})})
-	patching := controlplane.NewPatchingNoop(map[string]string{contract.AnnotationInject: contract.InjectEnabled})
+	e.patching = controlplane.NewPatchingNoop(map[string]string{contract.AnnotationInject: contract.InjectEnabled})
 	srv.Register("/noop-mutate", &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 		if req.Namespace != patchingNS {
 			return admission.Allowed("")
 		}
-		resp := patching.Answer(webhook.PathMutatePod, req)
-		if resp.Allowed && len(resp.Patch) == 0 {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("trainguard's handler made no patch for pod %s/%s: the patching no-op would measure nothing", req.Namespace, req.Name))
-		}
-		return resp
+		return e.patching.Answer(webhook.PathMutatePod, req)
 	})})
 	go func() { _ = srv.Start(ctx) }()
 	if err := waitFor(ctx, 20*time.Second, func() (bool, error) { return srv.StartedChecker()(&http.Request{}) == nil, nil }); err != nil {
@@ -239,6 +238,9 @@ func (e *env) admission(ctx context.Context) (*AdmissionReport, error) {
 	sp := &r.Split
 	sp.ContentOverNoop, sp.MutationOverContent = sp.ContentP99/r.Job.NoopP99, sp.PatchingP99/sp.ContentP99
 	sp.TrainguardOverPatching = r.Job.TrainguardP99 / sp.PatchingP99
+	if sp.PatchOperations, err = e.patching.Operations(webhook.PathMutatePod); err != nil {
+		return nil, err
+	}
 	after, err := e.scrape(ctx)
 	if err != nil {
 		return nil, err
@@ -259,6 +261,7 @@ func (e *env) admission(ctx context.Context) (*AdmissionReport, error) {
 	}
 	fmt.Fprintf(e.out, "  the job's pods as trainguard stores them, through the no-op: p50 %.1f ms p99 %.1f ms; through a no-op answering trainguard's patch for them: p50 %.1f ms p99 %.1f ms\n",
 		sp.ContentP50, sp.ContentP99, sp.PatchingP50, sp.PatchingP99)
+	fmt.Fprintf(e.out, "  trainguard's patch for each of the job's pods: %d operations (0: the templates carry every injection, and the API server has nothing to apply and nothing to re-run)\n", sp.PatchOperations)
 	fmt.Fprintf(e.out, "  so, at p50 and p99: the injected bytes %.2fx and %.2fx the no-op; the API server's work for a mutation %.2fx and %.2fx; trainguard's own reviews and informer %.2fx and %.2fx\n",
 		sp.ContentP50/r.Job.NoopP50, sp.ContentOverNoop, sp.PatchingP50/sp.ContentP50, sp.MutationOverContent,
 		r.Job.TrainguardP50/sp.PatchingP50, sp.TrainguardOverPatching)
@@ -329,7 +332,7 @@ func (e *env) createJob(ctx context.Context, ns, name string) (*unstructured.Uns
 		return nil, fmt.Errorf("burst job in %s: %w", ns, err)
 	}
 	for _, rt := range []string{kubeflowv1.ReplicaMaster, kubeflowv1.ReplicaWorker} {
-		tmpl, _, err := replicaTemplate(job, rt)
+		tmpl, err := replicaTemplate(job, rt)
 		if err != nil {
 			return nil, err
 		}
@@ -340,25 +343,16 @@ func (e *env) createJob(ctx context.Context, ns, name string) (*unstructured.Uns
 	return job, nil
 }
 
-// operatorPods are job's pods, a Master's and the Workers', built from
-// from's templates as the training operator builds them.
+// operatorPods are job's pods built from from's templates as the training
+// operator builds them (builders.KubeflowOperatorPods).
 func operatorPods(job, from *unstructured.Unstructured) ([]*corev1.Pod, error) {
-	var pods []*corev1.Pod
-	for _, rt := range []string{kubeflowv1.ReplicaMaster, kubeflowv1.ReplicaWorker} {
-		tmpl, restart, err := replicaTemplate(from, rt)
-		if err != nil {
-			return nil, err
-		}
-		replicas, _, _ := unstructured.NestedInt64(from.Object, "spec", "pytorchReplicaSpecs", rt, "replicas")
-		for i := range int(replicas) {
-			pods = append(pods, operatorPod(tmpl, restart, job.GetNamespace(), job.GetName(), job.GetUID(), rt, i, len(pods)))
+	var typed [2]kubeflowv1.PyTorchJob
+	for i, u := range []*unstructured.Unstructured{job, from} {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &typed[i]); err != nil {
+			return nil, fmt.Errorf("job %s: %w", u.GetName(), err)
 		}
 	}
-	world := strconv.Itoa(len(pods))
-	for _, p := range pods {
-		setEnv(p, "WORLD_SIZE", world)
-	}
-	return pods, nil
+	return builders.KubeflowOperatorPods(&typed[0], &typed[1]), nil
 }
 
 // burstResult is one burst: each create's latency in milliseconds, and
@@ -395,40 +389,4 @@ func (e *env) createAll(ctx context.Context, pods []*corev1.Pod) (burstResult, e
 		return r, fmt.Errorf("%d of %d burst pods refused, the first: %w", len(r.refused), len(pods), r.refused[0])
 	}
 	return r, nil
-}
-
-// operatorPod is pod idx of replica type rt (rank rank) as the training
-// operator (kubeflow/training-operator v1) creates it: the template's
-// metadata and spec, the operator's labels, the job as controller, the
-// rendezvous env on the pytorch container, the replica's restart policy.
-func operatorPod(tmpl *corev1.PodTemplateSpec, restart corev1.RestartPolicy, ns, job string, uid types.UID, rt string, idx, rank int) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
-	p.Namespace, p.Name = ns, fmt.Sprintf("%s-%s-%d", job, strings.ToLower(rt), idx)
-	if p.Labels == nil {
-		p.Labels = map[string]string{}
-	}
-	p.Labels[kubeflowv1.LabelJobName] = job
-	p.Labels["training.kubeflow.org/operator-name"] = "pytorchjob-controller"
-	p.Labels["training.kubeflow.org/replica-type"] = strings.ToLower(rt)
-	p.Labels["training.kubeflow.org/replica-index"] = strconv.Itoa(idx)
-	if rt == kubeflowv1.ReplicaMaster {
-		p.Labels["training.kubeflow.org/job-role"] = "master"
-	}
-	p.Spec.RestartPolicy = restart
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: job, UID: uid,
-		Controller: builders.Ptr(true), BlockOwnerDeletion: builders.Ptr(true)}}
-	setEnv(p, "MASTER_ADDR", job+"-master-0")
-	setEnv(p, "MASTER_PORT", "23456")
-	setEnv(p, "RANK", strconv.Itoa(rank))
-	setEnv(p, "PYTHONUNBUFFERED", "1")
-	return p
-}
-
-// setEnv adds an env var to the pod's pytorch container, as the operator does.
-func setEnv(p *corev1.Pod, name, value string) {
-	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == "pytorch" {
-			p.Spec.Containers[i].Env = append(p.Spec.Containers[i].Env, corev1.EnvVar{Name: name, Value: value})
-		}
-	}
 }

@@ -57,6 +57,8 @@ type env struct {
 	tgProbe    string
 	kwok       map[string]*controlplane.Process
 	out        io.Writer
+	// patching is the admission scenario's patching no-op.
+	patching *controlplane.PatchingNoop
 }
 
 func startEnv(ctx context.Context, o Options) (*env, error) {

@@ -146,7 +146,7 @@ func jobPod(tmpl *corev1.PodTemplateSpec, ns, job string, uid types.UID, idx, no
 // workerTemplate is the Worker template of a job as the API server stored
 // it (trainguard's mutating webhook injected it).
 func workerTemplate(job *unstructured.Unstructured) (*corev1.PodTemplateSpec, error) {
-	t, _, err := replicaTemplate(job, kubeflowv1.ReplicaWorker)
+	t, err := replicaTemplate(job, kubeflowv1.ReplicaWorker)
 	if err != nil {
 		return nil, err
 	}
@@ -157,25 +157,17 @@ func workerTemplate(job *unstructured.Unstructured) (*corev1.PodTemplateSpec, er
 }
 
 // replicaTemplate is the template of replica type rt of a job as the API
-// server stored it, and the restart policy the training operator gives its
-// pods (ExitCode becomes Never; unset is the operator's default, OnFailure).
-func replicaTemplate(job *unstructured.Unstructured, rt string) (*corev1.PodTemplateSpec, corev1.RestartPolicy, error) {
+// server stored it.
+func replicaTemplate(job *unstructured.Unstructured, rt string) (*corev1.PodTemplateSpec, error) {
 	raw, ok, err := unstructured.NestedMap(job.Object, "spec", "pytorchReplicaSpecs", rt, "template")
 	if err != nil || !ok {
-		return nil, "", fmt.Errorf("job %s has no %s template: %v", job.GetName(), rt, err)
+		return nil, fmt.Errorf("job %s has no %s template: %v", job.GetName(), rt, err)
 	}
 	t := &corev1.PodTemplateSpec{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, t); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	policy, _, _ := unstructured.NestedString(job.Object, "spec", "pytorchReplicaSpecs", rt, "restartPolicy")
-	switch policy {
-	case "ExitCode":
-		return t, corev1.RestartPolicyNever, nil
-	case "":
-		return t, corev1.RestartPolicyOnFailure, nil
-	}
-	return t, corev1.RestartPolicy(policy), nil
+	return t, nil
 }
 
 // createWorkload creates the jobs and their pods, then the other

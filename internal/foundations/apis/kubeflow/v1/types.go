@@ -66,6 +66,15 @@ type ReplicaSpec struct {
 	RestartPolicy string                 `json:"restartPolicy,omitempty"`
 }
 
+// Replica restart policies the operator gives meaning to beyond a pod's:
+// ExitCode retries only retryable exit codes (its pods run with Never), and
+// an unset one is defaulted to OnFailure (training-operator v1.9's
+// PyTorchJobDefaultRestartPolicy).
+const (
+	RestartPolicyExitCode          = "ExitCode"
+	PyTorchJobDefaultRestartPolicy = "OnFailure"
+)
+
 // ElasticPolicy configures torchrun's elastic rendezvous.
 type ElasticPolicy struct {
 	MinReplicas  *int32      `json:"minReplicas,omitempty"`

@@ -1,4 +1,4 @@
-package scale
+package builders
 
 import (
 	"testing"
@@ -6,24 +6,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
-	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
-// TestOperatorPods: the admission bursts' job pods are what the training
+// TestKubeflowOperatorPods: the tests' job pods are what the training
 // operator makes of a job's templates: one per replica, named and ranked
 // as it names and ranks them, owned by the job, with the replica's restart
 // policy (ExitCode becomes Never, unset the operator's OnFailure).
-func TestOperatorPods(t *testing.T) {
-	job := &unstructured.Unstructured{}
-	require.NoError(t, job.UnmarshalJSON(builders.MakeKubeflowJob("ns", "j").WithWorker(63).Realistic().
-		WithReplica(kubeflowv1.ReplicaWorker, func(rs *kubeflowv1.ReplicaSpec) { rs.RestartPolicy = "ExitCode" }).JSON()))
-	job.SetUID("uid-1")
+func TestKubeflowOperatorPods(t *testing.T) {
+	job := MakeKubeflowJob("ns", "j").WithWorker(63).Realistic().
+		WithReplica(kubeflowv1.ReplicaWorker, func(rs *kubeflowv1.ReplicaSpec) { rs.RestartPolicy = "ExitCode" }).Obj()
+	job.UID = "uid-1"
 
-	pods, err := operatorPods(job, job)
-	require.NoError(t, err)
+	pods := KubeflowOperatorPods(job, job)
 	require.Len(t, pods, 64)
 	env := func(p *corev1.Pod, name string) string {
 		for _, e := range p.Spec.Containers[0].Env {
@@ -47,5 +43,6 @@ func TestOperatorPods(t *testing.T) {
 	require.Len(t, last.OwnerReferences, 1)
 	assert.Equal(t, "uid-1", string(last.OwnerReferences[0].UID))
 	assert.True(t, *last.OwnerReferences[0].Controller)
-	assert.Greater(t, len(builders.MustJSON(last)), 7000, "the realistic spec, about 8 KB")
+	assert.Greater(t, len(MustJSON(last)), 7000, "the realistic spec, about 8 KB")
+	assert.Equal(t, corev1.RestartPolicyAlways, KubeflowOperatorRestartPolicy("Always"))
 }
