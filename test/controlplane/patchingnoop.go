@@ -46,6 +46,9 @@ func (p *PatchingNoop) Answer(path string, req admission.Request) admission.Resp
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if len(patch) == 0 {
+		return admission.Allowed("") // a patchType without a patch is an invalid answer
+	}
 	pt := admissionv1.PatchTypeJSONPatch
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}}
 }
