@@ -89,6 +89,15 @@ func RestartRules(t *Target) bool {
 			p := corev1.ContainerRestartPolicy(policy)
 			c.RestartPolicy = &p
 		}
+	case c.RestartPolicyRules == nil && c.RestartPolicy != nil && string(*c.RestartPolicy) == string(policy) &&
+		!t.isTemplate() && marked(t, contract.InjectionRestartRules) && !restartsEveryProcessFault(t.Spec, c.Name, policy):
+		// The template's policy without its rules: an operator built
+		// against a Kubernetes API before 1.34 (no restartPolicyRules
+		// field; kubeflow's releases are) copied the container's
+		// restartPolicy and dropped the rules. The policy is the pod's
+		// own, so the rules change nothing but the process faults the
+		// recover-strategy asks to restart in place.
+		c.RestartPolicyRules = want
 	case len(c.RestartPolicyRules) > 0 || c.RestartPolicy != nil:
 		t.Warnf("container %q sets its own restartPolicy or restartPolicyRules; in-place restart rules not injected (they are kept as written)", c.Name)
 	case !restartsEveryProcessFault(t.Spec, c.Name, policy):

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
 // Under restartPolicy Never (kubeflow's ExitCode, a Job's pods) the training
@@ -141,6 +142,30 @@ func TestRestartRulesFollowThePodsPolicyOverTheTemplates(t *testing.T) {
 	require.NotNil(t, c.RestartPolicy)
 	assert.Equal(t, corev1.ContainerRestartPolicyOnFailure, *c.RestartPolicy)
 	assert.True(t, contract.RestartsInPlace(p.Spec, "pytorch", 1), "OnFailure restarts exit 1 too")
+}
+
+// An operator built against a Kubernetes API before 1.34 (kubeflow's
+// releases) drops the template's restartPolicyRules, which its Go types do
+// not know, but keeps the container's restartPolicy: the pod gets the
+// rules back, and still restarts every process fault in place.
+func TestRestartRulesRestoredWhereAnOldOperatorDroppedThem(t *testing.T) {
+	tg := newTarget("pytorch").template(corev1.RestartPolicyNever).build()
+	injectTemplate(tg)
+	p := podOf(tg, corev1.RestartPolicyNever)
+	p.Spec.Containers[0].RestartPolicyRules = nil
+	injectPerPod(p, nil)
+	assert.Equal(t, contract.InPlaceRestartRules(), p.Spec.Containers[0].RestartPolicyRules)
+	assert.Empty(t, p.Warnings())
+
+	// Without trainguard's marker the container's policy is the user's.
+	own := newTarget("pytorch").with(func(s *corev1.PodSpec) {
+		s.RestartPolicy = corev1.RestartPolicyNever
+		s.Containers[0].RestartPolicy = builders.Ptr(corev1.ContainerRestartPolicyNever)
+	}).build()
+	injectPerPod(own, nil)
+	assert.Nil(t, own.Spec.Containers[0].RestartPolicyRules)
+	require.Len(t, own.Warnings(), 1)
+	assert.Contains(t, own.Warnings()[0], "own restartPolicy")
 }
 
 // podOf is a pod the operator makes from an injected template, running

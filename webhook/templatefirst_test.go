@@ -44,3 +44,24 @@ func TestPodsOfAnInjectedJobNeedNoPatch(t *testing.T) {
 	_, res := injectAs[corev1.Pod](t, podOfJob(job, "0").JSON())
 	assert.Empty(t, res.Patch, "a batch Job's pod: its template's restartPolicy is the pod's")
 }
+
+// kubeflow's released operators are built against a Kubernetes API before
+// 1.34: their Go types drop the template's restartPolicyRules and keep the
+// container's restartPolicy. Their pods get the rules back from the pod
+// webhook (a patch, as before templates carried them) and restart every
+// process fault in place.
+func TestPodsOfAnOldOperatorGetTheRulesBack(t *testing.T) {
+	w := builders.MakeKubeflowJob("team-a", "ranks").
+		WithReplica(kubeflowv1.ReplicaWorker, func(rs *kubeflowv1.ReplicaSpec) { rs.RestartPolicy = kubeflowv1.RestartPolicyExitCode })
+	job, _ := injectAs[kubeflowv1.PyTorchJob](t, w.JSON())
+	p := builders.KubeflowOperatorPods(job, job)[1]
+	p.APIVersion, p.Kind = "v1", "Pod"
+	require.NotNil(t, p.Spec.Containers[0].RestartPolicy)
+	p.Spec.Containers[0].RestartPolicyRules = nil
+	got, res := injectAs[corev1.Pod](t, builders.MustJSON(p))
+	assert.NotEmpty(t, res.Patch)
+	assert.Equal(t, contract.InPlaceRestartRules(), got.Spec.Containers[0].RestartPolicyRules)
+	for _, code := range contract.ProcessFaultExitCodes() {
+		assert.True(t, contract.RestartsInPlace(&got.Spec, "pytorch", code), "exit %d restarts in place", code)
+	}
+}

@@ -161,8 +161,10 @@ func TestInPlaceRestartsStopAtTheJobsCap(t *testing.T) {
 
 	// The operator's replacement: no restart rules any more.
 	confirmDeletion(t, pod)
-	replacement := workerOf(t, job).onNode(node).create(t)
-	assert.Nil(t, replacement.Spec.Containers[0].RestartPolicyRules, "the job's new pods get no restart rules")
+	made := workerOf(t, job).onNode(node)
+	require.Equal(t, contract.InPlaceRestartRules(), made.pod.Spec.Containers[0].RestartPolicyRules, "the job's template carries the rules")
+	replacement := made.create(t)
+	assert.Nil(t, replacement.Spec.Containers[0].RestartPolicyRules, "the job's new pods get no restart rules: the pod webhook took the template's out")
 	assert.Nil(t, replacement.Spec.Containers[0].RestartPolicy)
 	assert.NotContains(t, replacement.Annotations[contract.AnnotationInjected], contract.InjectionRestartRules)
 	// Its process fault fails the pod (Never): the operator's policy decides,
