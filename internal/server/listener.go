@@ -41,6 +41,7 @@ type limitListener struct {
 	refused      *prometheus.CounterVec
 	perSource    int
 	idleCloseAt  int
+	idleTimeout  time.Duration
 	log          logr.Logger
 	mu           sync.Mutex
 	bySource     map[string]int
@@ -52,9 +53,12 @@ type limitListener struct {
 	closeOnce sync.Once
 }
 
-func newLimitListener(l net.Listener, maxConns, perSource int, open prometheus.Gauge, refused *prometheus.CounterVec, log logr.Logger) *limitListener {
+// idleTimeout is how long a connection may wait for its first request (as
+// an idle keep-alive waits for its next one); zero leaves net/http's
+// header timeout to time that wait.
+func newLimitListener(l net.Listener, maxConns, perSource int, idleTimeout time.Duration, open prometheus.Gauge, refused *prometheus.CounterVec, log logr.Logger) *limitListener {
 	return &limitListener{Listener: l, sem: make(chan struct{}, maxConns), open: open, refused: refused,
-		perSource: perSource, idleCloseAt: maxConns * 3 / 4, log: log,
+		perSource: perSource, idleCloseAt: maxConns * 3 / 4, idleTimeout: idleTimeout, log: log,
 		bySource: map[string]int{}, conns: map[*limitedConn]struct{}{}, done: make(chan struct{})}
 }
 
@@ -172,6 +176,9 @@ func (l *limitListener) connState(conn net.Conn, state http.ConnState) {
 	} else {
 		lc.idleSince = time.Time{}
 	}
+	if state == http.StateActive {
+		lc.first = firstServed // the handler's deadlines are its own
+	}
 }
 
 // nearCap says whether more than idleCloseAt connections are open: answers
@@ -238,6 +245,104 @@ type limitedConn struct {
 	// request is in flight. Guarded by l.mu.
 	idleSince time.Time
 	once      sync.Once
+	// The first request's wait (SetReadDeadline), in the server's goroutine.
+	first        firstPhase
+	headerBudget time.Duration
+	waitFrom     time.Time
+	shift        time.Duration
+}
+
+// firstPhase is where a connection is on its way to its first request.
+type firstPhase int
+
+const (
+	firstHandshake firstPhase = iota // the server runs the TLS handshake
+	firstWaiting                     // handshake done, no request byte seen
+	firstReading                     // the first request's headers
+	firstServed                      // handled: net/http times the rest
+)
+
+// SetReadDeadline times the wait for a connection's first request.
+// net/http times a connection's first request from the end of its TLS
+// handshake with the header timeout (5 s), and every later one from its
+// first byte, after waiting the idle timeout. The API server's transport
+// dials connections during a burst and parks those it did not need in its
+// idle pool, handshake done: the header timeout closed them while the
+// transport took them for the next burst, and the review written into the
+// closing connection failed with "write: broken pipe", not retried, a
+// refused pod (docs/scale.md, sixth round). So a connection waits for its
+// first request as long as a keep-alive waits for its next one, counted
+// idle meanwhile (near the cap it gives its place first, as an idle
+// keep-alive does, so unused connections lock nothing: issue 31); the
+// header timeout, and net/http's whole-request deadline, which it computed
+// from the start of the wait, start at the request's first byte instead.
+// The handshake keeps its own timeout. (A request whose first bytes came
+// with the handshake's last ones, buffered by the *tls.Conn, and then
+// stalled mid-headers is timed by the idle timeout and counted idle.)
+//
+// The calls net/http makes through the *tls.Conn: the handshake's
+// deadline, a zero one when the handshake is done, the first request's
+// header deadline, its whole-request deadline once the headers are read;
+// then StateActive (connState) ends the first request's phase.
+func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	if c.l.idleTimeout <= 0 {
+		return c.Conn.SetReadDeadline(t)
+	}
+	switch c.first {
+	case firstHandshake:
+		if t.IsZero() {
+			c.first = firstWaiting
+		}
+	case firstWaiting:
+		switch {
+		case c.waitFrom.IsZero() && !t.IsZero(): // the header deadline: wait instead
+			now := time.Now()
+			c.headerBudget, c.waitFrom = t.Sub(now), now
+			c.markIdle(now)
+			return c.Conn.SetReadDeadline(now.Add(c.l.idleTimeout))
+		case !c.waitFrom.IsZero():
+			// Headers read with no Read here: the request came with the
+			// handshake's last bytes, buffered by the *tls.Conn.
+			c.startFirst(time.Now())
+			if !t.IsZero() {
+				t = t.Add(c.shift)
+			}
+		}
+	case firstReading:
+		if !t.IsZero() {
+			t = t.Add(c.shift)
+		}
+	case firstServed:
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *limitedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.first == firstWaiting && !c.waitFrom.IsZero() {
+		now := time.Now()
+		c.startFirst(now)
+		if derr := c.Conn.SetReadDeadline(now.Add(c.headerBudget)); derr != nil && err == nil {
+			err = derr
+		}
+	}
+	return n, err
+}
+
+// startFirst: the first request's bytes arrived at now; deadlines net/http
+// computed from the start of the wait move by the wait.
+func (c *limitedConn) startFirst(now time.Time) {
+	c.first, c.shift = firstReading, now.Sub(c.waitFrom)
+	c.markIdle(time.Time{})
+}
+
+// markIdle sets idleSince (zero: not idle).
+func (c *limitedConn) markIdle(since time.Time) {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if _, open := c.l.conns[c]; open {
+		c.idleSince = since
+	}
 }
 
 func (c *limitedConn) Close() error {

@@ -185,7 +185,7 @@ func TestReadinessDoesNotCompeteForTheCap(t *testing.T) {
 	const capN = 8
 	dir := t.TempDir()
 	srv, url, stop := startServerObj(t, WebhookServerOptions{MaxConnections: capN, ReadHeaderTimeout: time.Minute,
-		ReadTimeout: time.Minute, Log: logr.Discard()}, dir)
+		ReadTimeout: time.Minute, Limits: LimiterOptions{BodyReadTimeout: time.Minute}, Log: logr.Discard()}, dir)
 	defer stop()
 	addr := strings.TrimPrefix(url, "https://")
 	var held []*tls.Conn
@@ -193,6 +193,10 @@ func TestReadinessDoesNotCompeteForTheCap(t *testing.T) {
 	for range capN {
 		c := dialFrom(addr, "127.0.0.2")
 		require.NotNil(t, c)
+		// A review in flight, its body withheld: an unused connection
+		// would be idle and give its place.
+		_, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", webhook.PathMutatePod)
+		require.NoError(t, err)
 		held = append(held, c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

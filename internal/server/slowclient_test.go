@@ -115,19 +115,19 @@ func TestWithheldBodyIsCutOffWith408(t *testing.T) {
 	assert.Contains(t, string(answer), "8 of 1000 bytes")
 }
 
-// TestConnectionCapHolds: with 4 connections open, a fifth client's TLS
-// handshake is not served until one of them closes; then it is.
+// TestConnectionCapHolds: with 4 connections open, each with a review in
+// flight (its body withheld: an unused connection is idle and gives its
+// place at the cap), a fifth client's TLS handshake is not served until one
+// of them closes; then it is.
 func TestConnectionCapHolds(t *testing.T) {
 	const capN = 4
 	url, stop := startServerOpts(t, WebhookServerOptions{ReadTimeout: time.Minute, ReadHeaderTimeout: time.Minute,
-		MaxConnections: capN, Log: logr.Discard()})
+		MaxConnections: capN, Limits: LimiterOptions{BodyReadTimeout: time.Minute}, Log: logr.Discard()})
 	defer stop()
 	addr := strings.TrimPrefix(url, "https://")
 	held := make([]net.Conn, capN)
 	for i := range held {
-		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
-		require.NoError(t, err)
-		held[i] = c
+		held[i] = headerOnly(t, addr, 1000)
 	}
 	const extra = 3
 	served := make(chan error, extra)

@@ -26,8 +26,10 @@ import (
 const (
 	DefaultReadTimeout = 10 * time.Second
 	// DefaultReadHeaderTimeout bounds the TLS handshake and a request's
-	// headers, which the API server sends at once: a client trickling them
-	// (slowloris) loses its connection after 5 s.
+	// headers from their first byte, which the API server sends at once: a
+	// client trickling them (slowloris) loses its connection after 5 s. The
+	// wait for a connection's first request is the idle timeout's
+	// (limitedConn.SetReadDeadline).
 	DefaultReadHeaderTimeout = 5 * time.Second
 	// DefaultBodyReadTimeout bounds a body once its headers are in. The API
 	// server writes a 7 MiB review in well under a second; a client that
@@ -42,10 +44,12 @@ const (
 	// review; a server that closes first races that reuse: the review is
 	// written into a connection being closed, the API server gets "broken
 	// pipe" or a reset, does not retry the POST, and a fail-closed webhook
-	// refuses the object. (make scale's bursts met such refusals, at 30 s
-	// and again at 2 min: this closes one path, not every one; see
-	// docs/scale.md.) Idle connections cost little: the API server keeps
-	// at most 25 per host, and they stay under the caps below.
+	// refuses the object (make scale's bursts met such refusals at 30 s).
+	// A connection the API server dialled but has not used yet is parked
+	// in the same pool and waits for its first request as long
+	// (limitedConn.SetReadDeadline). Idle connections cost little: the API
+	// server keeps at most 25 per host, they stay under the caps below, and
+	// near the cap they give their place first.
 	DefaultIdleTimeout = 2 * time.Minute
 	// DefaultMaxConnections caps open connections (see limitListener):
 	// about 25 MiB of connection state at most, and far more connections
@@ -204,7 +208,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening for webhooks: %w", err)
 	}
-	limited := newLimitListener(tcp, s.opts.MaxConnections, s.opts.MaxConnectionsPerSource, s.openConns, s.refused, s.opts.Log)
+	limited := newLimitListener(tcp, s.opts.MaxConnections, s.opts.MaxConnectionsPerSource, s.opts.IdleTimeout, s.openConns, s.refused, s.opts.Log)
 	ln := tls.NewListener(limited, cfg)
 	s.mu.Lock()
 	s.ln, s.tlsConfig = limited, cfg

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -50,4 +51,45 @@ func TestIdleTimeoutOutlastsTheAPIServers(t *testing.T) {
 	require.Positive(t, apiServer.IdleConnTimeout, "the API server's webhook client closes idle connections")
 	assert.Greater(t, DefaultIdleTimeout, apiServer.IdleConnTimeout,
 		"trainguard must not close an idle connection the API server may still reuse")
+}
+
+// TestUnusedConnectionOutlastsTheHeaderTimeout: the API server's transport
+// dials connections during a burst and parks the ones it did not need in
+// its idle pool, handshake done, no request sent. A server that closes
+// such a connection at its header timeout (net/http times a connection's
+// first request from the handshake, not from the request's first byte)
+// races its reuse by the next burst: "write: broken pipe", not retried, a
+// refused pod (make scale, 5,000 nodes). An unused connection waits for
+// its first request as long as an idle keep-alive does; the header
+// timeout starts at the request's first byte.
+func TestUnusedConnectionOutlastsTheHeaderTimeout(t *testing.T) {
+	url, stop := startServerOpts(t, WebhookServerOptions{ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 5 * time.Second, Log: logr.Discard()})
+	defer stop()
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
+	require.NoError(t, err)
+	defer conn.Close()
+	time.Sleep(time.Second) // parked: past the header timeout, within the idle one
+	assert.True(t, keepAliveRequest(t, conn, bufio.NewReader(conn), http.MethodPost, webhook.PathMutatePod, trainingPodReview(t)),
+		"the parked connection serves its first review")
+}
+
+// TestUnusedConnectionsYieldAtTheCap: connections that never send a
+// request, waiting the idle timeout now, lock nothing (issue 31): at the
+// cap the longest unused gives its place, and a review is served.
+func TestUnusedConnectionsYieldAtTheCap(t *testing.T) {
+	const capN = 4
+	url, stop := startServerOpts(t, WebhookServerOptions{MaxConnections: capN, Log: logr.Discard()})
+	defer stop()
+	var held []*tls.Conn
+	defer closeAll(&held)
+	for range capN {
+		c := dialFrom(strings.TrimPrefix(url, "https://"), "127.0.0.2")
+		require.NotNil(t, c)
+		held = append(held, c)
+	}
+	code, took, err := reviewWithin(url, trainingPodReview(t))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Less(t, took, 5*time.Second, "within the API server's budget")
+	assert.Less(t, stillOpen(held), capN, "an unused connection gave its place")
 }
