@@ -306,13 +306,24 @@ func signalExit(sig string) int32 {
 }
 
 // killRank signals the rank 1 trainer in pod/container and returns when
-// the signal was sent.
+// the signal was sent. The script prints the trainer's PID once it sent
+// the signal; the exec session may then die with the container (the
+// trainer is its main process: exit 137 from kubectl), which is not a
+// failure to send it.
 func (e *env) killRank(ctx context.Context, ns, pod, container, signal string) (time.Time, error) {
 	t := time.Now()
-	if out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", goodput.KillRankScript, signal, "1"); err != nil {
+	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", goodput.KillRankScript, signal, "1")
+	if err != nil && !signalSent(out) {
 		return t, fmt.Errorf("kill rank 1 in %s: %w (%s)", pod, err, out)
 	}
 	return t, nil
+}
+
+// signalSent says the kill script's output starts with the PID it signalled.
+func signalSent(out string) bool {
+	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	_, err := strconv.Atoi(strings.TrimSpace(first))
+	return err == nil
 }
 
 // podRef is what must not change across an in-place restart.
