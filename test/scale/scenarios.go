@@ -233,6 +233,7 @@ type OutageReport struct {
 	Spent
 	WritesPerPodBeyondAction    float64
 	BrakeEngaged                bool
+	BrakeReleased               bool // once the zone's Leases were renewed again
 	OtherZonesActedOn           int
 	ImpliedSecondsAtDefaultRate float64
 }
@@ -355,7 +356,7 @@ func (e *env) outage(ctx context.Context, brake bool) (*OutageReport, error) {
 		r.BrakeEngaged, r.Evicted, r.ForceDeleted, r.Writes, r.Events, r.WritesPerPodBeyondAction, r.OtherZonesActedOn)
 	if brake {
 		fmt.Fprintf(e.out, "  without the brake, the chart's --node-eviction-rate=0.1 (burst 3) would reach the zone's last node %.0f s after its first\n", r.ImpliedSecondsAtDefaultRate)
-		if err := e.restore(ctx, "outage", zoneName(0)); err != nil {
+		if r.BrakeReleased, err = e.restore(ctx, "outage", zoneName(0)); err != nil {
 			return nil, err
 		}
 	}
@@ -411,20 +412,19 @@ func (e *env) leaseDeadlines(ctx context.Context, nodes map[string]bool) (map[st
 }
 
 // restore restarts a KWOK instance and waits until every node's Lease is
-// renewed again. trainguard's brake gauge for zone (or "(cluster)") is
-// reported, not waited for: it is set when a pod's action is judged, and
-// once the nodes are healthy no pod needs an action, so it can stay at 1
-// after the recovery.
-func (e *env) restore(ctx context.Context, group, zone string) error {
+// renewed again; released says trainguard's brake gauge for zone (or
+// "(cluster)") read 0 10 s later (its leader judges an engaged brake again
+// every 2 s).
+func (e *env) restore(ctx context.Context, group, zone string) (released bool, err error) {
 	t := time.Now()
 	if err := e.startKWOK(ctx, group); err != nil {
-		return err
+		return false, err
 	}
 	all := map[string]bool{}
 	for i := range e.o.Nodes {
 		all[nodeName(i)] = true
 	}
-	err := waitFor(ctx, 3*time.Minute, func() (bool, error) {
+	err = waitFor(ctx, 3*time.Minute, func() (bool, error) {
 		var l coordinationv1.LeaseList
 		if err := e.c.List(ctx, &l, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
 			return false, err
@@ -437,17 +437,18 @@ func (e *env) restore(ctx context.Context, group, zone string) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("KWOK %s restarted, but not every Lease was renewed: %w", group, err)
+		return false, fmt.Errorf("KWOK %s restarted, but not every Lease was renewed: %w", group, err)
 	}
 	renewed := time.Since(t)
-	time.Sleep(10 * time.Second) // held pods look again every 5 s
+	time.Sleep(10 * time.Second) // the leader judges an engaged brake every 2 s
 	sc, err := e.scrape(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
+	gauge := sc.sum("trainguard_rescheduler_brake_engaged", `zone="`+zone+`"`)
 	fmt.Fprintf(e.out, "  KWOK %s restarted; every Lease renewed after %s; trainguard_rescheduler_brake_engaged{zone=%q} %.0f 10 s later\n",
-		group, renewed.Round(time.Second), zone, sc.sum("trainguard_rescheduler_brake_engaged", `zone="`+zone+`"`))
-	return nil
+		group, renewed.Round(time.Second), zone, gauge)
+	return gauge == 0, nil
 }
 
 // Spent is what trainguard did in a scenario: API writes (its client's
@@ -481,6 +482,7 @@ type StallReport struct {
 	// EvictedAfter and ForceDeletedAfter: once the Leases came back.
 	EvictedAfter, ForceDeletedAfter float64
 	PodsGone                        int
+	BrakeReleased                   bool // once every Lease was renewed again
 }
 
 func (e *env) stall(ctx context.Context) (*StallReport, error) {
@@ -523,7 +525,7 @@ func (e *env) stall(ctx context.Context) (*StallReport, error) {
 	if err := e.startKWOK(ctx, "outage"); err != nil {
 		return nil, err
 	}
-	if err := e.restore(ctx, "rest", "(cluster)"); err != nil {
+	if r.BrakeReleased, err = e.restore(ctx, "rest", "(cluster)"); err != nil {
 		return nil, err
 	}
 	// The end of a stall is as dangerous as its start: Leases come back

@@ -37,9 +37,11 @@ func TestSmoke(t *testing.T) {
 	assert.Zero(t, r.Stall.EvictedAfter, "nothing evicted when the Leases come back")
 	assert.Zero(t, r.Stall.ForceDeletedAfter, "nothing force-deleted when the Leases come back")
 	assert.NotZero(t, r.Stall.BrakeAfter, "the cluster brake engages")
+	assert.True(t, r.Stall.BrakeReleased, "the cluster brake releases once the Leases are back")
 	require.NotNil(t, r.Outage)
 	assert.Positive(t, r.Outage.AffectedPods)
 	assert.Equal(t, r.Outage.AffectedPods, r.Outage.Decided, "every training pod of the silent zone has its decision")
 	assert.Zero(t, r.Outage.OtherZonesActedOn, "no action on the other zones")
 	assert.True(t, r.Outage.BrakeEngaged, "the zone brake holds a whole silent zone")
+	assert.True(t, r.Outage.BrakeReleased, "the zone brake releases once the zone is back")
 }

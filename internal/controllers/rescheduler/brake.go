@@ -78,6 +78,7 @@ type brakes struct {
 	admitted  map[string]time.Time
 	threshold float64
 	engaged   map[string]bool
+	lastOn    map[string]time.Time // when each brake was last judged engaged
 	// area is the last count of carriers (areaState); countMu lets one
 	// worker make it at a time.
 	area             area
@@ -115,6 +116,7 @@ func newBrakes(opts Options, clk clock.PassiveClock, m *metrics) *brakes {
 		admitted:  map[string]time.Time{},
 		threshold: opts.UnhealthyZoneThreshold,
 		engaged:   map[string]bool{},
+		lastOn:    map[string]time.Time{},
 
 		clusterThreshold: opts.UnhealthyClusterThreshold,
 		retries:          map[string]*rate.Limiter{},
@@ -162,24 +164,58 @@ func (r *Reconciler) areaBrakes(ctx context.Context, node *corev1.Node) *hold {
 	if err != nil {
 		return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the cluster's and zones' health: " + err.Error(), after: brakeRecheck}
 	}
-	wasOn := b.isEngaged(clusterZone)
+	wasOn, covered := b.engagedSince(clusterZone)
 	if h := b.judgeCluster(ctx, a.cluster); h != nil {
 		return h
 	}
 	if wasOn {
-		return r.restartSilence(ctx, func(*corev1.Node) bool { return true }, "the cluster brake")
+		if h := r.restartSilence(ctx, func(*corev1.Node) bool { return true }, covered, node, "the cluster brake"); h != nil {
+			return h
+		}
 	}
 	if node != nil {
 		zone := zoneOf(node)
-		wasOn := b.isEngaged(zone)
+		wasOn, covered := b.engagedSince(zone)
 		if h := b.judgeZone(ctx, zone, a.zones[zone]); h != nil {
 			return h
 		}
 		if wasOn {
-			return r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, fmt.Sprintf("zone %q's brake", zone))
+			return r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, covered, node, fmt.Sprintf("zone %q's brake", zone))
 		}
 	}
 	return nil
+}
+
+// releaseBrakes judges every engaged brake again from the cache and
+// releases the ones whose cluster or zone is healthy: the leader calls it
+// with each look at the Leases. Judged only when a held pod looked again,
+// a brake stayed engaged after its nodes recovered (nothing needs an
+// action on healthy nodes): trainguard_rescheduler_brake_engaged said 1
+// for a cluster long healthy, and the release came with the next
+// incident, whose nodes' silence it then restarted (issue 34's smoke run:
+// a zone outage after a stall was decided 20 s late and its zone brake not
+// yet engaged when looked at).
+func (r *Reconciler) releaseBrakes(ctx context.Context) {
+	engaged := r.brakes.engagedZones()
+	if len(engaged) == 0 {
+		return
+	}
+	a, err := r.areaState(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "judging the engaged brakes; they stay engaged until a held pod looks again")
+		return
+	}
+	for zone, covered := range engaged {
+		if zone == clusterZone {
+			if r.brakes.judgeCluster(ctx, a.cluster) == nil {
+				r.restartSilence(ctx, func(*corev1.Node) bool { return true }, covered, nil, "the cluster brake")
+			}
+			continue
+		}
+		if r.brakes.judgeZone(ctx, zone, a.zones[zone]) == nil {
+			r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, covered, nil, fmt.Sprintf("zone %q's brake", zone))
+		}
+	}
 }
 
 // judgeCluster engages or releases the cluster brake and reports the
@@ -291,14 +327,18 @@ func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 }
 
 // restartSilence runs when a brake releases: like the node lifecycle
-// controller leaving full disruption, every node in scope counts as renewed
-// now. The Leases of a stall or a partition come back one after another
-// over a renewal interval; the brake releases once most are back, and the
-// rest, silent past every bound, were evicted and force-deleted at once
-// (issue 34: 4 of 200 nodes, 40 pods, when a 200-node stall ended). A node
-// that really died meanwhile is lost a --lease-lost-after later. The pod
-// being judged was decided on the old silence: it looks again.
-func (r *Reconciler) restartSilence(ctx context.Context, inScope func(*corev1.Node) bool, what string) *hold {
+// controller leaving full disruption, every node in scope whose silence the
+// brake covered (seen renewed last before covered, when the brake was last
+// judged engaged) counts as renewed now. The Leases of a stall or a
+// partition come back one after another over a renewal interval; the brake
+// releases once most are back, and the rest, silent past every bound, were
+// evicted and force-deleted at once (issue 34: 4 of 200 nodes, 40 pods,
+// when a 200-node stall ended). A node that really died meanwhile is lost
+// a --lease-lost-after later. A node that went silent after the brake was
+// last engaged is a new incident and keeps its silence. If the pod being
+// judged (on node; nil when none is) was decided on a silence restarted
+// here, it looks again: the hold; otherwise nil.
+func (r *Reconciler) restartSilence(ctx context.Context, inScope func(*corev1.Node) bool, covered time.Time, node *corev1.Node, what string) *hold {
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return &hold{reason: ReasonPartitionSuspected, message: "cannot list the nodes after " + what + " released: " + err.Error(), after: brakeRecheck}
@@ -309,15 +349,36 @@ func (r *Reconciler) restartSilence(ctx context.Context, inScope func(*corev1.No
 			names[nodes.Items[i].Name] = true
 		}
 	}
-	r.leases.restart(names)
+	restarted := r.leases.restart(names, covered)
+	log.FromContext(ctx).Info("brake released: the silence it covered restarts", "brake", what, "nodesRestarted", len(restarted),
+		"coveredUntil", covered)
+	if node == nil || !restarted[node.Name] {
+		return nil
+	}
 	return &hold{reason: ReasonPartitionSuspected, after: brakeRecheck,
 		message: what + " just released: every node it held counts as renewed now and is judged afresh"}
 }
 
-func (b *brakes) isEngaged(zone string) bool {
+// engagedSince says whether zone's brake is engaged and when it was last
+// judged so.
+func (b *brakes) engagedSince(zone string) (bool, time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.engaged[zone]
+	return b.engaged[zone], b.lastOn[zone]
+}
+
+// engagedZones is every engaged brake (clusterZone for the cluster's)
+// and when it was last judged engaged.
+func (b *brakes) engagedZones() map[string]time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]time.Time{}
+	for zone, on := range b.engaged {
+		if on {
+			out[zone] = b.lastOn[zone]
+		}
+	}
+	return out
 }
 
 // setEngaged records a brake's state and exports it; changed says it flipped.
@@ -325,6 +386,9 @@ func (b *brakes) setEngaged(zone string, on bool, unhealthy int) (changed bool) 
 	b.mu.Lock()
 	changed = b.engaged[zone] != on
 	b.engaged[zone] = on
+	if on {
+		b.lastOn[zone] = b.clock.Now()
+	}
 	b.mu.Unlock()
 	b.metrics.brakeEngaged.WithLabelValues(zone).Set(boolGauge(on))
 	b.metrics.unhealthyNodes.WithLabelValues(zone).Set(float64(unhealthy))

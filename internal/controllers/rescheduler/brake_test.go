@@ -269,6 +269,74 @@ func TestBrakeReleaseRestartsSilence(t *testing.T) {
 	assert.Less(t, silent, h.r.opts.LeaseLostAfter.Duration, "n0's silence restarts when the brake releases")
 }
 
+// TestStaleReleaseKeepsANewIncidentsSilence (issue 34's smoke run): the
+// cluster brake held a stall; every Lease came back, but no pod needed an
+// action, so nothing judged the brake released. Two nodes then die. The
+// first look at their pods releases the brake; it must not restart the
+// new silence it never covered (it did: every node counted as renewed, and
+// the dead nodes' pods waited a --lease-lost-after more).
+func TestStaleReleaseKeepsANewIncidentsSilence(t *testing.T) {
+	h := sixNodesInThreeZones(t)
+	lost := h.r.opts.LeaseLostAfter.Duration
+	h.clock.Step(60 * time.Second)
+	require.NotNil(t, h.judgeLost(t, "n0"), "all six silent: the cluster brake holds")
+	h.clock.Step(time.Second)
+	renewAll(h, 0, 6)                  // the stall ends
+	h.clock.Step(lost/2 + time.Second) // n0 and n1 die now
+	renewAll(h, 2, 6)
+	h.clock.Step(lost/2 + time.Second)
+	renewAll(h, 2, 6)
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "nothing judged it since")
+
+	hold := h.judgeLost(t, "n0")
+	assert.Zero(t, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "two of six: released")
+	silent, _ := h.r.leases.silentFor("n0")
+	assert.GreaterOrEqual(t, silent, lost, "n0 went silent after the brake was last engaged: its silence stands")
+	assert.Nil(t, hold, "a lost node of a healthy cluster is acted on")
+}
+
+// TestLeaderReleasesTheBrakeOfAHealthyCluster: the leader's look at the
+// Leases judges an engaged brake again without a pod to judge: released
+// once the nodes are back (the gauge says so), and the nodes still silent
+// then, whose silence it covered, count as renewed.
+func TestLeaderReleasesTheBrakeOfAHealthyCluster(t *testing.T) {
+	h := sixNodesInThreeZones(t)
+	h.clock.Step(60 * time.Second)
+	require.NotNil(t, h.judgeLost(t, "n0"), "all six silent: the cluster brake holds")
+	h.clock.Step(2 * time.Second)
+	h.r.releaseBrakes(context.Background())
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "still six silent")
+
+	renewAll(h, 1, 6) // n0 not yet
+	h.clock.Step(2 * time.Second)
+	h.r.releaseBrakes(context.Background())
+	assert.Zero(t, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "five of six back: released")
+	silent, _ := h.r.leases.silentFor("n0")
+	assert.Less(t, silent, h.r.opts.LeaseLostAfter.Duration, "n0's silence, covered by the brake, restarts")
+	assert.Nil(t, h.r.checkBrakes(context.Background(), onNode("n1"), h.node(t, "n1"), Decision{Cause: ReasonNodeLost}),
+		"already released: a later look holds nothing for it")
+}
+
+// judgeLost asks the brakes about node's pod as if node were lost.
+func (h *harness) judgeLost(t *testing.T, node string) *hold {
+	t.Helper()
+	return h.r.checkBrakes(context.Background(), onNode(node), h.node(t, node), Decision{Cause: ReasonNodeLost})
+}
+
+func (h *harness) node(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: name}, n))
+	return n
+}
+
+// renewAll has nodes n<from>..n<to-1> renew their Leases now.
+func renewAll(h *harness, from, to int) {
+	for i := from; i < to; i++ {
+		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), h.clock.Now()), h.r.opts.LeaseLostAfter.Duration)
+	}
+}
+
 // sixNodesInThreeZones: one managed pod on each of six nodes, two per zone,
 // every Lease seen renewed at t0.
 func sixNodesInThreeZones(t *testing.T) *harness {

@@ -127,19 +127,24 @@ func (l *leases) silentCount(lostAfter time.Duration) (silent, total int) {
 	return silent, len(l.seen)
 }
 
-// restart counts the nodes' Leases as renewed now (a brake released).
-func (l *leases) restart(nodes map[string]bool) {
+// restart counts the nodes' Leases last seen renewed before covered
+// as renewed now (a brake that covered their silence released) and
+// returns the nodes restarted.
+func (l *leases) restart(nodes map[string]bool, covered time.Time) map[string]bool {
+	restarted := map[string]bool{}
 	if l == nil {
-		return
+		return restarted
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()
 	for name, o := range l.seen {
-		if nodes[name] {
+		if nodes[name] && o.at.Before(covered) {
 			l.seen[name] = observation{renew: o.renew, at: now}
+			restarted[name] = true
 		}
 	}
+	return restarted
 }
 
 // forget drops Leases that are gone (their node was deleted).
@@ -197,6 +202,7 @@ func (w *leaseWatcher) check(ctx context.Context) {
 		}
 	}
 	w.r.leases.forget(present)
+	w.r.releaseBrakes(ctx)
 }
 
 // TransformLease keeps what the rescheduler reads of a Lease: its name and
