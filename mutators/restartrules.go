@@ -79,18 +79,21 @@ func RestartRules(t *Target) bool {
 		return true // each pod adds the rules its restartPolicy needs
 	}
 	want := contract.InPlaceRestartRules()
+	// fromTemplate: a pod whose job's template trainguard gave the rules
+	// (the template's marker came with it).
+	fromTemplate := !t.isTemplate() && marked(t, contract.InjectionRestartRules)
 	switch {
 	case equality.Semantic.DeepEqual(c.RestartPolicyRules, want):
 		// Trainguard's rules, from the template: the container's policy is
 		// the one the template expected the pod to have. Should the pod's
 		// differ (the job's replica restartPolicy changed since), the
 		// container follows the pod's for every other exit.
-		if c.RestartPolicy != nil && string(*c.RestartPolicy) != string(policy) && !t.isTemplate() && marked(t, contract.InjectionRestartRules) {
+		if c.RestartPolicy != nil && string(*c.RestartPolicy) != string(policy) && fromTemplate {
 			p := corev1.ContainerRestartPolicy(policy)
 			c.RestartPolicy = &p
 		}
 	case c.RestartPolicyRules == nil && c.RestartPolicy != nil && string(*c.RestartPolicy) == string(policy) &&
-		!t.isTemplate() && marked(t, contract.InjectionRestartRules) && !restartsEveryProcessFault(t.Spec, c.Name, policy):
+		fromTemplate && !restartsEveryProcessFault(t.Spec, c.Name, policy):
 		// The template's policy without its rules: an operator built
 		// against a Kubernetes API before 1.34 (no restartPolicyRules
 		// field; kubeflow's releases are) copied the container's
