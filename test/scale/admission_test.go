@@ -13,7 +13,7 @@ import (
 func TestPairRounds(t *testing.T) {
 	var rounds []round
 	for i := range 10 {
-		rd := round{p99: map[string]float64{jobTrainguard: 220, jobNoop: 200, "bare/noop": 210}, during: RoundDetail{ServeMeanMs: 0.9}}
+		rd := round{p99: map[string]float64{jobTrainguard: 220, jobNoop: 200, jobContent: 230, "bare/noop": 210}, during: RoundDetail{ServeMeanMs: 0.9}}
 		if i == 7 {
 			rd.p99[jobTrainguard], rd.p99["bare/noop"], rd.during.GCs = 800, 600, 2
 		}
@@ -22,6 +22,7 @@ func TestPairRounds(t *testing.T) {
 	r := pairRounds(rounds, 2)
 	assert.InDelta(t, 1.1, r.RatioP50, 1e-9)
 	assert.Equal(t, 1, r.Over, "only round 7 is over the target")
+	assert.InDelta(t, 1.15, r.ContentP50, 1e-9, "the stored pods through the no-op, per round")
 	require.Len(t, r.Slowest, 2)
 	s := r.Slowest[0]
 	assert.Equal(t, 7, s.Round)
