@@ -264,9 +264,11 @@ func (e *env) admission(ctx context.Context) (*AdmissionReport, error) {
 			}
 			rd.p99[s.key] = quantile(res.lat, 0.99)
 			if s.key == jobTrainguard {
-				if rd.during, err = e.duringBurst(ctx, s0); err != nil {
+				s1, err := e.scrape(ctx)
+				if err != nil {
 					return nil, err
 				}
+				rd.during = served(s0, s1).RoundDetail
 			}
 			if b >= 0 {
 				lat[s.key] = append(lat[s.key], res.lat...)
@@ -296,12 +298,8 @@ func (e *env) admission(ctx context.Context) (*AdmissionReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	const served = "trainguard_webhook_request_duration_seconds"
-	r.Reviews = after.sum(served+"_count") - before.sum(served+"_count")
-	r.Connections = after.sum("trainguard_webhook_connections_total") - before.sum("trainguard_webhook_connections_total")
-	if r.Reviews > 0 {
-		r.ServeMeanMs = 1000 * (after.sum(served+"_sum") - before.sum(served+"_sum")) / r.Reviews
-	}
+	whole := served(before, after)
+	r.Reviews, r.ServeMeanMs, r.Connections = whole.reviews, whole.ServeMeanMs, whole.Connections
 	for _, w := range []struct {
 		what string
 		c    Comparison
@@ -355,20 +353,23 @@ type round struct {
 	during RoundDetail
 }
 
-// duringBurst is what trainguard's metrics say about the time since s0:
-// its mean time per review, garbage collections and new connections.
-func (e *env) duringBurst(ctx context.Context, s0 series) (RoundDetail, error) {
-	s1, err := e.scrape(ctx)
-	if err != nil {
-		return RoundDetail{}, err
+// servedFigures is what trainguard's metrics say about the time between
+// two scrapes: reviews answered, its mean time per review, garbage
+// collections and new connections (in RoundDetail's fields).
+type servedFigures struct {
+	reviews float64
+	RoundDetail
+}
+
+func served(s0, s1 series) servedFigures {
+	const duration = "trainguard_webhook_request_duration_seconds"
+	f := servedFigures{reviews: s1.sum(duration+"_count") - s0.sum(duration+"_count")}
+	f.GCs = s1.sum("go_gc_duration_seconds_count") - s0.sum("go_gc_duration_seconds_count")
+	f.Connections = s1.sum("trainguard_webhook_connections_total") - s0.sum("trainguard_webhook_connections_total")
+	if f.reviews > 0 {
+		f.ServeMeanMs = 1000 * (s1.sum(duration+"_sum") - s0.sum(duration+"_sum")) / f.reviews
 	}
-	const served = "trainguard_webhook_request_duration_seconds"
-	d := RoundDetail{GCs: s1.sum("go_gc_duration_seconds_count") - s0.sum("go_gc_duration_seconds_count"),
-		Connections: s1.sum("trainguard_webhook_connections_total") - s0.sum("trainguard_webhook_connections_total")}
-	if n := s1.sum(served+"_count") - s0.sum(served+"_count"); n > 0 {
-		d.ServeMeanMs = 1000 * (s1.sum(served+"_sum") - s0.sum(served+"_sum")) / n
-	}
-	return d, nil
+	return f
 }
 
 // pairRounds pairs each round's trainguard job burst with the no-op's and

@@ -169,7 +169,7 @@ func (r *Reconciler) areaBrakes(ctx context.Context, node *corev1.Node) *hold {
 		return h
 	}
 	if wasOn {
-		if h := r.restartSilence(ctx, func(*corev1.Node) bool { return true }, covered, node, "the cluster brake"); h != nil {
+		if h := r.restartSilence(ctx, clusterZone, covered, node); h != nil {
 			return h
 		}
 	}
@@ -180,7 +180,7 @@ func (r *Reconciler) areaBrakes(ctx context.Context, node *corev1.Node) *hold {
 			return h
 		}
 		if wasOn {
-			return r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, covered, node, fmt.Sprintf("zone %q's brake", zone))
+			return r.restartSilence(ctx, zone, covered, node)
 		}
 	}
 	return nil
@@ -206,14 +206,14 @@ func (r *Reconciler) releaseBrakes(ctx context.Context) {
 		return
 	}
 	for zone, covered := range engaged {
+		var h *hold
 		if zone == clusterZone {
-			if r.brakes.judgeCluster(ctx, a.cluster) == nil {
-				r.restartSilence(ctx, func(*corev1.Node) bool { return true }, covered, nil, "the cluster brake")
-			}
-			continue
+			h = r.brakes.judgeCluster(ctx, a.cluster)
+		} else {
+			h = r.brakes.judgeZone(ctx, zone, a.zones[zone])
 		}
-		if r.brakes.judgeZone(ctx, zone, a.zones[zone]) == nil {
-			r.restartSilence(ctx, func(n *corev1.Node) bool { return zoneOf(n) == zone }, covered, nil, fmt.Sprintf("zone %q's brake", zone))
+		if h == nil {
+			r.restartSilence(ctx, zone, covered, nil)
 		}
 	}
 }
@@ -335,10 +335,15 @@ func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 // evicted and force-deleted at once (issue 34: 4 of 200 nodes, 40 pods,
 // when a 200-node stall ended). A node that really died meanwhile is lost
 // a --lease-lost-after later. A node that went silent after the brake was
-// last engaged is a new incident and keeps its silence. If the pod being
-// judged (on node; nil when none is) was decided on a silence restarted
-// here, it looks again: the hold; otherwise nil.
-func (r *Reconciler) restartSilence(ctx context.Context, inScope func(*corev1.Node) bool, covered time.Time, node *corev1.Node, what string) *hold {
+// last engaged is a new incident and keeps its silence. zone is the
+// brake's (clusterZone: every node). If the pod being judged (on node; nil
+// when none is) was decided on a silence restarted here, it looks again:
+// the hold; otherwise nil.
+func (r *Reconciler) restartSilence(ctx context.Context, zone string, covered time.Time, node *corev1.Node) *hold {
+	what, inScope := fmt.Sprintf("zone %q's brake", zone), func(n *corev1.Node) bool { return zoneOf(n) == zone }
+	if zone == clusterZone {
+		what, inScope = "the cluster brake", func(*corev1.Node) bool { return true }
+	}
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return &hold{reason: ReasonPartitionSuspected, message: "cannot list the nodes after " + what + " released: " + err.Error(), after: brakeRecheck}
