@@ -133,7 +133,9 @@ import_images() {
     if [ "$(cat "$stampf" 2>/dev/null)" = "$(stat -c '%s %Y' "$t")" ] &&
       grep -qx "localhost/$(basename "$t" .tar):$IMAGE_TAG" <<<"$have"; then continue; fi
     ctr -a "$sock" -n k8s.io images import "$t" >/dev/null ||
-      die "import $t into node $i failed"
+      die "import $t into node $i failed; $(df -h --output=avail "$CLUSTER_CACHE" | tail -1 | tr -d ' ') left on \
+the file system of $CLUSTER_CACHE (each training node's store takes about 3 GB, half of it PyTorch's \
+unpacked layers; make cluster-clean removes every store)"
     stat -c '%s %Y' "$t" >"$stampf"
   done
 }
