@@ -77,6 +77,10 @@ build_node() {
   done
 }
 
+# The cluster's add-ons (their own modules, nothing shared with Kubernetes'
+# build: .ci/run builds them beside it).
+build_addons() { build_coredns; build_operator; build_kueue; build_certmanager; }
+
 case "${1:-all}" in
   coredns) build_coredns ;;
   operator) build_operator ;;
@@ -84,6 +88,7 @@ case "${1:-all}" in
   cert-manager) build_certmanager ;;
   local) build_local ;;
   node) build_node ;;
-  all) build_local; build_coredns; build_operator; build_kueue; build_certmanager; build_node ;;
-  *) echo "usage: $0 [all|node|coredns|operator|kueue|cert-manager|local]" >&2; exit 2 ;;
+  addons) build_addons ;;
+  all) build_local; build_addons; build_node ;;
+  *) echo "usage: $0 [all|node|addons|coredns|operator|kueue|cert-manager|local]" >&2; exit 2 ;;
 esac
