@@ -176,9 +176,24 @@ func (l *limitListener) connState(conn net.Conn, state http.ConnState) {
 	} else {
 		lc.idleSince = time.Time{}
 	}
-	if state == http.StateActive {
+	lc.active = state == http.StateActive
+	if lc.active {
 		lc.first = firstServed // the handler's deadlines are its own
 	}
+}
+
+// inFlight counts the open connections whose request the server has read
+// and is handling (StateActive): those that cannot give their place.
+func (l *limitListener) inFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for c := range l.conns {
+		if c.active {
+			n++
+		}
+	}
+	return n
 }
 
 // nearCap says whether more than idleCloseAt connections are open: answers
@@ -244,7 +259,9 @@ type limitedConn struct {
 	// idleSince is when the server last found it idle; zero while a
 	// request is in flight. Guarded by l.mu.
 	idleSince time.Time
-	once      sync.Once
+	// active: a request read and being handled (StateActive). Guarded by l.mu.
+	active bool
+	once   sync.Once
 	// The first request's wait (SetReadDeadline), in the server's goroutine.
 	first        firstPhase
 	headerBudget time.Duration

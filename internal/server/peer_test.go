@@ -198,6 +198,7 @@ func TestReadinessDoesNotCompeteForTheCap(t *testing.T) {
 		_, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", webhook.PathMutatePod)
 		require.NoError(t, err)
 		held = append(held, c)
+		waitInFlight(t, srv, len(held))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

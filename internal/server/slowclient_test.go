@@ -17,6 +17,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/webhook"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // headerOnly opens a TLS connection and sends a review's headers declaring
@@ -29,6 +30,27 @@ func headerOnly(t *testing.T, addr string, declared int64) net.Conn {
 		webhook.PathMutatePod, declared)
 	require.NoError(t, err)
 	return conn
+}
+
+// waitInFlight waits until the server has read the request on n
+// connections. Until it reads a connection's first bytes the connection is
+// idle to it and gives its place to a newcomer past three quarters of the
+// cap, so a test that fills the cap with requests in flight dials the next
+// connection only after this (CI once saw the connection beyond the cap
+// served: it had taken the place of the last one, still counted idle).
+func waitInFlight(t *testing.T, srv ctrlwebhook.Server, n int) {
+	t.Helper()
+	ws := srv.(*webhookServer)
+	ws.mu.Lock()
+	ln := ws.ln
+	ws.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for ln.inFlight() < n {
+		if time.Now().After(deadline) {
+			require.Failf(t, "requests not read", "the server read %d of %d requests in 10 s", ln.inFlight(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // realReview posts an ordinary pod review as the API server would and
@@ -121,13 +143,14 @@ func TestWithheldBodyIsCutOffWith408(t *testing.T) {
 // of them closes; then it is.
 func TestConnectionCapHolds(t *testing.T) {
 	const capN = 4
-	url, stop := startServerOpts(t, WebhookServerOptions{ReadTimeout: time.Minute, ReadHeaderTimeout: time.Minute,
-		MaxConnections: capN, Limits: LimiterOptions{BodyReadTimeout: time.Minute}, Log: logr.Discard()})
+	srv, url, stop := startServerObj(t, WebhookServerOptions{ReadTimeout: time.Minute, ReadHeaderTimeout: time.Minute,
+		MaxConnections: capN, Limits: LimiterOptions{BodyReadTimeout: time.Minute}, Log: logr.Discard()}, t.TempDir())
 	defer stop()
 	addr := strings.TrimPrefix(url, "https://")
 	held := make([]net.Conn, capN)
 	for i := range held {
 		held[i] = headerOnly(t, addr, 1000)
+		waitInFlight(t, srv, i+1)
 	}
 	const extra = 3
 	served := make(chan error, extra)
