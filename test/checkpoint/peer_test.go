@@ -1,9 +1,13 @@
 package checkpoint_test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,4 +94,60 @@ func TestPeerKilledDuringAllReduce(t *testing.T) {
 		require.NoError(t, r.wait(120*time.Second), r.out.String())
 	}
 	compareStates(t, dump+".rank0", dump+".rank1", refDump+".rank0")
+}
+
+// TestTorchrunRankKilledLosesNoStep: one of torchrun's workers is SIGKILLed
+// while both ranks sit between steps (the example trainer's step delay).
+// torchrun's agent, polling every second as trainguard configures it
+// (PET_MONITOR_INTERVAL=1), stops the surviving rank 0 with SIGTERM before
+// its next collective fails. Before the fix SIGTERM's default action killed
+// rank 0 there, without its dying gasp, and the workers torchrun restarted
+// (PET_MAX_RESTARTS) began again from the last periodic checkpoint (the e2e
+// rank-crash TrainJob lost 7 and 9 steps). Now rank 0 still commits the last
+// step it completed and the restarted ranks resume exactly there.
+func TestTorchrunRankKilledLosesNoStep(t *testing.T) {
+	p := newPod(t)
+	tr := startProc(t, p.env("OMP_NUM_THREADS=1", "PET_MAX_RESTARTS=1", "PET_MONITOR_INTERVAL=1"),
+		torchrunArgv(t, "--steps", "100000", "--step-delay", "2")...)
+	tr.waitFor(`rank 1: completed step 3 `, 120*time.Second)
+	rank1 := workerOfRank(t, tr.cmd.Process.Pid, 1)
+	require.NoError(t, syscall.Kill(rank1, syscall.SIGKILL))
+	// rank 0's first line after the agent stopped the workers: a resume, or
+	// (no checkpoint) its first step again.
+	m := tr.waitFor(`(?s)closing signal SIGTERM.*?rank 0: (resumed from \S+ at step (\d+)|completed step \d+ )`, 120*time.Second)
+	out := tr.out.String()
+	before, _, _ := strings.Cut(out, "closing signal SIGTERM")
+	completed := regexp.MustCompile(`rank 0: completed step (\d+) `).FindAllStringSubmatch(before, -1)
+	require.NotEmpty(t, completed, out)
+	last := completed[len(completed)-1][1]
+	require.NotEmpty(t, m[2], "the restarted rank 0 began again without a checkpoint (%q): every step was lost; %s", m[1], out)
+	assert.Equal(t, last, m[2], "the restarted workers resume at the last step rank 0 completed: %s", out)
+	pointer := readJSONFile(t, filepath.Join(p.ckptDir, "trainguard-latest.json"))
+	assert.Equal(t, last, strconv.Itoa(int(pointer["step"].(float64))), "rank 0's dying gasp committed its last completed step")
+}
+
+// workerOfRank is the pid of the child of torchrun (pid) whose environment
+// has RANK=rank.
+func workerOfRank(t *testing.T, pid, rank int) int {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	require.NoError(t, err)
+	want := "RANK=" + strconv.Itoa(rank)
+	for _, f := range tasks {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, c := range strings.Fields(string(raw)) {
+			env, err := os.ReadFile("/proc/" + c + "/environ")
+			if err != nil {
+				continue
+			}
+			if slices.Contains(strings.Split(string(env), "\x00"), want) {
+				n, err := strconv.Atoi(c)
+				require.NoError(t, err)
+				return n
+			}
+		}
+	}
+	require.Failf(t, "no worker", "torchrun (pid %d) has no child with %s", pid, want)
+	return 0
 }

@@ -333,6 +333,36 @@ class Protocol(Base):
         self.assertEqual((done, why), (None, "sigterm"))
         self.assertEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL, "the default action is restored")
 
+    def test_torchrun_sigterm_ends_training_at_the_step_boundary(self):
+        # torchrun's agent SIGTERMs every worker once one died: the step in
+        # progress completes, then the rank exits 143 (rank 0 after its gasp).
+        import signal
+        self.addCleanup(signal.signal, signal.SIGTERM, signal.SIG_DFL)
+        m = self.migrator(TORCHELASTIC_RUN_ID="tg", TRAINGUARD_EXIT_GRACE="0")
+        m.register("s", {"v": 1})
+        m.listening()
+        self.assertNotEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL, "SIGTERM deferred under torchrun")
+        with m.step():
+            pass
+        with self.assertRaises(SystemExit) as cm, self.assertLogs("trainguard", "WARNING") as logs:
+            with m.step():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler runs here: the step goes on
+                done_in_step = True
+        self.assertTrue(done_in_step, "the step in progress completes")
+        self.assertEqual(cm.exception.code, 143)
+        self.assertEqual(m.global_step, 2)
+        self.assertIn("SIGTERM from torchrun's agent; ending training after step 2", "\n".join(logs.output))
+        m._sigterm.restore()  # training goes on after a termination hook: the SIGTERM is forgotten, the handler kept
+        self.assertFalse(m._sigterm.received)
+        self.assertNotEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)
+
+    def test_sigterm_keeps_its_default_action_outside_torchrun(self):
+        import signal
+        m = self.migrator()
+        m.listening()
+        self.assertEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL, "a trainer not under torchrun dies on SIGTERM")
+
     def test_exits_after_the_wait_bound_without_done(self):
         m = self.migrator(TRAINGUARD_AFTER_CHECKPOINT="exit", TRAINGUARD_EXIT_WAIT="300ms")
         m.register("s", {"v": 1})

@@ -42,9 +42,14 @@ class SigtermFlag:
     def __init__(self):
         self.received = False
         self._installed = False
+        self._kept = False
+        self._on_signal = None  # called once, from the handler, when kept
 
     def _on(self, signum, frame):
         self.received = True
+        callback, self._on_signal = self._on_signal, None
+        if callback is not None:
+            callback()
 
     def install(self):
         if self._installed or threading.current_thread() is not threading.main_thread():
@@ -53,7 +58,24 @@ class SigtermFlag:
             signal.signal(signal.SIGTERM, self._on)
             self._installed = True
 
+    def keep(self, on_signal=None):
+        """Install for the rest of the process: restore() leaves the handler
+        in place and only forgets a SIGTERM received (training goes on).
+        on_signal is called once, from the handler, at the first SIGTERM.
+        Says whether the handler is installed (not where the user has one)."""
+        self.install()
+        if self._installed:
+            self._kept, self._on_signal = True, on_signal
+        return self._installed
+
+    @property
+    def kept(self):
+        return self._kept
+
     def restore(self):
+        if self._kept:
+            self.received = False
+            return
         if self._installed:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             self._installed = False

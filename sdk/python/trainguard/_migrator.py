@@ -137,6 +137,7 @@ class Migrator:
         if self._read_only:
             log.info("trainguard: read-only: not listening for checkpoint requests in %s", cfg.checkpoint_dir)
             return self
+        self._defer_agent_sigterm()
         if proto.names_no_job(cfg.job):
             log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
                         "job-name), so %s is shared by every such pod of the namespace; set "
@@ -159,6 +160,47 @@ class Migrator:
         self._listener.start()
         self._serve_status()
         return self
+
+    def _defer_agent_sigterm(self):
+        """Under torchrun, SIGTERM ends training at the step() boundary (or in
+        the collective that fails first) instead of at once. torchrun's agent
+        stops every local worker with SIGTERM within PET_MONITOR_INTERVAL of
+        one dying (SIGKILL 30 s later): SIGTERM's default action killed
+        rank 0 before its dying gasp whenever the agent was quicker than
+        rank 0's failing collective, and the restarted workers lost every
+        step since the last periodic checkpoint (e2e rank crash: 7 and 9).
+        A watchdog bounds the deferral (TRAINGUARD_DUMP_TIMEOUT +
+        TRAINGUARD_EXIT_GRACE; none where TRAINGUARD_EXIT_GRACE is 0): a
+        trainer that never reaches a step() boundary still ends, and
+        torchrun's SIGKILL bounds it anyway."""
+        env = os.environ if self._env is None else self._env
+        if not env.get("TORCHELASTIC_RUN_ID"):
+            return
+        cfg = self.config
+        grace = self._dump_timeout() + cfg.exit_grace
+
+        def watchdog():
+            if cfg.exit_grace > 0:
+                exiting.start_watchdog(grace)
+
+        if self._sigterm.keep(watchdog):
+            log.info("trainguard: rank %d under torchrun: SIGTERM from its agent ends training at the next step "
+                     "boundary, after rank 0 commits the last completed step", cfg.rank)
+
+    def _end_on_sigterm(self):
+        """SIGTERM under torchrun at a step() boundary (_defer_agent_sigterm):
+        the agent stops this worker group (a local worker died, or torchrun
+        itself is stopping). As when a peer dies, global rank 0 commits the
+        step just completed; the rank exits 143, as SIGTERM would have."""
+        log.warning("trainguard: rank %d: SIGTERM from torchrun's agent; ending training after step %d (exit %d)",
+                    self.config.rank, self._step, proto.EXIT_CODE)
+        self._stop.set()  # the listener: no request is answered any more
+        try:
+            self._dying_gasp()
+        except Exception as e:  # the exit matters more than the gasp
+            log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(e).__name__, e)
+        exiting.flush_output()
+        raise SystemExit(proto.EXIT_CODE)
 
     def _serve_status(self):
         port = status.port_from_env(os.environ if self._env is None else self._env)
@@ -303,6 +345,8 @@ class Migrator:
             self._save_in_background()
         if self._termination is not None:
             self._terminate()
+        elif self._sigterm.received and self._sigterm.kept:
+            self._end_on_sigterm()
 
     def exit(self, info=None):
         """The default termination hook: stop the listener, finish a save in
