@@ -243,12 +243,7 @@ func (e *env) startKWOK(ctx context.Context, group string) error {
 		"--kubeconfig=" + e.kubeconfig,
 		"--config=" + filepath.Join(e.o.WorkDir, "kwok.yaml"),
 		"--manage-nodes-with-label-selector=" + kwokGroupLabel + "=" + group,
-		// The kubelet's 40 s, or -lease-seconds when longer: KWOK renews
-		// every quarter of it, and 5,000 Leases renewed every 10 s are 500
-		// writes a second, more than this machine's API server can take
-		// beside everything else. (The smoke run's 20 s keeps 40 s Leases
-		// renewed every 10 s; trainguard's bound is what it shortens.)
-		"--node-lease-duration-seconds=" + strconv.Itoa(max(40, e.o.LeaseSeconds)),
+		"--node-lease-duration-seconds=" + strconv.Itoa(e.kwokLeaseSeconds()),
 		// Every pod needs an IP; the default /24 runs out at 254.
 		"--cidr=10.0.0.0/8",
 		// KWOK logs every Lease renewal at INFO.
@@ -328,6 +323,27 @@ func writeKWOKConfig(path string, nodes int) error {
 	docs = append(docs, kwokConfiguration(nodes))
 	return os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")), 0o600)
 }
+
+// kwokLeaseSeconds is the Lease KWOK writes; it renews every quarter of
+// it. -lease-seconds where that stays under maxKWOKRenewals a second, else
+// the kubelet's 40 s when longer: 5,000 Leases renewed every 10 s are 500
+// writes a second, more than this machine's API server can take beside
+// everything else. A renewal interval as long as the brakes' silence (half
+// of trainguard's --lease-lost-after) made healthy nodes count as silent
+// just before each renewal: the smoke run's 20 s bound with 40 s Leases
+// renewed every 10 s engaged the cluster brake in the middle of the zone
+// outage once KWOK's renewals fell into step after the stall (190 of 200
+// nodes "silent" for 10 s), and its release 2 s later restarted the silent
+// zone's silence, so the zone brake was not engaged when looked at.
+func (e *env) kwokLeaseSeconds() int {
+	if e.o.LeaseSeconds > 0 && 4*e.o.Nodes/e.o.LeaseSeconds <= maxKWOKRenewals {
+		return e.o.LeaseSeconds
+	}
+	return max(40, e.o.LeaseSeconds)
+}
+
+// maxKWOKRenewals bounds the Lease renewals a second KWOK is given.
+const maxKWOKRenewals = 100
 
 // stopKWOK stops one KWOK controller: its nodes' Leases stop.
 func (e *env) stopKWOK(group string) {
