@@ -6,15 +6,16 @@
 # Every Kubernetes release the suites run has its own directory,
 # $out/<version>/ (kube-apiserver, the node binaries, and a link to the one
 # etcd), built from its own module hack/tools/kubernetes/<version>/ (the
-# replace lines differ per release). KUBE_VERSIONS picks the releases:
-# by default the newest (what the suites and the cluster run unless told
-# otherwise) and the previous minor (the version-dependent suites' matrix,
-# README "Versions tested").
+# replace lines differ per release). KUBE_VERSIONS picks the releases: by
+# default the newest only (what the suites and the cluster run); `make
+# k8s-bins-previous` builds the previous minor for `make test-kube-previous`
+# (README "Versions tested"). A second tree costs a cold machine about 10
+# CPU-minutes, so it stays out of `make test` and CI's cold path.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${K8S_BIN_DIR:-$root/bin/k8s}
-kube_versions=${KUBE_VERSIONS:-"v1.37.2 v1.36.3"}
+kube_versions=${KUBE_VERSIONS:-v1.37.2}
 etcd_version=v3.6.8
 mkdir -p "$out"
 

@@ -4,8 +4,9 @@
 # shellcheck shell=bash
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # The Kubernetes release the cluster runs (one of hack/build-k8s.sh's; README
-# "Versions tested"). Its node binaries are linked by name into CLUSTER_BIN.
-CLUSTER_KUBE_VERSION=${CLUSTER_KUBE_VERSION:-v1.36.3}
+# "Versions tested"): the tests' own release, so a cold machine compiles one
+# Kubernetes tree for both. Its node binaries are linked by name into CLUSTER_BIN.
+CLUSTER_KUBE_VERSION=${CLUSTER_KUBE_VERSION:-v1.37.2}
 K8S_BIN=${K8S_BIN:-$root/bin/k8s/$CLUSTER_KUBE_VERSION} # kube-apiserver, etcd (hack/build-k8s.sh)
 CLUSTER_BIN=${CLUSTER_BIN:-$root/bin/cluster} # everything else (hack/cluster/build-bins.sh)
 # Runtime state: removed by cluster-down. Image stores persist in the cache dir

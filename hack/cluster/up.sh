@@ -29,7 +29,7 @@ install_packages() {
 
 build_all() {
   log "binaries (cached in bin/)"
-  bash "$root/hack/build-k8s.sh" all | sed 's/^/  /'
+  KUBE_VERSIONS="$CLUSTER_KUBE_VERSION" bash "$root/hack/build-k8s.sh" all | sed 's/^/  /'
   bash "$root/hack/cluster/build-bins.sh" all | sed 's/^/  /'
   bash "$root/hack/build-trainer.sh" latest | sed 's/^/  /'
   log "images (cached in bin/cluster/images)"

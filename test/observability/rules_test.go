@@ -16,8 +16,8 @@ import (
 	"github.com/trainguard/trainguard/test/chart"
 )
 
-// promtool is bin/promtool, built from the Prometheus Go module by
-// `make promtool` (hack/build-promtool.sh); make test builds it first.
+// promtool is bin/promtool, from Debian's prometheus package by `make
+// promtool` (hack/install-promtool.sh); make test installs it first.
 func promtool(t *testing.T) string {
 	t.Helper()
 	root, err := chart.RepoRoot()
