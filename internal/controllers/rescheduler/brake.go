@@ -556,15 +556,25 @@ func (r *Reconciler) carrierNodes(ctx context.Context) (map[string]bool, error) 
 // the brakes count carriers from, read without copying a pod.
 const IndexCarrier = "trainguard.io/carrier"
 
-// carrierKey is a pod's IndexCarrier value: none for a pod on no node or
-// one that opted out (the namespace's opt-in is judged at count time: it
-// can change without the pod changing).
+// carrierKey is a pod's IndexCarrier value: none for a pod on no node, one
+// that opted out or one that never ran on its node (the namespace's opt-in
+// is judged at count time: it can change without the pod changing).
 func carrierKey(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" || policy.OptOut(pod.Annotations) != "" || pod.Labels[contract.LabelManaged] != "true" {
+	if !ok || pod.Spec.NodeName == "" || !ranOnNode(pod) || policy.OptOut(pod.Annotations) != "" || pod.Labels[contract.LabelManaged] != "true" {
 		return nil, nil
 	}
 	return []string{pod.Namespace + "/" + pod.Spec.NodeName}, nil
+}
+
+// ranOnNode: the node's kubelet took the pod up (it set a start time or a
+// phase past Pending). spec.nodeName alone is the pod's creator's to write:
+// a tenant's Pending pods pinned to nodes under repair would otherwise count
+// those nodes as lost carriers and engage a zone brake that holds every
+// other tenant's recoveries. Only the kubelet (or trainguard, marking a
+// lost pod Failed) writes the status.
+func ranOnNode(pod *corev1.Pod) bool {
+	return pod.Status.StartTime != nil || (pod.Status.Phase != "" && pod.Status.Phase != corev1.PodPending)
 }
 
 // indexedCarrierKeys lists IndexCarrier's values from the pod informer's

@@ -53,8 +53,8 @@ func TestZoneBrake(t *testing.T) {
 		return n
 	}
 	for _, tc := range []struct {
-		unhealthy, healthy, idle, outsiders int
-		engaged                             bool
+		unhealthy, healthy, idle, outsiders, pinned int
+		engaged                                     bool
 	}{
 		{unhealthy: 6, healthy: 4, engaged: true},
 		{unhealthy: 5, healthy: 5, engaged: false},           // 50% is not more than 55%
@@ -64,19 +64,24 @@ func TestZoneBrake(t *testing.T) {
 		// Healthy nodes whose only "managed" pods are in a namespace that
 		// never opted in (the label is anyone's to set) do not dilute it.
 		{unhealthy: 3, outsiders: 10, engaged: true},
+		// A tenant's Pending pods pinned (spec.nodeName) to nodes under
+		// repair never ran there: they do not engage a brake that would
+		// hold every other tenant's recoveries in the zone.
+		{unhealthy: 1, healthy: 1, pinned: 6, engaged: false},
+		{unhealthy: 0, healthy: 0, pinned: 3, engaged: false},
 	} {
-		t.Run(fmt.Sprintf("%d-%d-%d-%d", tc.unhealthy, tc.healthy, tc.idle, tc.outsiders), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d", tc.unhealthy, tc.healthy, tc.idle, tc.outsiders, tc.pinned), func(t *testing.T) {
 			var objs []any
 			i := 0
-			add := func(n int, status corev1.ConditionStatus, podNS string) {
+			add := func(n int, status corev1.ConditionStatus, podNS string, opts ...podOpt) {
 				for range n {
 					name := fmt.Sprintf("n%d", i)
 					i++
 					objs = append(objs, zoned(name, status))
 					if podNS != "" {
-						objs = append(objs, newPod(func(p *corev1.Pod) {
+						objs = append(objs, newPod(append([]podOpt{func(p *corev1.Pod) {
 							p.Namespace, p.Name, p.UID, p.Spec.NodeName = podNS, "p-"+name, types.UID("uid-"+name), name
-						}))
+						}}, opts...)...))
 					}
 				}
 			}
@@ -84,6 +89,7 @@ func TestZoneBrake(t *testing.T) {
 			add(tc.healthy, corev1.ConditionTrue, "team")
 			add(tc.idle, corev1.ConditionUnknown, "")
 			add(tc.outsiders, corev1.ConditionTrue, "outsider")
+			add(tc.pinned, corev1.ConditionUnknown, "team", neverStarted)
 			objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "outsider"}})
 			h := newHarness(t, false, clientObjects(objs)...)
 			h.r.brakes.clusterThreshold = 1 // the zone brake alone (TestClusterBrake has the other)
@@ -107,6 +113,11 @@ func clientObjects(objs []any) []client.Object {
 	}
 	return out
 }
+
+// neverStarted makes a pod one that is bound to its node but never ran
+// there: Pending, no start time (a pod a tenant pinned with spec.nodeName
+// to a node whose kubelet is down).
+func neverStarted(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: corev1.PodPending} }
 
 // onNode is a managed pod on node.
 func onNode(node string) *corev1.Pod {
@@ -471,8 +482,8 @@ func lostZone() []client.Object {
 
 // TestCarrierIndex: the brakes' carrier index, on client-go's own indexer
 // as the pod informer keeps it, lists each (namespace, node) with a managed
-// pod once, leaves out pods on no node and pods that opted out, and drops a
-// pair when its last pod goes.
+// pod once, leaves out pods on no node, pods that opted out and pods that
+// never ran on their node, and drops a pair when its last pod goes.
 func TestCarrierIndex(t *testing.T) {
 	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{IndexCarrier: carrierKey})
 	pod := func(ns, name, node string, opts ...podOpt) *corev1.Pod {
@@ -485,6 +496,7 @@ func TestCarrierIndex(t *testing.T) {
 			p.Annotations = map[string]string{contract.AnnotationInject: contract.InjectDisabled}
 		}),
 		pod("a", "unlabelled", "n4", func(p *corev1.Pod) { delete(p.Labels, contract.LabelManaged) }),
+		pod("a", "pinned", "n5", neverStarted),
 	} {
 		require.NoError(t, idx.Add(p))
 	}
