@@ -86,3 +86,32 @@ func TestUnversionedConfigLoadsWithADeprecationWarning(t *testing.T) {
 	assert.Equal(t, 2, res.code)
 	assert.Contains(t, res.stderr, "use apiVersion: config.trainguard.io/v1alpha1")
 }
+
+// TestServeRefusesNegativeWebhookTimeouts: net/http takes a negative
+// timeout as none at all, so serve refuses one at start, naming the flag;
+// zero (the default) and positive values start.
+func TestServeRefusesNegativeWebhookTimeouts(t *testing.T) {
+	flags := []string{"webhook-read-timeout", "webhook-read-header-timeout", "webhook-body-read-timeout", "webhook-write-timeout", "webhook-idle-timeout"}
+	for _, flag := range flags {
+		t.Run(flag, func(t *testing.T) {
+			res := runCLI(t, "", "serve", "--print-config", "--"+flag+"=-1s")
+			assert.Equal(t, 2, res.code, res.stderr)
+			assert.Contains(t, res.stderr, "--"+flag+"=-1s: must not be negative (0 takes the default)")
+			assert.Empty(t, res.stdout, "nothing runs")
+
+			for _, ok := range []string{"0s", "1ns", "5m"} {
+				res := runCLI(t, "", "serve", "--print-config", "--"+flag+"="+ok)
+				assert.Equal(t, 0, res.code, "%s=%s: %s", flag, ok, res.stderr)
+			}
+		})
+	}
+	var args []string
+	for _, flag := range flags {
+		args = append(args, "--"+flag+"=-1ns")
+	}
+	res := runCLI(t, "", append([]string{"serve", "--print-config"}, args...)...)
+	assert.Equal(t, 2, res.code)
+	for _, flag := range flags {
+		assert.Contains(t, res.stderr, "--"+flag+"=-1ns: must not be negative", "every problem at once")
+	}
+}

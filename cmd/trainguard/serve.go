@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -135,6 +136,9 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if err := o.checkTimeouts(); err != nil {
+		return exitWith(2, err.Error())
+	}
 	cfg, warnings, err := config.Load(o.configPath)
 	if err != nil {
 		return exitWith(2, err.Error())
@@ -174,6 +178,30 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	}
 	log.Info("starting trainguard", "webhookPort", o.webhookPort, "certMode", o.certMode, "clusterWide", cfg.ClusterWide, "rescheduler", *cfg.Rescheduler.Enabled)
 	return mgr.Start(ctx)
+}
+
+// checkTimeouts refuses a negative connection timeout: net/http takes any
+// value up to zero as no timeout at all, so -1s would quietly let a client
+// hold a connection, its goroutine and its buffer for ever. Zero takes the
+// default (server.WebhookServerOptions).
+func (o *serveOptions) checkTimeouts() error {
+	var problems []string
+	for _, f := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"webhook-read-timeout", o.readTimeout}, {"webhook-read-header-timeout", o.readHeaderTimeout},
+		{"webhook-body-read-timeout", o.limits.BodyReadTimeout}, {"webhook-write-timeout", o.writeTimeout},
+		{"webhook-idle-timeout", o.idleTimeout},
+	} {
+		if f.v < 0 {
+			problems = append(problems, fmt.Sprintf("--%s=%s: must not be negative (0 takes the default)", f.flag, f.v))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("invalid flags:\n  %s", strings.Join(problems, "\n  "))
+	}
+	return nil
 }
 
 func devDNSNames(o *serveOptions) []string {

@@ -62,6 +62,15 @@ func TestConfigReferenceShowsTheDefaults(t *testing.T) {
 	assert.Equal(t, want, cfg)
 }
 
+// TestExampleConfigurationLoads: the file `make demo` and `make run` start
+// trainguard with passes the same checks as any other.
+func TestExampleConfigurationLoads(t *testing.T) {
+	cfg, warnings, err := Load(filepath.Join("..", "..", "examples", "config.yaml"))
+	require.NoError(t, err)
+	assert.Empty(t, warnings)
+	assert.Equal(t, "ckpt-pvc", cfg.Checkpoint.Claim)
+}
+
 func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	cfg, warnings, err := Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nrescheduler: {maxBadNodes: 2}\n"))
 	require.NoError(t, err)

@@ -239,42 +239,93 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 	probes := []struct {
 		path string
 		vals []any
+		// top: the value is a top-level value of the chart (which renders
+		// it into the file), not one under config.
+		top bool
+		// with: other settings (paths under config) given along.
+		with map[string]any
+		// accepted and refused: values both must accept (a bound's edge)
+		// or both refuse, besides agreeing.
+		accepted, refused []any
 	}{
-		{"checkpoint.claim", []any{"ckpt", "team.ckpt-1", "Bad_Name", strings.Repeat("a", 254)}},
-		{"checkpoint.path", []any{"/checkpoint", "/.hidden", "/opt/trainguardx", "/etc/ckpt", "/etc", "/lib64/x", "/opt/trainguard/ckpt",
+		{path: "checkpoint.claim", vals: []any{"ckpt", "team.ckpt-1", "Bad_Name", strings.Repeat("a", 254)}},
+		{path: "checkpoint.path", vals: []any{"/checkpoint", "/.hidden", "/opt/trainguardx", "/etc/ckpt", "/etc", "/lib64/x", "/opt/trainguard/ckpt",
 			"/proc", "/var/run/secrets/x", "/run/secrets", "ckpt", "/ckpt/", "/a/../b", "/a/./b", "/", "//ckpt"}},
-		{"checkpoint.preStopTimeout", []any{"60s", "1h", "59m59s", "3600s", "1.5m", "2h", "3601s", "90m", "0s", "soon", "-1s"}},
-		{"checkpoint.gracePeriodMargin", []any{"0s", "30s", "-1s", "later"}},
-		{"taskd.port", []any{1, 9601, 65535, 0, 65536, -1}},
-		{"recoverStrategy", []any{"recover", "recover,dump", "recover,recover", "recover, dump", "bogus", ""}},
-		{"faultScheduling", []any{"grace", "off", "Grace"}},
-		{"gpu.defaultCount", []any{0, 64, 65, 100, -1}},
-		{"gpu.defaultFor", []any{"AllJobs", "Some"}},
-		{"agent.path", []any{"/opt/x", "/opt/x/", "opt/x", "/opt/../x"}},
-		{"mutators", []any{map[string]any{"gpu": false}, map[string]any{"gpus": false}}},
-		{"maxReschedules", []any{0, 1000, 1001, -1}},
-		{"priorityBoost.maxBoost", []any{0, 100, 1000000, 1000001, -1}},
-		{"priorityBoost.minInterval", []any{"1m", "1h", "3601s", "0s", "-1s", "soon"}},
-		{"leaderElection.leaseDuration", []any{"15s", "1m", "10s", "9s", "0s", "-1s"}},
-		{"leaderElection.renewDeadline", []any{"10s", "14s", "15s", "2.3s", "2.5s", "0s"}},
-		{"leaderElection.retryPeriod", []any{"2s", "8s", "8.4s", "9s", "0s"}},
-		{"rescheduler.nodeLostGrace", []any{"10s", "0s"}},
-		{"rescheduler.leaseLostAfter", []any{"40s", "0s"}},
-		{"rescheduler.maxBadNodes", []any{1, 16, 0, -1}},
-		{"rescheduler.nodeEvictionBurst", []any{1, 0}},
-		{"rescheduler.nodeEvictionRate", []any{0, 0.1, -0.1}},
-		{"rescheduler.unhealthyZoneThreshold", []any{0.5, 1, 0, 1.5}},
-		{"rescheduler.unhealthyClusterThreshold", []any{0.5, 1, 0, 1.5}},
-		{"rescheduler.retryEvictionRate", []any{0, 0.1, -0.1}},
-		{"rescheduler.retryEvictionBurst", []any{1, 0}},
-		{"rescheduler.concurrentReconciles", []any{1, 64, 0, 65}},
-		{"rescheduler.backoffMax", []any{"10s", "9s", "1h"}},
+		{path: "checkpoint.preStopTimeout", vals: []any{"60s", "1h", "59m59s", "3600s", "1.5m", "2h", "3601s", "90m", "0s", "soon", "-1s"}},
+		{path: "checkpoint.gracePeriodMargin", vals: []any{"0s", "30s", "-1s", "later"}},
+		{path: "taskd.port", vals: []any{1, 9601, 65535, 0, 65536, -1}},
+		{path: "recoverStrategy", vals: []any{"recover", "recover,dump", "recover,recover", "recover, dump", "bogus", ""}},
+		{path: "faultScheduling", vals: []any{"grace", "off", "Grace"}},
+		{path: "gpu.defaultCount", vals: []any{0, 64, 65, 100, -1}},
+		{path: "gpu.defaultFor", vals: []any{"AllJobs", "Some"}},
+		{path: "gpu.resourceName",
+			accepted: []any{"nvidia.com/gpu", "huawei.com/Ascend910", "amd.com/gpu", "example.com/a_b.c-d",
+				"example.com/" + strings.Repeat("g", 63), strings.Repeat("a", 240) + ".com/gpu"},
+			refused: []any{"not a name", "gpu", "cpu", "memory", "hugepages-2Mi", "kubernetes.io/gpu", "gpu.kubernetes.io/gpu",
+				"requests.example.com/gpu", "Example.com/gpu", "example.com/", "example.com/-gpu", "example.com/a/b", "/gpu",
+				"example.com/" + strings.Repeat("g", 64), strings.Repeat("a", 241) + ".com/gpu"}},
+		{path: "agent.imagePullPolicy", accepted: []any{"Always", "IfNotPresent", "Never", ""}, refused: []any{"Sometimes", "always"}},
+		{path: "agent.path", vals: []any{"/opt/x", "/opt/x/", "opt/x", "/opt/../x"},
+			accepted: []any{"/opt/trainguard/bin", "/usrx", "/varx", "/var/lib/tg", "/runner"},
+			refused: []any{"/", "/usr", "/usr/local/bin", "/bin", "/sbin/x", "/lib", "/lib64", "/lib64/x", "/libx32", "/library/x", "/etc", "/proc/x", "/sys",
+				"/dev/x", "/boot", "/run", "/run/x", "/var/run", "/var/run/x", "/var"}},
+		{path: "trainingContainer.names", accepted: []any{[]any{"pytorch", "trainer-0"}, []any{strings.Repeat("a", 63)}},
+			refused: []any{[]any{""}, []any{"pytorch", ""}, []any{"Pytorch"}, []any{"a_b"}, []any{"a.b"}, []any{strings.Repeat("a", 64)}}},
+		{path: "excludedNamespaces", top: true, accepted: []any{[]any{"batch-system"}, []any{strings.Repeat("a", 63)}},
+			refused: []any{[]any{"*"}, []any{""}, []any{"team-*"}, []any{"Batch"}, []any{"a.b"}, []any{strings.Repeat("a", 64)}}},
+		{path: "mutators", vals: []any{map[string]any{"gpu": false}, map[string]any{"gpus": false}}},
+		{path: "maxReschedules", vals: []any{0, 1000, 1001, -1}},
+		{path: "priorityBoost.maxBoost", vals: []any{0, 100, 1000000, 1000001, -1}},
+		{path: "priorityBoost.minInterval", vals: []any{"1m", "1h", "3601s", "0s", "-1s", "soon"},
+			accepted: []any{"10s", "10000ms", "0.5m"}, refused: []any{"1ns", "9s", "9.999s"}},
+		{path: "leaderElection.leaseDuration", vals: []any{"15s", "1m", "10s", "9s", "0s", "-1s"},
+			accepted: []any{"5m", "300s", "4m59s"}, refused: []any{"5m1s", "301s", "1000h"}},
+		{path: "leaderElection.renewDeadline", vals: []any{"10s", "14s", "15s", "2.3s", "2.5s", "0s"}, refused: []any{"1000h"}},
+		{path: "leaderElection.renewDeadline", with: map[string]any{"leaderElection.leaseDuration": "5m"},
+			accepted: []any{"4m59s"}, refused: []any{"5m", "1000h"}},
+		{path: "leaderElection.retryPeriod", vals: []any{"2s", "8s", "8.4s", "9s", "0s"}, refused: []any{"1000h"}},
+		{path: "leaderElection.retryPeriod", with: map[string]any{"leaderElection.leaseDuration": "5m", "leaderElection.renewDeadline": "4m"},
+			accepted: []any{"3m", "199s"}, refused: []any{"200s", "1000h"}},
+		{path: "leaderElection.leaseDuration", with: map[string]any{"leaderElection.renewDeadline": "999h", "leaderElection.retryPeriod": "1h"},
+			refused: []any{"1000h"}},
+		{path: "rescheduler.nodeLostGrace", vals: []any{"10s", "0s"}, accepted: []any{"10000ms", "1m"}, refused: []any{"1ms", "1ns", "9s", "9.999s"}},
+		{path: "rescheduler.leaseLostAfter", vals: []any{"40s", "0s"}, accepted: []any{"20s", "20000ms", "0.5m"},
+			refused: []any{"1s", "8s", "15s", "19s", "19.999s"}},
+		{path: "rescheduler.forceDeleteAfter", accepted: []any{"10s", "40s"}, refused: []any{"1ns", "1ms", "9s", "9.999s", "0s"}},
+		{path: "rescheduler.maxBadNodes", vals: []any{1, 16, 0, -1}},
+		{path: "rescheduler.nodeEvictionBurst", vals: []any{1, 0}},
+		{path: "rescheduler.nodeEvictionRate", vals: []any{0, 0.1, -0.1}},
+		{path: "rescheduler.unhealthyZoneThreshold", vals: []any{0.5, 1, 0, 1.5}},
+		{path: "rescheduler.unhealthyClusterThreshold", vals: []any{0.5, 1, 0, 1.5}},
+		{path: "rescheduler.retryEvictionRate", vals: []any{0, 0.1, -0.1}},
+		{path: "rescheduler.retryEvictionBurst", vals: []any{1, 0}},
+		{path: "rescheduler.concurrentReconciles", vals: []any{1, 64, 0, 65}},
+		{path: "rescheduler.backoffMax", vals: []any{"10s", "9s", "1h"}},
 	}
 	for _, p := range probes {
-		for _, v := range p.vals {
-			t.Run(fmt.Sprintf("%s=%v", p.path, v), func(t *testing.T) {
+		want := map[string]bool{}
+		for _, v := range p.accepted {
+			want[fmt.Sprint(v)] = true
+		}
+		for _, v := range p.refused {
+			want[fmt.Sprint(v)] = false
+		}
+		for _, v := range slices.Concat(p.vals, p.accepted, p.refused) {
+			name := fmt.Sprintf("%s=%v", p.path, v)
+			for _, k := range slices.Sorted(maps.Keys(p.with)) {
+				name += fmt.Sprintf(",%s=%v", k, p.with[k])
+			}
+			t.Run(name, func(t *testing.T) {
 				block := nested(p.path, v)
-				chartErr := renderConfig(t, helm, dir, block)
+				for k, x := range p.with {
+					merge(block, nested(k, x))
+				}
+				var chartErr error
+				if p.top {
+					chartErr = renderValues(t, helm, dir, block)
+				} else {
+					chartErr = renderConfig(t, helm, dir, block)
+				}
 				fileBlock := map[string]any{"apiVersion": configv1alpha1.APIVersion, "kind": configv1alpha1.Kind}
 				for k, x := range block {
 					fileBlock[k] = x
@@ -283,6 +334,18 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 				require.NoError(t, err)
 				_, binaryErr := config.ParseConfig(file)
 				assert.Equal(t, binaryErr == nil, chartErr == nil, "binary: %v\nchart: %v", binaryErr, chartErr)
+				if ok, known := want[fmt.Sprint(v)]; known {
+					assert.Equal(t, ok, binaryErr == nil, "the binary's verdict on %v: %v", v, binaryErr)
+					assert.Equal(t, ok, chartErr == nil, "the chart's verdict on %v: %v", v, chartErr)
+					if !ok && binaryErr != nil && chartErr != nil {
+						// Both name the field: the binary and the chart's
+						// checks by its path, the schema by its JSON pointer.
+						assert.Contains(t, binaryErr.Error(), p.path)
+						chartMsg := chartErr.Error()
+						assert.True(t, strings.Contains(chartMsg, p.path) || strings.Contains(chartMsg, strings.ReplaceAll(p.path, ".", "/")),
+							"the chart's error names %s: %v", p.path, chartErr)
+					}
+				}
 			})
 		}
 	}
@@ -291,9 +354,15 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 // renderConfig renders the chart with block as config and returns its error.
 func renderConfig(t *testing.T, helm, dir string, block map[string]any) error {
 	t.Helper()
-	values, err := yaml.Marshal(map[string]any{"config": block})
+	return renderValues(t, helm, dir, map[string]any{"config": block})
+}
+
+// renderValues renders the chart with values and returns its error.
+func renderValues(t *testing.T, helm, dir string, values map[string]any) error {
+	t.Helper()
+	raw, err := yaml.Marshal(values)
 	require.NoError(t, err)
-	_, err = RenderWith(helm, dir, "trainguard", "trainguard-system", "-f", valuesFile(t, values), "--show-only", "templates/configmap.yaml")
+	_, err = RenderWith(helm, dir, "trainguard", "trainguard-system", "-f", valuesFile(t, raw), "--show-only", "templates/configmap.yaml")
 	return err
 }
 

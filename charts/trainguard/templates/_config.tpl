@@ -1,8 +1,9 @@
 {{- /*
 The rules of the binary's configuration (internal/config/v1alpha1/validation.go) that
-JSON schema cannot state: duration bounds, backoffMax against backoffBase, a
-recover strategy listed twice. A value the binary would refuse fails the
-render with the binary's words, instead of a Deployment that crash-loops.
+JSON schema cannot state: duration bounds (floors and ceilings), backoffMax
+against backoffBase, a recover strategy listed twice. A value the binary
+would refuse fails the render with the binary's words, instead of a
+Deployment that crash-loops.
 test/chart/configbounds_test.go holds the schema and these checks to the
 binary's verdicts, both ways.
 */}}
@@ -37,8 +38,8 @@ binary's verdicts, both ways.
 {{- $pb := get $cfg "priorityBoost" | default dict -}}
 {{- if hasKey $pb "minInterval" -}}
 {{- $s := include "trainguard.seconds" $pb.minInterval | float64 -}}
-{{- if or (le $s 0.0) (gt $s 3600.0) -}}
-{{- fail (printf "config.priorityBoost.minInterval: Invalid value: %q: must be positive and at most 1h0m0s" (toString $pb.minInterval)) -}}
+{{- if or (lt $s 10.0) (gt $s 3600.0) -}}
+{{- fail (printf "config.priorityBoost.minInterval: Invalid value: %q: must be between 10s and 1h0m0s: trainguard reads each job's work at risk every 10s, and each change is a Workload write Kueue re-queues the job for" (toString $pb.minInterval)) -}}
 {{- end -}}
 {{- end -}}
 {{- $le := get $cfg "leaderElection" | default dict -}}
@@ -50,6 +51,9 @@ binary's verdicts, both ways.
 {{- $lease := include "trainguard.seconds" ($le.leaseDuration | default "15s") | float64 -}}
 {{- $renew := include "trainguard.seconds" ($le.renewDeadline | default "10s") | float64 -}}
 {{- $retry := include "trainguard.seconds" ($le.retryPeriod | default "2s") | float64 -}}
+{{- if gt $lease 300.0 -}}
+{{- fail (printf "config.leaderElection.leaseDuration: Invalid value: %q: must be at most 5m0s: when the leader dies, the other replicas wait this long before one takes over, and nothing is rescheduled meanwhile" (toString $le.leaseDuration)) -}}
+{{- end -}}
 {{- if ge $renew $lease -}}
 {{- fail (printf "config.leaderElection.renewDeadline: Invalid value: %q: must be below leaseDuration (%s)" (toString ($le.renewDeadline | default "10s")) (toString ($le.leaseDuration | default "15s"))) -}}
 {{- end -}}
@@ -61,6 +65,19 @@ binary's verdicts, both ways.
 {{- if hasKey $r $name -}}
 {{- if le (include "trainguard.seconds" (get $r $name) | float64) 0.0 -}}
 {{- fail (printf "config.rescheduler.%s: Invalid value: %q: must be positive" $name (toString (get $r $name))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- /* The floors of configv1alpha1's reschedulerFloors, in its words. */ -}}
+{{- $floors := dict
+  "leaseLostAfter" (list 20.0 "20s" "kubelets renew their node Lease every 10s by default and the brakes count a node silent at half this bound, so below twice the renewal interval healthy nodes look silent and the cluster brake can hold every action, a real node loss included")
+  "nodeLostGrace" (list 10.0 "10s" "a restarting kubelet reports NotReady for a few seconds and posts its status every 10s; a shorter grace moves jobs over a kubelet restart")
+  "forceDeleteAfter" (list 10.0 "10s" "a force delete bypasses PodDisruptionBudgets and the kubelet's confirmation, so the node must have missed at least one kubelet heartbeat first") -}}
+{{- range $name := keys $floors | sortAlpha -}}
+{{- $floor := get $floors $name -}}
+{{- if hasKey $r $name -}}
+{{- if lt (include "trainguard.seconds" (get $r $name) | float64) (index $floor 0) -}}
+{{- fail (printf "config.rescheduler.%s: Invalid value: %q: must be at least %s: %s" $name (toString (get $r $name)) (index $floor 1) (index $floor 2)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -88,6 +88,39 @@ const (
 	MaxConcurrentReconciles     = 64
 )
 
+// Bounds an operator's file and flags are held to (Validate), beyond what
+// the code could run with: each value outside them was accepted once and
+// quietly broke what the setting is for.
+const (
+	// KubeletLeaseRenewInterval is how often a kubelet renews its node
+	// Lease by default (a quarter of nodeLeaseDurationSeconds), and about
+	// as often as it posts its node status (nodeStatusUpdateFrequency).
+	KubeletLeaseRenewInterval = 10 * time.Second
+	// MinLeaseLostAfter: the brakes count a node silent at half of
+	// leaseLostAfter; below two renewal intervals a healthy kubelet's
+	// Lease looks silent just before each renewal, and once enough of
+	// them do the cluster brake holds every action, a real loss included.
+	MinLeaseLostAfter = 2 * KubeletLeaseRenewInterval
+	// MinNodeLostGrace: a restarting kubelet reports NotReady for a few
+	// seconds and the next status comes one interval later; a shorter
+	// grace moves jobs off a node over a kubelet restart.
+	MinNodeLostGrace = KubeletLeaseRenewInterval
+	// MinForceDeleteAfter: a force delete bypasses PodDisruptionBudgets and
+	// the kubelet's confirmation, so the node must have missed at least
+	// one heartbeat first, whatever the loss bounds say.
+	MinForceDeleteAfter = KubeletLeaseRenewInterval
+	// MinBoostMinInterval is the boost controller's resync: every boost
+	// change is a Workload write Kueue re-queues the job for, and a shorter
+	// interval only lets those writes follow each other at watch speed.
+	MinBoostMinInterval = 10 * time.Second
+	MaxBoostMinInterval = time.Hour
+	// MaxLeaseDuration bounds the leader election (renewDeadline and
+	// retryPeriod stay below it): a crashed leader's successor waits up to
+	// the lease duration, with no rescheduling meanwhile. Five minutes is
+	// when Kubernetes itself starts evicting from a lost node.
+	MaxLeaseDuration = 5 * time.Minute
+)
+
 // Default returns the configuration used when no file is given.
 func Default() *Configuration {
 	c := &Configuration{}

@@ -2,11 +2,13 @@ package v1alpha1
 
 import (
 	"fmt"
-	"path"
 	"sort"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -99,8 +101,20 @@ func Validate(c *Configuration) field.ErrorList {
 	if f := c.GPU.DefaultFor; f != GPUDefaultForAcceleratorJobs && f != GPUDefaultForAllJobs {
 		errs = append(errs, field.NotSupported(field.NewPath("gpu", "defaultFor"), f, []string{GPUDefaultForAcceleratorJobs, GPUDefaultForAllJobs}))
 	}
-	if !path.IsAbs(c.Agent.Path) || path.Clean(c.Agent.Path) != c.Agent.Path {
-		check(field.NewPath("agent", "path"), c.Agent.Path, fmt.Errorf("must be an absolute, clean path"))
+	check(field.NewPath("gpu", "resourceName"), string(c.GPU.ResourceName), extendedResourceName(string(c.GPU.ResourceName)))
+	switch p := c.Agent.ImagePullPolicy; p {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("agent", "imagePullPolicy"), p,
+			[]corev1.PullPolicy{corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever}))
+	}
+	_, err = contract.ParseAgentPath(c.Agent.Path)
+	check(field.NewPath("agent", "path"), c.Agent.Path, err)
+	for i, name := range c.TrainingContainer.Names {
+		check(field.NewPath("trainingContainer", "names").Index(i), name, dnsLabel(name, "a container name"))
+	}
+	for i, ns := range c.ExcludedNamespaces {
+		check(field.NewPath("excludedNamespaces").Index(i), ns, dnsLabel(ns, "a namespace name, not a pattern"))
 	}
 	for name := range c.Mutators {
 		if !contains(contract.InjectionNames(), name) {
@@ -112,7 +126,71 @@ func Validate(c *Configuration) field.ErrorList {
 	check(field.NewPath("maxReschedules"), fmt.Sprint(*c.MaxReschedules), err)
 	errs = append(errs, c.PriorityBoost.validate(field.NewPath("priorityBoost"))...)
 	errs = append(errs, c.LeaderElection.validate(field.NewPath("leaderElection"))...)
-	return append(errs, ValidateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
+	resched := append(ValidateRescheduler(&c.Rescheduler, field.NewPath("rescheduler")), reschedulerFloors(&c.Rescheduler, field.NewPath("rescheduler"))...)
+	sortErrors(resched)
+	return append(errs, resched...)
+}
+
+// reschedulerFloors are the lower bounds of the rescheduler's timing that
+// hold for what an operator writes (the file, the flags, the chart), not
+// for ValidateRescheduler's every Configuration: the suites that run the
+// rescheduler against a real API server build theirs in code with the
+// kubelet's time compressed (2 s grace, 4 s Leases) and need no wait of
+// real kubelets. A positive value below them is refused here with why.
+func reschedulerFloors(r *ReschedulerConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name     string
+		v, floor time.Duration
+		why      string
+	}{
+		{"leaseLostAfter", r.LeaseLostAfter.Duration, MinLeaseLostAfter, fmt.Sprintf("kubelets renew their node Lease every %s by default "+
+			"and the brakes count a node silent at half this bound, so below twice the renewal interval healthy nodes look silent "+
+			"and the cluster brake can hold every action, a real node loss included", KubeletLeaseRenewInterval)},
+		{"nodeLostGrace", r.NodeLostGrace.Duration, MinNodeLostGrace, fmt.Sprintf("a restarting kubelet reports NotReady for a few seconds "+
+			"and posts its status every %s; a shorter grace moves jobs over a kubelet restart", KubeletLeaseRenewInterval)},
+		{"forceDeleteAfter", r.ForceDeleteAfter.Duration, MinForceDeleteAfter, "a force delete bypasses PodDisruptionBudgets and the kubelet's " +
+			"confirmation, so the node must have missed at least one kubelet heartbeat first"},
+	} {
+		// Zero and negative values are ValidateRescheduler's ("must be positive").
+		if f.v > 0 && f.v < f.floor {
+			errs = append(errs, field.Invalid(p.Child(f.name), f.v.String(), fmt.Sprintf("must be at least %s: %s", f.floor, f.why)))
+		}
+	}
+	return errs
+}
+
+// extendedResourceName is the API server's test of an extended resource
+// (k8s.io/kubernetes pkg/apis/core/helper.IsExtendedResourceName, not in
+// a module trainguard can import): a name with a domain outside
+// kubernetes.io, not starting with requests., that is still a qualified
+// name with the quota prefix requests. in front. Any other name as a
+// container's limit makes the API server refuse every injected pod.
+func extendedResourceName(name string) error {
+	const want = "must be an extended resource name such as nvidia.com/gpu (a domain outside kubernetes.io, a slash, a name), " +
+		"or the API server refuses every pod it is added to"
+	switch {
+	case !strings.Contains(name, "/"):
+		return fmt.Errorf("%s: %q has no domain", want, name)
+	case strings.Contains(name, corev1.ResourceDefaultNamespacePrefix):
+		return fmt.Errorf("%s: %q is in Kubernetes' own domain", want, name)
+	case strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix):
+		return fmt.Errorf("%s: %q starts with the quota prefix %s", want, name, corev1.DefaultResourceRequestsPrefix)
+	}
+	if errs := validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix + name); len(errs) > 0 {
+		return fmt.Errorf("%s: %s", want, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// dnsLabel checks a container's or a namespace's name: nothing else can
+// ever match one, so an entry that is not a name is a mistake (a pattern,
+// an empty string) that would silently match nothing.
+func dnsLabel(v, what string) error {
+	if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+		return fmt.Errorf("must be %s (a DNS-1123 label): %s", what, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 func (b *PriorityBoostConfig) validate(p *field.Path) field.ErrorList {
@@ -121,15 +199,18 @@ func (b *PriorityBoostConfig) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxBoost"), m,
 			fmt.Sprintf("must be between 0 and %d (each job's boost also stays below the next priority class)", MaxMaxBoost)))
 	}
-	if d := b.MinInterval.Duration; d <= 0 || d > time.Hour {
-		errs = append(errs, field.Invalid(p.Child("minInterval"), d.String(), "must be positive and at most 1h0m0s"))
+	if d := b.MinInterval.Duration; d < MinBoostMinInterval || d > MaxBoostMinInterval {
+		errs = append(errs, field.Invalid(p.Child("minInterval"), d.String(),
+			fmt.Sprintf("must be between %s and %s: trainguard reads each job's work at risk every %s, and each change is a Workload write Kueue re-queues the job for",
+				MinBoostMinInterval, MaxBoostMinInterval, MinBoostMinInterval)))
 	}
 	return errs
 }
 
 // validate holds client-go's own rules (leaderelection.NewLeaderElector
 // refuses anything else at start-up, with no field path): every duration
-// positive, leaseDuration > renewDeadline > 1.2 × retryPeriod.
+// positive, leaseDuration > renewDeadline > 1.2 × retryPeriod; and a
+// ceiling on leaseDuration, which client-go has none of.
 func (l *LeaderElectionConfig) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	lease, renew, retry := l.LeaseDuration.Duration, l.RenewDeadline.Duration, l.RetryPeriod.Duration
@@ -143,6 +224,12 @@ func (l *LeaderElectionConfig) validate(p *field.Path) field.ErrorList {
 	}
 	if len(errs) > 0 {
 		return errs
+	}
+	// renewDeadline and retryPeriod stay below leaseDuration by the rules
+	// after this one, so its ceiling bounds all three.
+	if lease > MaxLeaseDuration {
+		errs = append(errs, field.Invalid(p.Child("leaseDuration"), lease.String(),
+			fmt.Sprintf("must be at most %s: when the leader dies, the other replicas wait this long before one takes over, and nothing is rescheduled meanwhile", MaxLeaseDuration)))
 	}
 	if renew >= lease {
 		errs = append(errs, field.Invalid(p.Child("renewDeadline"), renew.String(),

@@ -47,7 +47,9 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string
 		return nil
 	}
 	// Loading checked the file and the flags; a Configuration built in code
-	// gets the same check, in the same words.
+	// gets the same check, in the same words, less the floors on an
+	// operator's timing (configv1alpha1.Validate), which the suites
+	// compress the kubelet's time below.
 	if errs := configv1alpha1.ValidateRescheduler(&opts, field.NewPath("rescheduler")); len(errs) > 0 {
 		return fmt.Errorf("rescheduler settings: %w", errs.ToAggregate())
 	}

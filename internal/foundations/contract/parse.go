@@ -113,6 +113,38 @@ func ParseCheckpointPath(v string) (string, error) {
 	return v, nil
 }
 
+// Directories the agent's emptyDir may not be mounted on, over or above:
+// it is mounted into the training container, where it hides whatever the
+// image holds there, so on a system directory (or a parent of one, such
+// as /var for /var/run) every training container loses its libraries,
+// binaries, configuration or kernel interfaces. /run and /var/run hold the
+// service-account token and the runtime's sockets. A trailing "*" matches
+// any first path component with that prefix, as for the checkpoint.
+func forbiddenAgentRoots() []string {
+	return []string{"/etc", "/usr", "/bin", "/sbin", "/lib*", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run"}
+}
+
+// ParseAgentPath checks the directory the agent is copied into: an
+// absolute, clean path that neither is nor holds a system directory.
+func ParseAgentPath(v string) (string, error) {
+	const example = "use e.g. /opt/trainguard/bin"
+	switch {
+	case !path.IsAbs(v):
+		return "", fmt.Errorf("must be an absolute path; %s", example)
+	case path.Clean(v) != v:
+		return "", fmt.Errorf("must be a clean path; use %q", path.Clean(v))
+	case v == "/":
+		return "", fmt.Errorf("must not be the root directory: the agent's volume would hide the whole image; %s", example)
+	}
+	for _, root := range forbiddenAgentRoots() {
+		dir := strings.TrimSuffix(root, "*")
+		if underForbiddenRoot(v, root) || strings.HasPrefix(dir, v+"/") {
+			return "", fmt.Errorf("must not be on, under or above the system directory %s: the agent's volume would hide it in every training container; %s", dir, example)
+		}
+	}
+	return v, nil
+}
+
 // ParsePreStopTimeout checks a positive Go duration of at most one hour.
 func ParsePreStopTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
