@@ -74,5 +74,8 @@ func EnvVars() []EnvVar {
 		// The port of the SDK's work-at-risk status (StatusPort; 0 or off:
 		// not served), which the priority-boost controller reads.
 		{Name: "TRAINGUARD_STATUS_PORT", SDK: true},
+		// How long one connection to that port may take in all (a Go
+		// duration, default 2s): half-sent requests cannot pile up.
+		{Name: "TRAINGUARD_STATUS_TIMEOUT", SDK: true},
 	}
 }

@@ -203,11 +203,17 @@ class Migrator:
         raise SystemExit(proto.EXIT_CODE)
 
     def _serve_status(self):
-        port = status.port_from_env(os.environ if self._env is None else self._env)
+        env = os.environ if self._env is None else self._env
+        port = status.port_from_env(env)
         if self.config.local_rank != 0 or port == 0:
             return
+        if status.host_network():
+            # The controller never reads a host-network pod, and the port
+            # would be open on the node's addresses.
+            log.info("trainguard: a host-network pod: not serving the work-at-risk status on port %d", port)
+            return
         try:
-            self._status = status.Server(port, self.status)
+            self._status = status.Server(port, self.status, timeout=status.timeout_from_env(env))
         except OSError as e:
             log.warning("trainguard: not serving the work-at-risk status on port %d: %s", port, e)
 
