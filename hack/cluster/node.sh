@@ -107,6 +107,7 @@ start_node() { # i: containerd, images, kubelet
     n=$((n + 1)); [ $n -gt 100 ] && die "containerd-$i did not start; see $CLUSTER_DIR/logs/containerd-$i.log"
     sleep 0.2
   done
+  prune_store "$i"
   import_images "$i"
   local taints="" labels="e2e.trainguard.io/node=$i"
   # Node 1 keeps the cluster's own services (DNS, cert-manager, operator,
@@ -116,6 +117,22 @@ start_node() { # i: containerd, images, kubelet
     --config "$d/kubelet.yaml" --kubeconfig "$CLUSTER_DIR/node-$i.kubeconfig" \
     --root-dir "$d/kubelet" --hostname-override "$(node_name "$i")" --node-ip "$(host_ip)" \
     --node-labels "$labels" ${taints:+--register-with-taints "$taints"} --v=2
+}
+
+# prune_store i: the node's persistent image store keeps the images, but
+# not the previous run's containers: their snapshots (the writable layers
+# of every training container the scenarios ran) are gigabytes a new
+# cluster, with an empty etcd, never uses. Removed before the kubelet starts,
+# so the kubelet sees no orphans either.
+prune_store() {
+  local i=$1 sock before c n=0; sock=$(node_sock "$i")
+  before=$(du -sm "$CLUSTER_CACHE/containerd-$i" 2>/dev/null | cut -f1)
+  for c in $(ctr -a "$sock" -n k8s.io containers ls -q 2>/dev/null); do
+    ctr -a "$sock" -n k8s.io tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true
+    ctr -a "$sock" -n k8s.io tasks delete -f "$c" >/dev/null 2>&1 || true
+    ctr -a "$sock" -n k8s.io containers delete "$c" >/dev/null 2>&1 && n=$((n + 1))
+  done
+  [ "$n" = 0 ] || log "node $i: removed $n containers of an earlier run (store ${before:-?} MB → $(du -sm "$CLUSTER_CACHE/containerd-$i" | cut -f1) MB)"
 }
 
 # import_images i: every tarball in bin/cluster/images, skipped when the node's
