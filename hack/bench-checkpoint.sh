@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Figures for docs/checkpoint-protocol.md and the README: in one run, on the
-# same disk, raw torch.save + fsync of the trainer's state against
+# Figures for docs/checkpoint-protocol.md and docs/performance.md: in one
+# run, on the same disk, raw torch.save + fsync of the trainer's state against
 # trainguard's preStop -> acknowledgement for the same state (100 MB and
 # 1 GB), their ratio, and the stripped trainguard-agent size. All come from
 # BenchmarkCheckpointVsRawSave in test/checkpoint (medians of TRAINGUARD_BENCH_RUNS runs, default 5).

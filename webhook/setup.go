@@ -26,8 +26,8 @@ import (
 	"github.com/trainguard/trainguard/validators"
 )
 
-// Endpoint paths, documented in the README and used by the chart. The
-// job kinds' paths are MutatePath/ValidatePath of their GVK; these
+// Endpoint paths, documented in docs/annotations.md and used by the chart.
+// The job kinds' paths are MutatePath/ValidatePath of their GVK; these
 // constants name them for readers and tests.
 const (
 	PathMutateKubeflowJob   = "/mutate-kubeflow-org-v1-pytorchjob"

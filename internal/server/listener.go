@@ -287,10 +287,10 @@ const (
 // idle pool, handshake done: the header timeout closed them while the
 // transport took them for the next burst, and the review written into the
 // closing connection failed with "write: broken pipe", not retried, a
-// refused pod (docs/scale.md, sixth round). So a connection waits for its
-// first request as long as a keep-alive waits for its next one, counted
-// idle meanwhile (near the cap it gives its place first, as an idle
-// keep-alive does, so unused connections lock nothing: issue 31); the
+// refused pod (docs/history/scale-rounds.md, sixth round). So a connection
+// waits for its first request as long as a keep-alive waits for its next
+// one, counted idle meanwhile (near the cap it gives its place first, as an
+// idle keep-alive does, so unused connections lock nothing: issue 31); the
 // header timeout, and net/http's whole-request deadline, which it computed
 // from the start of the wait, start at the request's first byte instead.
 // The handshake keeps its own timeout. (A request whose first bytes came

@@ -47,7 +47,7 @@ func TestMarkdownLinksResolve(t *testing.T) {
 
 func markdownFiles(t *testing.T, root string) []string {
 	var out []string
-	for _, pattern := range []string{"*.md", "docs/*.md", "charts/*/README.md", "sdk/python/README.md"} {
+	for _, pattern := range []string{"*.md", "docs/*.md", "docs/history/*.md", "charts/*/README.md", "sdk/python/README.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			t.Fatal(err)

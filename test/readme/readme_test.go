@@ -1,7 +1,8 @@
-// Package readme keeps README.md's included sections identical to the files
-// they come from (validation rules generated from the validator, the chart's
-// tested helm commands, golden inject examples), so the README can never
-// drift from what the tests check. Regenerate with:
+// Package readme keeps the project's Markdown honest: included sections
+// identical to the files they come from (docs/cli.md's golden inject
+// examples and policy), README.md's install commands among the chart's
+// tested ones, every relative link resolving, no branch named.
+// Regenerate the included sections with:
 //
 //	go test ./test/readme -update
 package readme
@@ -19,12 +20,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite README.md's included sections from their sources")
+var update = flag.Bool("update", false, "rewrite the included sections from their sources")
 
 var includeRE = regexp.MustCompile(`(?s)<!-- BEGIN include ([^ #]+)(?:#([a-z-]+))? -->\n(.*?)<!-- END include -->`)
 
-// includingFiles are the Markdown files with include markers.
-func includingFiles() []string { return []string{"../../README.md", "../../docs/cli.md"} }
+// includingFiles are the Markdown files with include markers. README.md has
+// none: a front door quotes a few commands, which
+// TestReadmeCommandsAreTheChartsTested holds to the chart's tested ones.
+func includingFiles() []string { return []string{"../../docs/cli.md"} }
 
 func TestReadmeIncludesAreFresh(t *testing.T) {
 	for _, path := range includingFiles() {

@@ -77,9 +77,10 @@ const (
 	// own reschedule backoff and cap bound the rest.
 	DefaultRetryEvictionRate  = 1.0
 	DefaultRetryEvictionBurst = 32
-	// DefaultConcurrentReconciles stays 1: at 5,000 nodes (docs/scale.md,
-	// third round) 4 workers decided fewer pods than 1, each recomputing
-	// the brakes' per-zone node counts on a heap already at GOMEMLIMIT.
+	// DefaultConcurrentReconciles stays 1: at 5,000 nodes
+	// (docs/history/scale-rounds.md, third round) 4 workers decided fewer
+	// pods than 1, each recomputing the brakes' per-zone node counts on a
+	// heap already at GOMEMLIMIT.
 	// The count is now one pass per second for every zone (fourth round:
 	// one worker decides a churn's exits in 0.6 s, a braked zone of 4,861
 	// pods within 5 s); 4 workers were not measured again, and one worker

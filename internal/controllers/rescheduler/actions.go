@@ -129,11 +129,11 @@ func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key JobKey, 
 // (brakeRecheck) is said once, not once a look: a brake engages when the
 // control plane or a zone is in trouble, and one Event series update per
 // held pod every 30 s (client-go's series) was an API write per pod the
-// brake itself caused (docs/scale.md: 1 write per held pod beyond its
-// Event at 1,000 nodes, 5,936 Events in a 55 s stall). A hold is said again
-// after heldRepeat, when its reason changes, and always for
-// EvictionBlocked, whose every retry is news. Bounded: notes older than
-// heldRepeat are dropped, at most once a minute.
+// brake itself caused (docs/history/scale-rounds.md, third round: 1 write
+// per held pod beyond its Event at 1,000 nodes, 5,936 Events in a 55 s
+// stall). A hold is said again after heldRepeat, when its reason changes,
+// and always for EvictionBlocked, whose every retry is news. Bounded: notes
+// older than heldRepeat are dropped, at most once a minute.
 type heldNotes struct {
 	mu        sync.Mutex
 	notes     map[types.UID]heldNote
