@@ -366,6 +366,56 @@ func waitEvent(t *testing.T, pod *corev1.Pod, reason string) eventsv1.Event {
 	return found
 }
 
+// waitEventOnAny waits for an Event about one of pods: a brake's
+// PartitionSuspected Event is on whichever pod it held when it was
+// written, one Event for all the pods it holds.
+func waitEventOnAny(t *testing.T, pods []*corev1.Pod, reason string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	require.Eventually(t, func() bool {
+		for _, pod := range pods {
+			for _, e := range podEvents(t, pod) {
+				if e.Reason == reason {
+					found = e
+					return true
+				}
+			}
+		}
+		return false
+	}, waitFor, tick, "an Event %s about one of %d pods", reason, len(pods))
+	assert.Equal(t, resched.ControllerName, found.ReportingController)
+	return found
+}
+
+// waitEventSince waits for an Event of reason by the rescheduler, in any
+// namespace, written after since: the cluster brake's one Event is on
+// whichever pod it held first, and the shared API server has other
+// tests' pods too.
+func waitEventSince(t *testing.T, reason string, since time.Time) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	require.Eventually(t, func() bool {
+		var list eventsv1.EventList
+		require.NoError(t, env.c.List(context.Background(), &list))
+		for _, e := range list.Items {
+			if e.Reason == reason && e.ReportingController == resched.ControllerName && !eventTimeOf(&e).Before(since) {
+				found = e
+				return true
+			}
+		}
+		return false
+	}, waitFor, tick, "an Event %s since %s", reason, since)
+	return found
+}
+
+// eventTimeOf is when e was written.
+func eventTimeOf(e *eventsv1.Event) time.Time {
+	if !e.EventTime.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
 // badNodeRecord is a job's record as the rescheduler wrote it.
 type badNodeRecord struct {
 	cm          *corev1.ConfigMap

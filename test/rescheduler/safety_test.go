@@ -440,9 +440,10 @@ func TestPartitionBrakeAndNodeRate(t *testing.T) {
 	for i := range 6 {
 		setNodeReady(t, nodes[i], corev1.ConditionUnknown, down)
 	}
-	e := waitEvent(t, pods[0], resched.ReasonPartitionSuspected)
+	e := waitEventOnAny(t, pods[:6], resched.ReasonPartitionSuspected)
 	assert.Contains(t, e.Note, "6 of 10 nodes")
 	assert.Contains(t, e.Note, "suspected partition")
+	assert.Contains(t, e.Note, "held by this brake so far")
 	require.Eventually(t, func() bool { return metricValue(t, m, "trainguard_rescheduler_brake_engaged", `zone="`+ns+`"`) == 1 },
 		waitFor, tick, "the brake's gauge says it is engaged")
 	assert.Equal(t, 6.0, metricValue(t, m, "trainguard_rescheduler_zone_unhealthy_nodes", `zone="`+ns+`"`))

@@ -3,6 +3,7 @@ package boost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -82,6 +83,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	admitted := isAdmitted(wl)
 	if !admitted {
+		// Before any pod is read: a Workload Kueue evicted must lose its
+		// boost whatever its trainers do.
 		r.Metrics.forget(req.Namespace, req.Name)
 		return reconcile.Result{}, r.apply(ctx, wl, false, Risk{}, 0)
 	}
@@ -182,8 +185,14 @@ func trainingJob(wl *unstructured.Unstructured) (metav1.OwnerReference, bool) {
 }
 
 // isAdmitted: Kueue reserved quota and admitted it, and neither evicted nor
-// finished it.
+// finished it, and nobody deactivated it (spec.active false: Kueue evicts
+// it next, and its conditions still say Admitted until then). A Workload
+// that is not admitted loses its boost without a pod being read: its
+// removal must not wait behind, nor depend on, the tenant's trainers.
 func isAdmitted(wl *unstructured.Unstructured) bool {
+	if active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active"); found && !active {
+		return false
+	}
 	conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
 	status := map[string]string{}
 	for _, c := range conds {
@@ -200,7 +209,8 @@ func isAdmitted(wl *unstructured.Unstructured) bool {
 
 // risk gathers the job's work at risk from its running pods: the trainer's
 // status (any pod's: each reports the job's last commit; global rank 0's
-// also its save time), the last measured preStop→ack of its pods, and the
+// also its save time; read at once from all, under one deadline,
+// readStatus), the last measured preStop→ack of its pods, and the
 // shortest grace period. decided is false while the pods are starting.
 func (r *Reconciler) risk(ctx context.Context, ns string, job metav1.OwnerReference) (Risk, bool, error) {
 	pods := &corev1.PodList{}
@@ -210,8 +220,7 @@ func (r *Reconciler) risk(ctx context.Context, ns string, job metav1.OwnerRefere
 	gv, _ := schema.ParseGroupVersion(job.APIVersion)
 	now := r.Clock.Now()
 	var risk Risk
-	running, starting := 0, false
-	var best *Status
+	var running []*corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		k := rescheduler.JobKeyOf(p)
@@ -226,20 +235,25 @@ func (r *Reconciler) risk(ctx context.Context, ns string, job metav1.OwnerRefere
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Spec.HostNetwork {
 			continue
 		}
-		running++
-		st, err := r.Fetch(ctx, p.Status.PodIP)
-		if err != nil {
-			if p.Status.StartTime != nil && now.Sub(p.Status.StartTime.Time) < startupGrace {
-				starting = true
-			}
-			log.FromContext(ctx).V(1).Info("no trainer status", "pod", ns+"/"+p.Name, "err", err.Error())
+		running = append(running, p)
+	}
+	ips := make([]string, len(running))
+	for i, p := range running {
+		ips[i] = p.Status.PodIP
+	}
+	best, errs := readStatus(ctx, r.Fetch, ips)
+	starting := false
+	for i, err := range errs {
+		if err == nil || errors.Is(err, errAnswered) {
 			continue
 		}
-		if best == nil || (best.SaveSeconds == nil && st.SaveSeconds != nil) {
-			best = &st
+		p := running[i]
+		if p.Status.StartTime != nil && now.Sub(p.Status.StartTime.Time) < startupGrace {
+			starting = true
 		}
+		log.FromContext(ctx).V(1).Info("no trainer status", "pod", ns+"/"+p.Name, "err", err.Error())
 	}
-	if running == 0 || (best == nil && starting) {
+	if len(running) == 0 || (best == nil && starting) {
 		return Risk{}, false, nil
 	}
 	if best != nil {

@@ -109,19 +109,50 @@ func (r *Reconciler) staleCache(ctx context.Context, pod *corev1.Pod) (bool, err
 }
 
 // holdBack reports an action the brakes hold: nothing is evicted or
-// deleted; the pod looks again later.
+// deleted; the pod looks again later. A pod held alone (a token, a Lease
+// read, a budget) gets its own Event. A pod held by a zone's or the
+// cluster's brake does not: the brake's Event, on the pod it held as it
+// is written, counts the pods it holds (noteHeld). Either way each pod's
+// hold is a log line, at V(1) once said (make scale reads the first as
+// the pod's decision).
 func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, h *hold) reconcile.Result {
 	r.metrics.held.WithLabelValues(h.reason).Inc()
 	msg := h.message + "; held: " + d.Message
 	logger := log.FromContext(ctx)
-	if r.held.first(pod.UID, h.reason, r.clock.Now()) {
-		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, h.reason, string(d.Action), "%s", msg)
-	} else {
+	news := r.held.first(pod.UID, h.reason, r.clock.Now())
+	if !news {
 		logger = logger.V(1) // the same hold looked at again: said once already
+	}
+	switch {
+	case h.brake != "":
+		if held, say := r.brakes.noteHeld(h.brake, pod.UID); say {
+			msg = fmt.Sprintf("%s; %s held by this brake so far, this one among them (one Event for all of them); held: %s",
+				h.message, nPods(held), d.Message)
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, h.reason, string(d.Action), "%s", msg)
+			log.FromContext(ctx).Info("rescheduler brake holds pods", "brake", brakeName(h.brake), "heldPods", held, "reason", h.reason)
+		}
+	case news:
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, h.reason, string(d.Action), "%s", msg)
 	}
 	logger.Info("rescheduler action held", "pod", klogRef(pod), "node", pod.Spec.NodeName, "held", h.reason,
 		"decision", d.Reason, "action", d.Action, "job", key.String(), "message", msg, "retryAfter", h.after)
 	return reconcile.Result{RequeueAfter: h.after}
+}
+
+// nPods is "1 pod" or "n pods".
+func nPods(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
+}
+
+// brakeName names a brake in a log line.
+func brakeName(zone string) string {
+	if zone == clusterZone {
+		return "cluster"
+	}
+	return fmt.Sprintf("zone %q", zone)
 }
 
 // heldNotes remembers which pods were told (Event, log line) that an action

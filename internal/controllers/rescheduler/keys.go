@@ -35,7 +35,7 @@ const (
 	ReasonNotRecreatable = "BarePodNotRecreatable"
 
 	// Held: the decision stands, its action waits.
-	ReasonPartitionSuspected = "PartitionSuspected" // zone brake (--unhealthy-zone-threshold)
+	ReasonPartitionSuspected = "PartitionSuspected" // a zone or the cluster brake: one Event per brake (noteHeld)
 	ReasonNodeRateLimited    = "NodeRateLimited"    // token bucket on lost nodes (--node-eviction-rate)
 	// ReasonNamespaceRateLimited: the namespace's bucket on pods retried
 	// for their exit (--retry-eviction-rate).
