@@ -29,6 +29,7 @@ import (
 	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -63,8 +64,11 @@ type Options struct {
 	// Limits bound the admission reviews in flight.
 	Limits LimiterOptions
 	// Namespace is trainguard's own namespace.
-	Namespace         string
-	LeaderElect       bool
+	Namespace   string
+	LeaderElect bool
+	// LeaderElectionID names the Lease; empty means
+	// contract.LeaderElectionID, the one name the chart's RBAC and
+	// admission policy let trainguard's ServiceAccount write.
 	LeaderElectionID  string
 	CertSecret        string
 	WebhookService    string
@@ -118,7 +122,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	})
 	id := o.LeaderElectionID
 	if id == "" {
-		id = "trainguard.io"
+		id = contract.LeaderElectionID
 	}
 	le := o.Config.LeaderElection
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{

@@ -23,6 +23,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/config"
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/foundations/version"
 )
 
@@ -89,6 +90,7 @@ func TestChartRendersForEveryValueCombination(t *testing.T) {
 			checkDeployment(t, objs, tc)
 			checkPDBAndService(t, objs, tc)
 			checkRBAC(t, objs, tc)
+			checkFenceOwnState(t, objs)
 			checkConfig(t, objs, tc)
 		})
 	}
@@ -601,7 +603,15 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	}
 
 	assert.Equal(t, tc.namespace, role.Namespace)
-	assert.Equal(t, sorted("get", "create", "update"), verbsFor(role.Rules, "coordination.k8s.io", "leases", false))
+	// The leader Lease by its name (RBAC cannot restrict create by name:
+	// the fence refuses any other); no delete, and no other Lease readable.
+	assert.Equal(t, []string{"create"}, verbsFor(role.Rules, "coordination.k8s.io", "leases", false))
+	assert.Equal(t, sorted("get", "update"), verbsFor(role.Rules, "coordination.k8s.io", "leases", true))
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "leases") && len(r.ResourceNames) > 0 {
+			assert.Equal(t, []string{contract.LeaderElectionID}, r.ResourceNames, "the Lease the binary elects its leader with")
+		}
+	}
 	if tc.certManager {
 		assert.Equal(t, none, verbsFor(role.Rules, "", "secrets", false))
 		assert.Equal(t, none, verbsFor(role.Rules, "", "secrets", true))
@@ -609,7 +619,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 		assert.Equal(t, []string{"create"}, verbsFor(role.Rules, "", "secrets", false))
 		assert.Equal(t, sorted("get", "update"), verbsFor(role.Rules, "", "secrets", true))
 		for _, r := range role.Rules {
-			if len(r.ResourceNames) > 0 {
+			if slices.Contains(r.Resources, "secrets") && len(r.ResourceNames) > 0 {
 				assert.Equal(t, []string{secretName(tc)}, r.ResourceNames)
 			}
 		}
@@ -623,6 +633,34 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 		require.Len(t, b.Subjects, 1)
 		assert.Equal(t, rbacv1.Subject{Kind: "ServiceAccount", Name: tc.fullname, Namespace: tc.namespace}, b.Subjects[0])
 		assert.Equal(t, tc.fullname, b.RoleRef.Name)
+	}
+}
+
+// checkFenceOwnState: the fence matches every write of ConfigMaps and Leases
+// (RBAC cannot name the bad-node records nor restrict create by name), and
+// knows the records and the Lease by the names the binary gives them.
+func checkFenceOwnState(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	fence := fencedWrites(t, objs)
+	assert.ElementsMatch(t, []string{"CREATE", "UPDATE", "DELETE"}, fence["/configmaps"], "the fence matches ConfigMap writes")
+	assert.ElementsMatch(t, []string{"CREATE", "UPDATE", "DELETE"}, fence["coordination.k8s.io/leases"], "the fence matches Lease writes")
+	o := OfKind(objs, "ValidatingAdmissionPolicy")
+	require.Len(t, o, 1)
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	require.NoError(t, Into(o[0], vap))
+	var cel strings.Builder
+	for _, v := range vap.Spec.Variables {
+		cel.WriteString(v.Expression + "\n")
+	}
+	for _, v := range vap.Spec.Validations {
+		cel.WriteString(v.Expression + "\n")
+	}
+	for what, name := range map[string]string{
+		"the records' name prefix (rescheduler JobKey.RecordName)": contract.BadNodeRecordPrefix,
+		"the records' label":      contract.LabelBadNodes,
+		"the leader Lease's name": contract.LeaderElectionID,
+	} {
+		assert.True(t, strings.Contains(cel.String(), "'"+name+"'"), "the fence's CEL names %s, %q", what, name)
 	}
 }
 

@@ -46,14 +46,20 @@ func installFence(t *testing.T, release, namespace string, set ...string) client
 	}
 	require.Len(t, chart.OfKind(objs, "ValidatingAdmissionPolicy"), 1, "the chart ships the policy")
 	require.GreaterOrEqual(t, n, 7, "RBAC (trainguard, leader election, metrics auth) and the policy with its binding")
+	sa, err := client.New(saConfig(release, namespace), client.Options{})
+	require.NoError(t, err)
+	return sa
+}
+
+// saConfig impersonates the ServiceAccount of release in namespace, as the
+// API server sees the running pod.
+func saConfig(release, namespace string) *rest.Config {
 	cfg := rest.CopyConfig(apiServer.cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: fmt.Sprintf("system:serviceaccount:%s:%s-trainguard", namespace, release),
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 	}
-	sa, err := client.New(cfg, client.Options{})
-	require.NoError(t, err)
-	return sa
+	return cfg
 }
 
 // nsMeta is what a tenant namespace carries.

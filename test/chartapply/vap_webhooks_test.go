@@ -168,16 +168,19 @@ func setBundles(t *testing.T, u *unstructured.Unstructured, bundle string) {
 // still refuse.
 func widenRBAC(t *testing.T, release, namespace string) {
 	t.Helper()
+	grantCarelessly(t, release+"-careless-grant", release, namespace, []rbacv1.PolicyRule{{
+		APIGroups: []string{"admissionregistration.k8s.io"},
+		Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
+		Verbs:     []string{"get", "create", "update", "patch", "delete"},
+	}}, authorizationv1.ResourceAttributes{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"})
+}
+
+// grantCarelessly binds a ClusterRole name with rules, cluster-wide, to the
+// ServiceAccount of release, and waits until RBAC allows probe.
+func grantCarelessly(t *testing.T, name, release, namespace string, rules []rbacv1.PolicyRule, probe authorizationv1.ResourceAttributes) {
+	t.Helper()
 	ctx := context.Background()
-	name := release + "-careless-grant"
-	require.NoError(t, apiServer.c.Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"admissionregistration.k8s.io"},
-			Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
-			Verbs:     []string{"get", "create", "update", "patch", "delete"},
-		}},
-	}))
+	require.NoError(t, apiServer.c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}))
 	require.NoError(t, apiServer.c.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
@@ -189,15 +192,14 @@ func widenRBAC(t *testing.T, release, namespace string) {
 	// through a SubjectAccessReview, says when the grant is in force.
 	user := "system:serviceaccount:" + namespace + ":" + release + "-trainguard"
 	require.Eventually(t, func() bool {
+		attrs := probe
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   user,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations",
-			},
+			User:               user,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &attrs,
 		}}
 		return apiServer.c.Create(ctx, sar) == nil && sar.Status.Allowed
-	}, 30*time.Second, 100*time.Millisecond, "the careless grant to %s never came into force", user)
+	}, 30*time.Second, 100*time.Millisecond, "the careless grant %s to %s never came into force", name, user)
 }
 
 // Issue 31, item 1: trainguard's account may rewrite no webhook

@@ -58,6 +58,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-tls" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/*
+The leader-election Lease in the release namespace (Go
+internal/foundations/contract.LeaderElectionID; the binary has no flag for
+it): RBAC grants get and update on it by name, and the fence lets the
+ServiceAccount create no other Lease. test/chart holds the two equal.
+*/}}
+{{- define "trainguard.leaderElectionID" -}}
+trainguard.io
+{{- end }}
+
+{{/*
+The name prefix of the rescheduler's bad-node records, ConfigMaps labelled
+trainguard.io/bad-nodes=true in the release namespace (Go
+contract.BadNodeRecordPrefix, contract.LabelBadNodes): the only ConfigMaps
+the fence lets the ServiceAccount write.
+*/}}
+{{- define "trainguard.badNodeRecordPrefix" -}}
+bad-nodes-
+{{- end }}
+
 {{/* The Certificate whose CA cert-manager injects into the webhook configurations. */}}
 {{- define "trainguard.servingCertName" -}}
 {{- printf "%s-serving-cert" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}

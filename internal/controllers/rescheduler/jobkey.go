@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -54,7 +55,7 @@ func (k JobKey) RecordName() string {
 	return recordPrefix + name + "-" + suffix
 }
 
-const recordPrefix = "bad-nodes-"
+const recordPrefix = contract.BadNodeRecordPrefix
 
 // parseJobKey reverses String, given the APIVersion it does not hold.
 func parseJobKey(s, apiVersion string) (JobKey, bool) {

@@ -47,6 +47,12 @@ const (
 	// LabelBadNodes marks the ConfigMaps holding bad-node records. The manager's
 	// cache watches only ConfigMaps with this label set to "true".
 	LabelBadNodes = Prefix + "bad-nodes"
+	// BadNodeRecordPrefix begins the name of every bad-node record (a
+	// ConfigMap in trainguard's namespace, one per job). The chart's
+	// ValidatingAdmissionPolicy lets trainguard's ServiceAccount write only
+	// ConfigMaps with this name prefix and LabelBadNodes, so the
+	// configuration ConfigMap beside them stays out of a stolen token's reach.
+	BadNodeRecordPrefix = "bad-nodes-"
 	// AnnotationDecision on a pod remembers the last no-action decision
 	// (PermanentFailure, RestartInPlace, ...), so the same Event is not emitted
 	// again each time the pod is reconciled.
@@ -58,6 +64,11 @@ const (
 	// The labels the training operators put on their pods are their kinds'
 	// (internal/foundations/apis), asked through the kinds' adapters (internal/jobs).
 )
+
+// LeaderElectionID names the leader-election Lease in trainguard's
+// namespace. The chart's RBAC grants get and update on this name only, and
+// its ValidatingAdmissionPolicy lets the ServiceAccount create no other Lease.
+const LeaderElectionID = "trainguard.io"
 
 // Names of the individual injections, as listed in AnnotationInjected and in
 // the config file's `mutators` switch. What each does is the registry's
