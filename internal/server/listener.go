@@ -22,16 +22,19 @@ import (
 // sending one tiny request every 20 s kept it full for ever, and every new
 // connection, the API server's included, waited past its deadline (issue
 // 31, item 2). So the cap is shared out:
-//   - one source address holds at most perSource connections; one more is
-//     closed at once, before its TLS handshake, and costs nothing;
+//   - one source address holds at most perSource connections; one more
+//     takes the place of the source's own longest-idle connection, or,
+//     when none of its connections is idle, is closed at once, before its
+//     TLS handshake, and costs nothing (see admit);
 //   - past idleCloseAt (three quarters of the cap) an idle keep-alive
 //     connection is closed, the longest idle first, as soon as a new one
 //     arrives, and every answer says `Connection: close` (nearCap): near
 //     the cap a place is held only while a request is in flight, and a
 //     request is bounded by the header, body and write timeouts.
 //
-// The API server loses nothing by either: it reconnects (a handshake) and
-// it keeps far fewer connections to one webhook than perSource.
+// The API server loses nothing by either: it reconnects (a handshake), it
+// keeps far fewer connections in use to one webhook than perSource, and
+// the idle ones it keeps in pools it no longer uses give way to its new ones.
 type limitListener struct {
 	net.Listener
 	sem  chan struct{}
@@ -70,13 +73,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			// At the cap: an idle keep-alive gives its place to whoever
 			// waits in the backlog.
 			l.mu.Lock()
-			victim := l.longestIdle()
+			victim := l.longestIdle("")
 			if victim != nil {
 				victim.idleSince = time.Time{}
 			}
 			l.mu.Unlock()
 			if victim != nil {
-				l.closeIdle(victim)
+				l.closeIdle(victim, "idle-near-cap")
 			}
 			select {
 			case l.sem <- struct{}{}:
@@ -99,30 +102,55 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit counts c against its source, or returns nil when the source holds
-// its share already. Past idleCloseAt it closes the longest-idle connection.
+// admit counts c against its source. A source that holds its share
+// already gets c in place of its longest-idle connection, which is closed;
+// with none idle, admit returns nil. Past idleCloseAt it closes the
+// longest-idle connection of any source.
+//
+// Refusing a source at its share while it had idle connections failed the
+// API server's reviews during a certificate rotation: client-go keeps one
+// transport, one pool of connections, per CA bundle, so when the bundle
+// changes the API server dials a new pool while the old pool's keep-alives
+// stay open and idle until its 90 s idle timeout (several rotations, or a
+// bundle staged and then used, leave several pools). With the new pool's
+// connections added, the address went past its share, and a connection
+// closed before its handshake fails the review it was dialled for: the
+// API server's transport retries no request on a fresh connection, and a
+// fail-closed webhook refuses the object. A source's idle connections are
+// not what it is dialling for: a pool dials only when it has no idle
+// connection of its own, so they belong to other pools, an abandoned one
+// after a rotation. The longest-idle goes first: a pool reuses its most
+// recently idle connection first, so it is the one least likely to be
+// taken at that moment. The source still holds at most its share (plus,
+// for a moment, the connections being closed), so a peer gains nothing by
+// it: it can only trade its own idle connections for new ones.
 func (l *limitListener) admit(c net.Conn) *limitedConn {
 	src := sourceOf(c.RemoteAddr())
 	l.mu.Lock()
+	var victim *limitedConn
+	reason := "idle-near-cap"
 	if l.bySource[src] >= l.perSource {
-		l.noteRefusal(src)
-		l.mu.Unlock()
-		l.refused.WithLabelValues("per-source").Inc()
-		return nil
+		if victim = l.longestIdle(src); victim == nil {
+			l.noteRefusal(src)
+			l.mu.Unlock()
+			l.refused.WithLabelValues("per-source").Inc()
+			return nil
+		}
+		reason = "idle-per-source"
 	}
 	l.bySource[src]++
 	lc := &limitedConn{Conn: c, l: l, source: src}
 	l.conns[lc] = struct{}{}
-	var victim *limitedConn
-	if len(l.conns) > l.idleCloseAt {
-		if victim = l.longestIdle(); victim != nil {
-			victim.idleSince = time.Time{} // closing: not picked again
-		}
+	if victim == nil && len(l.conns) > l.idleCloseAt {
+		victim = l.longestIdle("")
+	}
+	if victim != nil {
+		victim.idleSince = time.Time{} // closing: not picked again
 	}
 	l.mu.Unlock()
 	l.open.Inc()
 	if victim != nil {
-		l.closeIdle(victim)
+		l.closeIdle(victim, reason)
 	}
 	return lc
 }
@@ -138,10 +166,14 @@ func (l *limitListener) noteRefusal(src string) {
 	}
 }
 
-// longestIdle is the connection idle the longest, or nil. Called with mu held.
-func (l *limitListener) longestIdle() *limitedConn {
+// longestIdle is the connection from source src ("": any source) idle the
+// longest, or nil. Called with mu held.
+func (l *limitListener) longestIdle(src string) *limitedConn {
 	var victim *limitedConn
 	for c := range l.conns {
+		if src != "" && c.source != src {
+			continue
+		}
 		if !c.idleSince.IsZero() && (victim == nil || c.idleSince.Before(victim.idleSince)) {
 			victim = c
 		}
@@ -152,9 +184,9 @@ func (l *limitListener) longestIdle() *limitedConn {
 // closeIdle closes the raw connection under an idle keep-alive: the server's
 // read of the next request fails and it ends the connection, as its own
 // idle timeout would. The raw close sends no TLS alert, so it never waits on
-// a peer that does not read.
-func (l *limitListener) closeIdle(c *limitedConn) {
-	l.refused.WithLabelValues("idle-near-cap").Inc()
+// a peer that does not read. reason labels the metric.
+func (l *limitListener) closeIdle(c *limitedConn, reason string) {
+	l.refused.WithLabelValues(reason).Inc()
 	_ = c.Conn.Close()
 }
 

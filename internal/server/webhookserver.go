@@ -58,9 +58,12 @@ const (
 	// DefaultMaxConnectionsPerSource is one source address's share of the
 	// cap: an eighth, so no single pod can hold it (issue 31, item 2). The
 	// API server opens one connection per review in flight and keeps a few
-	// idle ones (client-go: at most 25 per host); the limiter handles 64
-	// reviews at once and refuses more within 3 s, so 128 from one address
-	// is more than the API server ever needs. Raise it only where many API
+	// idle ones (client-go: at most 25 per host and pool); the limiter
+	// handles 64 reviews at once and refuses more within 3 s, so 128 from
+	// one address is more than the API server ever needs in use. After a
+	// CA bundle change it also keeps the old pool's idle connections for
+	// 90 s; those give their place to its new ones (limitListener.admit)
+	// instead of counting against them. Raise it only where many API
 	// servers reach trainguard through one address (an SNAT, a
 	// konnectivity agent) under very heavy admission load.
 	DefaultMaxConnectionsPerSource = 128
@@ -158,8 +161,9 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log), paths: map[string]bool{},
 		refused: registerOnce(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trainguard_webhook_connections_closed_early_total",
-			Help: "Webhook connections closed by trainguard before their peer was done, by reason: per-source (the address already held " +
-				"--webhook-max-connections-per-source) or idle-near-cap (an idle keep-alive closed for a new connection past 3/4 of the cap).",
+			Help: "Webhook connections closed by trainguard before their peer was done, by reason: per-source (a new connection from an address " +
+				"already holding --webhook-max-connections-per-source, none of them idle), idle-per-source (that address's longest-idle keep-alive, " +
+				"closed to make room for its new connection) or idle-near-cap (an idle keep-alive closed for a new connection past 3/4 of the cap).",
 		}, []string{"reason"})),
 		conns: registerOnce(prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trainguard_webhook_connections_total",

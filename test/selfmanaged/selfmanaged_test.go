@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/certs"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -423,6 +424,7 @@ func TestForcedRotationIsPickedUpWithoutRestartOrFailedRequest(t *testing.T) {
 	before, err := servedLeaf(certPool(t, original.Data[certs.CAFile]))
 	require.NoError(t, err)
 
+	closedBefore := closedEarly(t)
 	obs := startObserver(t)
 	defer obs.stop() //nolint:errcheck // stopped and checked below; this is for early returns.
 	l := startPacedLoad(ns, 64, rotationRPS)
@@ -460,12 +462,22 @@ func TestForcedRotationIsPickedUpWithoutRestartOrFailedRequest(t *testing.T) {
 
 	failed, firstFailures := l.stop()
 	elapsed := time.Since(start)
-	assert.Zero(t, failed, "admission requests failed during rotation, first ones: %v", firstFailures)
 	untrusted, first := obs.stop()
+	closed := closedEarly(t)
+	for reason, n := range closedBefore {
+		closed[reason] -= n
+	}
+	// Each rotation changes the CA bundle, and the API server then dials a
+	// new pool of connections while the old pool's stay open, idle: the
+	// closed connections say whether trainguard's per-source share made
+	// room for the new pool (idle-per-source) or refused it (per-source).
+	assert.Zero(t, failed, "admission requests failed during rotation (connections trainguard closed early, by reason: %v), first ones: %v",
+		closed, firstFailures)
 	assert.Zero(t, untrusted, "handshakes served a certificate the injected bundles did not trust, first ones: %v", first)
 	assert.Positive(t, obs.handshakes.Load())
-	t.Logf("%d admission requests in %s (%.0f/s, paced at %d/s) during three rotations, %d failed; %d fresh handshakes, %d untrusted",
-		l.ok.Load(), elapsed.Round(time.Millisecond), float64(l.ok.Load())/elapsed.Seconds(), rotationRPS, failed, obs.handshakes.Load(), untrusted)
+	t.Logf("%d admission requests in %s (%.0f/s, paced at %d/s) during three rotations, %d failed; %d fresh handshakes, %d untrusted; "+
+		"connections trainguard closed early, by reason: %v",
+		l.ok.Load(), elapsed.Round(time.Millisecond), float64(l.ok.Load())/elapsed.Seconds(), rotationRPS, failed, obs.handshakes.Load(), untrusted, closed)
 
 	// The original CA has not expired, so it is still trusted (a replica
 	// that missed the rotations stays reachable); the served certificate
@@ -484,6 +496,28 @@ func TestForcedRotationIsPickedUpWithoutRestartOrFailedRequest(t *testing.T) {
 	// And the API server itself trusts it: a fresh request is admitted.
 	_, err = admit(ctx, ns, true)
 	assert.NoError(t, err)
+}
+
+// closedEarly reads trainguard_webhook_connections_closed_early_total by
+// reason from the registry of trainguard's in-process manager.
+func closedEarly(t *testing.T) map[string]float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "trainguard_webhook_connections_closed_early_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "reason" {
+					out[lp.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 // verifyAgainst checks that certPEM chains to one of bundle's CAs.
