@@ -59,6 +59,7 @@ class Migrator:
         self._waker = None
         self._warned = set()  # signal dirs whose bad request was already logged
         self._generation = 0  # this incarnation's fence generation (rank 0), claimed when it starts listening
+        self._line = ""  # the line of generations it was claimed in ("": no reset yet)
         self.refused_commits = 0  # saves refused because a newer incarnation started
         self._schedule = None  # periodic checkpoints: from the environment unless periodic() set one
         self._writer = periodic.Writer()
@@ -545,8 +546,9 @@ class Migrator:
         cfg = self.config
         if self._generation or cfg.rank != 0 or self._root_dir() is None:
             return
-        self._generation = fence.claim(self._root, pod=cfg.pod, uid=cfg.pod_uid)
-        log.info("trainguard: incarnation generation %d in %s", self._generation, cfg.checkpoint_dir)
+        self._generation, self._line = fence.claim_in_line(self._root, pod=cfg.pod, uid=cfg.pod_uid)
+        log.info("trainguard: incarnation generation %d%s in %s", self._generation,
+                 " (line %s)" % self._line if self._line else "", cfg.checkpoint_dir)
 
     def _payload(self, copy_state):
         states = {k: _capture(o) for k, o in self._objects.items()}
@@ -569,7 +571,8 @@ class Migrator:
     def _write(self, payload):
         started = time.monotonic()
         try:
-            name, size = storage.write_checkpoint(self.config, payload, self._generation, self._root_dir())
+            name, size = storage.write_checkpoint(self.config, payload, self._generation, self._root_dir(),
+                                                  line=self._line)
         except fence.Fenced as e:
             self.refused_commits += 1
             log.error("trainguard: commit %d refused: %s", self.refused_commits, e)
