@@ -241,3 +241,27 @@ func TestPlantedHugeAckDoesNotSilenceThePod(t *testing.T) {
 	req := readJSONFile(t, filepath.Join(p.signalDir, "request.json"))
 	assert.Positive(t, req["generation"])
 }
+
+// A signal dir holding the largest generation (2^53-1, here a planted ack)
+// makes every request of the pod that generation: the agent saturates
+// there. The trainer told requests apart by the pod's newest generation, so
+// it answered the first preStop and every later one timed out (exit 4).
+func TestEveryPreStopIsAnsweredAtTheSaturatedGeneration(t *testing.T) {
+	const maxGeneration = 1<<53 - 1
+	p := newPod(t)
+	writeJSONFile(t, filepath.Join(p.signalDir, "ack.json"),
+		map[string]any{"generation": int64(maxGeneration), "status": "ok", "nonce": ""})
+	tr := startTrainer(t, p, []string{"TRAINGUARD_AFTER_CHECKPOINT=continue"}, "--steps", "100000", "--step-delay", "0.02")
+	tr.waitFor(`completed step 3 `, 60*time.Second)
+	nonces := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		r := runAgent(t, p, "prestop", "--timeout=20s")
+		require.Equal(t, exitOK, r.code, "preStop %d: %s", i+1, r.stderr)
+		req := readJSONFile(t, filepath.Join(p.signalDir, "request.json"))
+		ack := readJSONFile(t, filepath.Join(p.signalDir, "ack.json"))
+		assert.EqualValues(t, int64(maxGeneration), req["generation"], "preStop %d", i+1)
+		assert.Equal(t, req["nonce"], ack["nonce"], "preStop %d: the ack answers this request", i+1)
+		nonces[req["nonce"].(string)] = true
+	}
+	assert.Len(t, nonces, 3, "three requests, three nonces")
+}

@@ -99,7 +99,7 @@ class StaleIncarnation(Base):
         own = replacement.save_ckpt()
         real_check = fence.check
         try:
-            fence.check = lambda directory, generation: None  # the race: the check saw no newer generation
+            fence.check = lambda *args: None  # the race: the checks saw no newer generation
             late = storage.write_checkpoint(zombie.config, {"step": 9, "saved_at": 0, "world_size": 1,
                                                             "states": {"c": {"n": 1}}}, zombie.generation)[0]
         finally:
@@ -116,21 +116,20 @@ class StaleIncarnation(Base):
 
     def test_a_claim_between_the_check_and_the_rename_keeps_the_pointer(self):
         # Every order of (zombie check, replacement claim, zombie rename):
-        # here the claim lands after the check, before the rename.
+        # here the claim lands after the check before the rename (the
+        # second: the first runs before the save writes anything).
         zombie = self.migrator().listening()
         zombie.register("c", Counter(1))
         first = zombie.save_ckpt()
         real_check, calls = fence.check, []
 
-        def claim_after_first_check(directory, generation):
+        def claim_after_the_check_before_the_rename(directory, generation, line=""):
             calls.append(generation)
-            if len(calls) == 1:
-                real_check(directory, generation)  # passes: no newer generation yet
+            real_check(directory, generation, line)  # the first two pass: no newer generation yet
+            if len(calls) == 2:
                 fence.claim(directory, pod="replacement")  # the replacement starts now
-                return
-            real_check(directory, generation)
 
-        fence.check = claim_after_first_check
+        fence.check = claim_after_the_check_before_the_rename
         try:
             with self.assertRaises(Fenced):
                 zombie.save_ckpt()

@@ -7,8 +7,9 @@ this package never imports torch.
 
 from ._fence import Fenced
 from ._migrator import Migrator
+from ._reset import reset_generations
 
 migrator = Migrator()
 
-__all__ = ["Fenced", "Migrator", "migrator"]
+__all__ = ["Fenced", "Migrator", "migrator", "reset_generations"]
 __version__ = "0.1.0"

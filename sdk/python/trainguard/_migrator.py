@@ -24,6 +24,10 @@ _UNRESOLVED = object()
 # a rank waiting on a peer that restarted ends within about this much.
 PEER_WATCH_INTERVAL = 2.0
 
+# Requests remembered per signal dir: the dir holds one request.json at a
+# time, so the last few are all a rewrite of the file can bring back.
+_HANDLED_KEEP = 16
+
 class Migrator:
     """Checkpoints registered objects when trainguard-agent asks (pod stopping)
     or when save_ckpt() is called, and restores them on the next start."""
@@ -40,7 +44,11 @@ class Migrator:
         self._objects = {}
         self._lock = threading.Lock()
         self._pending = {}  # signal dir -> (generation, nonce) waiting for the next safe point
-        self._handled = {}  # signal dir -> last generation answered or dismissed
+        # signal dir -> the (generation, nonce) of its requests answered or
+        # dismissed, newest last. A request is known by both: at the largest
+        # generation (2^53-1) every request of a pod has the same one, and
+        # only the nonce tells the next request from the last.
+        self._handled = {}
         self._listener = None
         self._stop = threading.Event()
         self._step = 0
@@ -51,13 +59,14 @@ class Migrator:
         self._waker = None
         self._warned = set()  # signal dirs whose bad request was already logged
         self._generation = 0  # this incarnation's fence generation (rank 0), claimed when it starts listening
+        self._line = ""  # the line of generations it was claimed in ("": no reset yet)
         self.refused_commits = 0  # saves refused because a newer incarnation started
         self._schedule = None  # periodic checkpoints: from the environment unless periodic() set one
         self._writer = periodic.Writer()
         # (generation, nonce, checkpoint) of this pod's acknowledged
         # termination request: the step() boundary then ends training.
         self._termination = None
-        self._own_ack_base = None  # this pod's ack generation when listening began: older acks are done
+        self._own_ack_base = None  # (generation, nonce) of this pod's ack when listening began: that one is done
         # Called with {generation, step, checkpoint, outcome, why} instead of
         # exit() once a termination checkpoint is acknowledged and the agent
         # is done; if it returns, training goes on.
@@ -151,7 +160,7 @@ class Migrator:
             return self
         if cfg.local_rank == 0:
             self._own_signal()  # creates it; refuses a symlink on the way
-        self._own_ack_base = self._own_ack()[0]
+        self._own_ack_base = self._own_ack()
         self._claim()
         self._started = time.time()
         self._write_heartbeat()
@@ -537,8 +546,9 @@ class Migrator:
         cfg = self.config
         if self._generation or cfg.rank != 0 or self._root_dir() is None:
             return
-        self._generation = fence.claim(self._root, pod=cfg.pod, uid=cfg.pod_uid)
-        log.info("trainguard: incarnation generation %d in %s", self._generation, cfg.checkpoint_dir)
+        self._generation, self._line = fence.claim_in_line(self._root, pod=cfg.pod, uid=cfg.pod_uid)
+        log.info("trainguard: incarnation generation %d%s in %s", self._generation,
+                 " (line %s)" % self._line if self._line else "", cfg.checkpoint_dir)
 
     def _payload(self, copy_state):
         states = {k: _capture(o) for k, o in self._objects.items()}
@@ -561,7 +571,8 @@ class Migrator:
     def _write(self, payload):
         started = time.monotonic()
         try:
-            name, size = storage.write_checkpoint(self.config, payload, self._generation, self._root_dir())
+            name, size = storage.write_checkpoint(self.config, payload, self._generation, self._root_dir(),
+                                                  line=self._line)
         except fence.Fenced as e:
             self.refused_commits += 1
             log.error("trainguard: commit %d refused: %s", self.refused_commits, e)
@@ -643,8 +654,8 @@ class Migrator:
             # Handled from now on, not only after the ack: the listener
             # scans while the save runs, and would otherwise queue the same
             # request again and answer it a second time a step later.
-            for directory, (generation, _) in requests.items():
-                self._handled[directory] = max(self._handled.get(directory, 0), generation)
+            for directory, key in requests.items():
+                self._mark_handled(directory, key)
         log.info("trainguard: checkpoint requested (%s), saving at step %d",
                  ", ".join("generation %d" % g for g, _ in requests.values()), self._step)
         own = requests.get(self._own_key)
@@ -673,7 +684,7 @@ class Migrator:
             except (OSError, AttributeError) as e:
                 log.error("trainguard: cannot acknowledge generation %d in %s: %s", generation, directory, e)
             with self._lock:
-                self._handled[directory] = max(self._handled.get(directory, 0), generation)
+                self._mark_handled(directory, (generation, nonce))
 
     def _terminate(self):
         """This pod is stopping and its checkpoint is acknowledged: hold the
@@ -738,14 +749,17 @@ class Migrator:
 
     def _note_termination(self, gen, nonce, name):
         """Rank 0 (which wrote the ack) and the listener (which reads it) may
-        both see one ack: the first makes it the termination, once."""
+        both see one ack: the first makes it the termination, once. An ack
+        is one request's by (generation, nonce): at the largest generation
+        a pod's next termination differs from its last by the nonce only."""
         if self.config.after_checkpoint == "continue":
             return
+        key = (gen, nonce)
         with self._lock:
-            base = self._own_ack_base or 0
-            if gen > base:
-                self._own_ack_base, self._termination = gen, (gen, nonce, name)
-            elif name and self._termination is not None and self._termination[0] == gen:
+            base = self._own_ack_base or (0, "")
+            if gen and key != base and gen >= base[0]:
+                self._own_ack_base, self._termination = key, (gen, nonce, name)
+            elif name and self._termination is not None and self._termination[:2] == key:
                 self._termination = (gen, nonce, name)
 
     def _hold(self, name):
@@ -796,7 +810,7 @@ class Migrator:
             return
         self._own_signal().write_json_atomic(proto.HEARTBEAT_FILE, {
             "pid": os.getpid(), "time": time.time(), "state": self._state,
-            "step": self._step, "generation": self._handled.get(self._own_key, 0), "rank": cfg.rank,
+            "step": self._step, "generation": self._handled_generation(self._own_key), "rank": cfg.rank,
             "started": self._started,
         })
 
@@ -893,6 +907,7 @@ class Migrator:
             self._warn_once(name, "trainguard: ignoring the request in %s: %s", d.path, e)
             return
         gen, nonce = req["generation"], req["nonce"]
+        key = (gen, nonce)
         with self._lock:
             if name not in self._handled:
                 # First look at this dir: a request acknowledged before we
@@ -901,15 +916,30 @@ class Migrator:
                 # generation once silenced the pod's every request.
                 ack = d.read_json(proto.ACK_FILE) or {}
                 done = ack.get("generation") == gen and ack.get("nonce", "") == nonce
-                self._handled[name] = gen if done else 0
-            if gen <= self._handled[name] or self._pending.get(name, (None,))[0] == gen:
+                self._handled[name] = [key] if done else []
+            # Known by (generation, nonce), not by the pod's newest
+            # generation: at 2^53-1 the agent's every request has the same
+            # generation, and a pod's second request was never answered.
+            if key in self._handled[name] or self._pending.get(name) == key:
                 return
             if not proto.live(req, now):
                 # Its agent has given up (e.g. the request predates this process).
-                self._handled[name] = gen
+                self._mark_handled(name, key)
                 log.info("trainguard: ignoring expired request generation %d in %s", gen, d.path)
                 return
-            self._pending[name] = (gen, nonce)
+            self._pending[name] = key
+
+    def _mark_handled(self, name, key):
+        """Record a request (generation, nonce) answered or dismissed; under self._lock."""
+        keys = self._handled.setdefault(name, [])
+        if key not in keys:
+            keys.append(key)
+            del keys[:-_HANDLED_KEEP]
+
+    def _handled_generation(self, name):
+        """The largest generation handled in a signal dir (the heartbeat's
+        generation, which the agent's next request exceeds when it can)."""
+        return max((g for g, _ in self._handled.get(name, ())), default=0)
 
 
 def _initialized_dist():

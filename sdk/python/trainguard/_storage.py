@@ -6,11 +6,12 @@ after it. A crash mid-save leaves only a temp directory nobody loads.
     trainguard-ckpt-00000007/
         state.json    step, job, saved_at and every non-tensor value (tagged JSON)
         tensors.pt    the tensors, torch.save'd as one list (absent when there are none)
-        commit.json   {"format", "generation", "files": {name: size}}: written last, checked on load
+        commit.json   {"format", "generation", "line", "files": {name: size}}: written last, checked on load
 
-Each commit records the generation (_fence) of the incarnation that wrote it;
-loads and pruning rank commits by (generation, sequence), so a commit of a
-stale incarnation never outranks one of a newer incarnation.
+Each commit records the generation (_fence) of the incarnation that wrote it,
+and its line when the generations were ever reset; loads and pruning rank
+commits by (line, generation, sequence), so a commit of a stale incarnation
+never outranks one of a newer incarnation.
 """
 
 import errno
@@ -105,26 +106,34 @@ def _commit_of(d, name):
 
 
 def ranked(directory, warn=False):
-    """Committed checkpoints, best first: by the generation their commit.json
-    records, then by sequence number. A stale incarnation's commit can carry
-    a higher sequence number than a newer incarnation's (it committed last);
-    it still ranks below. A recorded generation above every marker on the
-    volume is forged and ranks as 0 (fence.generation_of)."""
+    """Committed checkpoints, best first: by the line their commit.json
+    records (the current one, then the earlier ones, newest first), by
+    generation, then by sequence number. A stale incarnation's commit can
+    carry a higher sequence number than a newer incarnation's (it committed
+    last), or, from before a reset, a higher generation; it still ranks
+    below. In the current line a recorded generation above every marker on
+    the volume is forged and ranks as 0 (fence.generation_of); an earlier
+    line's markers are gone, so its commits keep their own order."""
     try:
         with proto.opened(directory) as d:
             bound = fence.newest(d)
+            current, lines = fence.line_ranks(d)
             keyed = []
             for name in list_checkpoints(d):
                 commit = _commit_of(d, name)
-                gen = fence.generation_of(commit, bound)
-                if warn and gen == 0 and fence.generation_of(commit) > bound:
-                    log.warning("trainguard: %s records generation %d, above every generation marker in %s (%d): "
-                                "forged or copied from elsewhere; ranked as unfenced", d.join(name),
-                                fence.generation_of(commit), d.path, bound)
-                keyed.append((gen, _seq_of(name), name))
+                line = fence.line_of(commit)
+                if line is not None and line == current:
+                    gen = fence.generation_of(commit, bound)
+                    if warn and gen == 0 and fence.generation_of(commit) > bound:
+                        log.warning("trainguard: %s records generation %d, above every generation marker in %s "
+                                    "(%d): forged or copied from elsewhere; ranked as unfenced", d.join(name),
+                                    fence.generation_of(commit), d.path, bound)
+                else:
+                    gen = fence.generation_of(commit)
+                keyed.append((lines.get(line, 0), gen, _seq_of(name), name))
     except OSError:
         return []
-    return [n for _, _, n in sorted(keyed, reverse=True)]
+    return [n for *_, n in sorted(keyed, reverse=True)]
 
 
 def candidates(directory):
@@ -140,19 +149,25 @@ def candidates(directory):
     return names
 
 
-def write_checkpoint(cfg, payload, generation=0, root=None):
+def write_checkpoint(cfg, payload, generation=0, root=None, line=""):
     """Write payload {"step", "saved_at", "world_size", "states"} as the next
-    checkpoint of this incarnation (`generation`, 0: unfenced) and move the
-    pointer to it. Returns (name, bytes). On failure nothing visible
-    changes. Raises fence.Fenced, before the commit when a newer generation
-    has started, or after it (the commit then ranks below the newer
-    generation's and the pointer is not moved). Pruning is left to prune(),
-    after the ack. root: the checkpoint directory, already open."""
+    checkpoint of this incarnation (`generation` of `line`; generation 0:
+    unfenced) and move the pointer to it. Returns (name, bytes). On failure
+    nothing visible changes. Raises fence.Fenced, before anything is written
+    or removed, or before the commit, when a newer generation has started
+    or the generations were reset, or after it (the commit then ranks below
+    the newer generation's and the pointer is not moved). Pruning is left
+    to prune(), after the ack. root: the checkpoint directory, already open."""
     with proto.opened(root or cfg.checkpoint_dir) as d:
-        return _write_checkpoint(d, cfg, payload, generation)
+        return _write_checkpoint(d, cfg, payload, generation, line)
 
 
-def _write_checkpoint(d, cfg, payload, generation):
+def _write_checkpoint(d, cfg, payload, generation, line):
+    if generation:
+        # Before the temp directories are cleaned up: after a reset a stale
+        # incarnation's generation may be above the new line's, whose save
+        # in flight it would otherwise take for a dead one of its own.
+        fence.check(d, generation, line)
     remove_temp_dirs(d, generation)
     torch = use_torch(cfg.serializer)
     tensors = []
@@ -167,26 +182,26 @@ def _write_checkpoint(d, cfg, payload, generation):
         # through, and the chmod is the descriptor's (it once chmodded 0755
         # whatever the symlink pointed to).
         with d.sub(tmp) as t:
-            size = _write_files(t, state, tensors, torch, cfg.test_save_delay, generation)
+            size = _write_files(t, state, tensors, torch, cfg.test_save_delay, generation, line)
             os.fchmod(t.fd, 0o755)
             t.fsync()
             ident = _ident(os.fstat(t.fd))
         if generation:
-            fence.check(d, generation)
+            fence.check(d, generation, line)
         name, seq = _commit(d, tmp, ident)
     except BaseException as e:
         d.rmtree(tmp, ignore_errors=True)
         if generation and isinstance(e, OSError):
             # A newer incarnation cleans up older generations' temp
-            # directories (a crashed save's, or a stale process's live one):
-            # name the real cause.
-            fence.check(d, generation)
+            # directories (a crashed save's, or a stale process's live one),
+            # and a reset every one: name the real cause.
+            fence.check(d, generation, line)
         raise
     d.fsync()
     if generation:
         # A newer incarnation may have claimed its generation while this
         # one committed: the commit stays (ranked below), the pointer does not move.
-        fence.check(d, generation)
+        fence.check(d, generation, line)
     d.write_json_atomic(proto.POINTER_FILE, {
         "file": name, "seq": seq, "step": payload["step"], "size": size, "job": cfg.job, "generation": generation,
         "saved_at": payload["saved_at"], "serializer": "torch" if tensors else "json",
@@ -231,7 +246,7 @@ def _commit(d, tmp, ident):
     raise OSError(errno.EEXIST, "no free checkpoint number in %s" % d.path)
 
 
-def _write_files(t, state, tensors, torch, test_delay, generation):
+def _write_files(t, state, tensors, torch, test_delay, generation, line):
     files = {}
     if tensors:
         files[TENSOR_FILE] = t.write_durable(TENSOR_FILE, lambda f: torch.save(tensors, f))
@@ -239,28 +254,35 @@ def _write_files(t, state, tensors, torch, test_delay, generation):
     files[STATE_FILE] = t.write_durable(STATE_FILE, lambda f: f.write(data))
     if test_delay > 0:  # test hook: widen the crash window before the commit
         time.sleep(test_delay)
-    t.write_durable(COMMIT_FILE, lambda f: f.write(json.dumps({"format": FORMAT_VERSION, "generation": generation,
-                                                                "files": files}).encode()))
+    commit = {"format": FORMAT_VERSION, "generation": generation, "files": files}
+    if line:  # none: the first line, as every commit from before resets existed
+        commit["line"] = line
+    t.write_durable(COMMIT_FILE, lambda f: f.write(json.dumps(commit).encode()))
     return sum(files.values())
 
 
 _TEMP = re.compile(r"^\." + re.escape(proto.CKPT_PREFIX) + r"(?:g([0-9]+)|[0-9]+)\.tmp-")
 
 
-def remove_temp_dirs(directory, generation=0):
+def remove_temp_dirs(directory, generation=0, every=False):
     """Temp directories left by a save that crashed. Only rank 0 writes, one
     save at a time, so a temp directory of this generation or an older one is
     dead; a newer generation's may be live (this process may be a stale
-    incarnation) and is never touched. Names without a generation are 0."""
+    incarnation) and is never touched. Names without a generation are 0.
+    every: all of them (a reset, which fences every process that wrote one).
+    Returns the names removed."""
+    removed = []
     try:
         with proto.opened(directory) as d:
             for e in d.entries():
                 m = _TEMP.match(e.name)
-                if m is None or int(m.group(1) or 0) > generation:
+                if m is None or (not every and int(m.group(1) or 0) > generation):
                     continue
                 d.rmtree(e.name, ignore_errors=True)
+                removed.append(e.name)
     except OSError:
-        return
+        pass
+    return removed
 
 
 def prune(directory, keep):
