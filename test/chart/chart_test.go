@@ -39,6 +39,7 @@ type renderCase struct {
 	rescheduler    bool
 	extraExcluded  []string
 	workloadPolicy admissionregistrationv1.FailurePolicyType
+	boost          bool // config.priorityBoost.enabled
 }
 
 func cases() []renderCase {
@@ -65,6 +66,12 @@ func cases() []renderCase {
 		{name: "rescheduler disabled, self-managed", release: "trainguard", namespace: "trainguard-system",
 			set:      []string{"rescheduler.enabled=false", "certManager.enabled=false"},
 			fullname: "trainguard", workloadPolicy: admissionregistrationv1.Fail},
+		{name: "priority boost", release: "trainguard", namespace: "trainguard-system",
+			set:      []string{"config.priorityBoost.enabled=true", "config.priorityBoost.maxBoost=250"},
+			fullname: "trainguard", certManager: true, rescheduler: true, workloadPolicy: admissionregistrationv1.Fail, boost: true},
+		{name: "priority boost, rescheduler disabled", release: "trainguard", namespace: "trainguard-system",
+			set:      []string{"config.priorityBoost.enabled=true", "rescheduler.enabled=false"},
+			fullname: "trainguard", certManager: true, workloadPolicy: admissionregistrationv1.Fail, boost: true},
 	}
 }
 
@@ -562,6 +569,22 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 		assert.NotContains(t, r.Resources, "*")
 		assert.NotContains(t, r.APIGroups, "*")
 	}
+	// Each right is rendered once: a rule repeated (the Kueue rules were,
+	// once per job kind) is noise a reviewer has to prove harmless.
+	for _, rules := range [][]rbacv1.PolicyRule{cr.Rules, role.Rules} {
+		seen := map[string]bool{}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						key := fmt.Sprintf("%s/%s %v %s", g, res, r.ResourceNames, v)
+						assert.False(t, seen[key], "%s is granted twice", key)
+						seen[key] = true
+					}
+				}
+			}
+		}
+	}
 	sorted := func(v ...string) []string { slices.Sort(v); return v }
 	var none []string
 	assert.Equal(t, sorted("get", "list", "watch", "patch"), verbsFor(cr.Rules, "", "namespaces", false))
@@ -593,6 +616,16 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 		assert.Equal(t, sorted("get", "list", "watch", "create", "update", "delete"), verbsFor(role.Rules, "", "configmaps", false))
 		assert.Equal(t, sorted("get", "patch"), verbsFor(cr.Rules, "kubeflow.org", "pytorchjobs", false))
 		assert.Equal(t, sorted("get", "patch"), verbsFor(cr.Rules, "training.kubedl.io", "pytorchjobs", false))
+		// The priority-boost controller runs beside the rescheduler and
+		// reads Workloads and priority classes, boost or not (it exports the
+		// work at risk); it may patch a Workload only when it boosts.
+		if tc.boost {
+			assert.Equal(t, sorted("get", "list", "watch", "patch"), verbsFor(cr.Rules, "kueue.x-k8s.io", "workloads", false))
+		} else {
+			assert.Equal(t, sorted("get", "list", "watch"), verbsFor(cr.Rules, "kueue.x-k8s.io", "workloads", false), "no Workload patch with the boost off")
+		}
+		assert.Equal(t, sorted("list", "watch"), verbsFor(cr.Rules, "kueue.x-k8s.io", "workloadpriorityclasses", false))
+		assert.Equal(t, sorted("list", "watch"), verbsFor(cr.Rules, "scheduling.k8s.io", "priorityclasses", false))
 	} else {
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "pods", false))
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "pods/eviction", false))
@@ -600,6 +633,10 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 		assert.Equal(t, none, verbsFor(cr.Rules, "", "nodes", false))
 		assert.Equal(t, sorted("get", "list", "watch"), verbsFor(role.Rules, "", "configmaps", false), "the pod webhook still reads bad-node records")
 		assert.Equal(t, none, verbsFor(cr.Rules, "kubeflow.org", "pytorchjobs", false))
+		for _, res := range []string{"workloads", "workloadpriorityclasses"} {
+			assert.Equal(t, none, verbsFor(cr.Rules, "kueue.x-k8s.io", res, false), "no boost controller without the rescheduler")
+		}
+		assert.Equal(t, none, verbsFor(cr.Rules, "scheduling.k8s.io", "priorityclasses", false))
 	}
 
 	assert.Equal(t, tc.namespace, role.Namespace)

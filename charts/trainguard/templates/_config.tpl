@@ -87,3 +87,17 @@ binary's verdicts, both ways.
 {{- fail (printf "config.rescheduler.backoffMax: Invalid value: %q: must not be below backoffBase (%s)" (toString ($r.backoffMax | default "5m")) (toString ($r.backoffBase | default "10s"))) -}}
 {{- end -}}
 {{- end -}}
+
+{{- /*
+extraArgs may set any setting as a flag, which wins over the file; not the
+priority boost's switch and bound: RBAC's Workload patch and the fence's
+bound are rendered from config.priorityBoost, and a flag would leave them
+disagreeing with what the binary does.
+*/ -}}
+{{- define "trainguard.checkExtraArgs" -}}
+{{- range .Values.extraArgs -}}
+{{- if regexMatch "^--priority-boost-(enabled|max-boost)(=|$)" (toString .) -}}
+{{- fail (printf "extraArgs: Invalid value: %q: set config.priorityBoost.enabled and config.priorityBoost.maxBoost instead: trainguard's RBAC and its admission policy's bound on the boost are rendered from them" (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -78,6 +78,25 @@ the fence lets the ServiceAccount write.
 bad-nodes-
 {{- end }}
 
+{{/*
+"true" when the binary writes Kueue's priority boost (config.priorityBoost.enabled,
+which the configuration file carries), else empty: RBAC grants the Workload
+patch, and the fence lets the account write the boost, only then.
+*/}}
+{{- define "trainguard.priorityBoostEnabled" -}}
+{{- if ((.Values.config | default dict).priorityBoost | default dict).enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+The highest priority boost the binary writes: config.priorityBoost.maxBoost,
+or when unset the binary's default (internal/config/v1alpha1
+DefaultMaxBoost; test/chart holds the two equal). The fence refuses more.
+*/}}
+{{- define "trainguard.maxBoost" -}}
+{{- $pb := (.Values.config | default dict).priorityBoost | default dict -}}
+{{- if kindIs "invalid" $pb.maxBoost }}100{{ else }}{{ int64 $pb.maxBoost }}{{ end -}}
+{{- end }}
+
 {{/* The Certificate whose CA cert-manager injects into the webhook configurations. */}}
 {{- define "trainguard.servingCertName" -}}
 {{- printf "%s-serving-cert" (include "trainguard.fullname" .) | trunc 63 | trimSuffix "-" }}

@@ -67,38 +67,37 @@ type notRecreatable string
 func (n notRecreatable) Error() string { return string(n) }
 
 // unrecreatable says why the chart's ValidatingAdmissionPolicy would refuse
-// trainguard's account the replacement of this bare pod (it fences what the
-// account may create: charts/trainguard/templates/admissionpolicy.yaml), or
-// "" when it would not. Checked before the eviction, so such a pod stays
+// trainguard's account the replacement of this bare pod, or "" when it
+// would not. The policy (charts/trainguard/templates/admissionpolicy.yaml)
+// holds what the account creates to its marker and to Pod Security's
+// baseline whatever the namespace enforces (unconfined lists the latter). Checked before the eviction, so such a pod stays
 // where it is, with an Event, instead of being evicted and never recreated.
-// (The policy's ServiceAccount list is the chart's; a refusal there still
-// ends in BarePodRecreateFailed.)
+// It judges the replacement itself (replacementFor), which drops what a
+// replacement never carries: the node, ephemeral containers. (The policy's
+// ServiceAccount list is the chart's; a refusal there still ends in
+// BarePodRecreateFailed.)
 func unrecreatable(s *Stash) string {
 	var why []string
 	if s.Labels[contract.LabelManaged] != "true" || !contract.Injected(s.Annotations) {
 		why = append(why, "it lacks trainguard's marker ("+contract.LabelManaged+" label, "+contract.AnnotationInjected+" annotation)")
 	}
-	if s.Spec.HostNetwork || s.Spec.HostPID || s.Spec.HostIPC {
-		why = append(why, "it uses the node's namespaces (hostNetwork, hostPID or hostIPC)")
-	}
-	for _, cs := range [][]corev1.Container{s.Spec.InitContainers, s.Spec.Containers} {
-		for _, c := range cs {
-			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-				why = append(why, "container "+c.Name+" is privileged")
-			}
-		}
-	}
-	for _, v := range s.Spec.Volumes {
-		if v.HostPath != nil {
-			why = append(why, "volume "+v.Name+" is a hostPath")
-		}
-	}
+	r := replacementFor(s, nil)
+	why = append(why, unconfined(r.Annotations, &r.Spec)...)
 	if len(why) == 0 {
 		return ""
 	}
 	return "trainguard may not recreate this bare pod (" + strings.Join(why, "; ") +
-		"), so it is not moved; give it a controller (a Job or a training operator) to have it rescheduled"
+		"), so it is not moved: trainguard's admission policy lets its account create only marked pods that Pod Security's " +
+		"baseline admits; give it a controller (a Job or a training operator) to have it rescheduled"
 }
+
+// Unrecreatable is unrecreatable for a bare pod as the API server returns
+// it; test/chartapply holds it, and Replacement, to the chart's policy.
+func Unrecreatable(pod *corev1.Pod) string { return unrecreatable(stashOf(pod)) }
+
+// Replacement is the pod trainguard would create for a bare pod as the API
+// server returns it (avoiding no node), for test/chartapply.
+func Replacement(pod *corev1.Pod) *corev1.Pod { return replacementFor(stashOf(pod), nil) }
 
 func dropServiceAccountToken(spec *corev1.PodSpec) {
 	var dropped []string

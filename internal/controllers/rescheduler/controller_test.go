@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -454,11 +455,38 @@ func TestBarePodRecreated(t *testing.T) {
 }
 
 // Issue 31, item 4: the chart's admission policy refuses trainguard's
-// account a pod with host namespaces, a privileged container, a hostPath
-// volume or without its marker. A bare pod it could not recreate is not
-// evicted (it would be lost): it stays, with one Warning saying why.
+// account a pod without its marker or one Pod Security's baseline refuses
+// (host namespaces, a privileged container, a hostPath volume, added
+// capabilities, host ports, unconfined profiles, ...), whatever the
+// namespace enforces. A bare pod it could not recreate is not evicted (it
+// would be lost): it stays, with one Warning saying why.
 func TestBarePodTrainguardMayNotRecreateIsLeftAlone(t *testing.T) {
+	sc := func(c *corev1.SecurityContext) podOpt {
+		return func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = c }
+	}
+	unmasked := corev1.UnmaskedProcMount
 	for what, opt := range map[string]podOpt{
+		"SYS_ADMIN": sc(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}}),
+		"IPC_LOCK in an init container (RDMA)": func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "setup", SecurityContext: &corev1.SecurityContext{
+				Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"IPC_LOCK"}}}}}
+		},
+		"a host port": func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 29500, HostPort: 29500}}
+		},
+		"seccomp Unconfined": func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}
+		},
+		"AppArmor unconfined by annotation": annotation("container.apparmor.security.beta.kubernetes.io/pytorch", "unconfined"),
+		"/proc unmasked":                    sc(&corev1.SecurityContext{ProcMount: &unmasked}),
+		"SELinux spc_t":                     sc(&corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "spc_t"}}),
+		"an unsafe sysctl": func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.msgmax", Value: "65536"}}}
+		},
+		"a probe host": func(p *corev1.Pod) {
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+				HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Port: intstr.FromInt32(80)}}}
+		},
 		"hostNetwork": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
 		"hostPID":     func(p *corev1.Pod) { p.Spec.HostPID = true },
 		"a privileged container": func(p *corev1.Pod) {
@@ -489,6 +517,36 @@ func TestBarePodTrainguardMayNotRecreateIsLeftAlone(t *testing.T) {
 			assert.Empty(t, h.drainEvents())
 		})
 	}
+}
+
+// What Pod Security's baseline admits, the fence admits: such a bare pod
+// (on its node, which the replacement drops) is moved and recreated.
+func TestBarePodWithinBaselineIsRecreated(t *testing.T) {
+	pod := newPod(bare, func(p *corev1.Pod) {
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			SELinuxOptions: &corev1.SELinuxOptions{Type: "container_t"},
+			Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.tcp_keepalive_time", Value: "60"}},
+		}
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+			Capabilities:    &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"ALL"}},
+			AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault},
+		}
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 29500}}
+		p.Annotations["container.apparmor.security.beta.kubernetes.io/pytorch"] = "runtime/default"
+	})
+	require.Equal(t, "n1", pod.Spec.NodeName)
+	assert.Empty(t, unrecreatable(stashOf(pod)))
+	h := newHarness(t, false, pod, lostNode())
+
+	h.reconcile(t, "team", pod.Name)
+	assert.False(t, h.podExists(t, "team", pod.Name), "evicted: it can be recreated")
+	h.reconcile(t, "team", pod.Name)
+	got := &corev1.Pod{}
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Empty(t, got.Spec.NodeName)
+	evs := h.drainEvents()
+	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; avoids [n1]", evs[len(evs)-1])
 }
 
 func TestBarePodRecreationWaitsForTheOldPod(t *testing.T) {

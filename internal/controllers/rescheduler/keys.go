@@ -29,9 +29,10 @@ const (
 	ReasonBarePodRecreated         = "BarePodRecreated"
 	ReasonRecreateFailed           = "BarePodRecreateFailed"
 	// ReasonNotRecreatable: a bare pod the chart's admission policy would
-	// not let trainguard recreate (no marker, host namespaces, a privileged
-	// container, a hostPath volume) is left alone rather than evicted and
-	// lost.
+	// not let trainguard recreate (no marker, or anything Pod Security's
+	// baseline refuses: host namespaces, a privileged container, added
+	// capabilities, a hostPath volume, ...) is left alone rather than
+	// evicted and lost.
 	ReasonNotRecreatable = "BarePodNotRecreatable"
 
 	// Held: the decision stands, its action waits.
