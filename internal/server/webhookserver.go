@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -126,6 +127,8 @@ type webhookServer struct {
 	conns     prometheus.Counter
 	openConns prometheus.Gauge
 	refused   *prometheus.CounterVec
+	// errorLog takes net/http's own log lines (failed handshakes).
+	errorLog *httpErrorLog
 	// paths are the webhook paths registered; any other request is
 	// answered with Connection: close.
 	paths   map[string]bool
@@ -172,7 +175,14 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	if o.Port == 0 {
 		o.Port = ctrlwebhook.DefaultPort
 	}
+	handshakeFailures := registerOnce(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainguard_webhook_tls_handshake_failures_total",
+		Help: "TLS handshakes the webhook server failed, by reason: timeout (no ClientHello within --webhook-handshake-timeout), eof or reset " +
+			"(the client gave up), closed (trainguard closed it to make room near the connection cap, or was stopping), not-tls (plain HTTP " +
+			"or another protocol), client-alert (the client refused the handshake, e.g. a CA bundle that does not hold the serving certificate's CA), other.",
+	}, []string{"reason"}))
 	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log), paths: map[string]bool{},
+		errorLog: newHTTPErrorLog(o.Log, handshakeFailures),
 		refused: registerOnce(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trainguard_webhook_connections_closed_early_total",
 			Help: "Webhook connections closed by trainguard before their peer was done, by reason: per-source (a new connection from an address " +
@@ -298,8 +308,9 @@ func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
 			}
 			s.ln.connState(c, state)
 		},
-		// TLS handshake failures from scanners are noise; keep them out of the log.
-		ErrorLog: nil,
+		// Not nil: net/http would write every failed handshake to the
+		// standard logger (httpErrorLog says why that matters).
+		ErrorLog: log.New(s.errorLog, "", 0),
 		// HTTP/2 stays off even if TLSOpts re-enable h2 in NextProtos.
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
