@@ -91,7 +91,8 @@ func TestUnversionedConfigLoadsWithADeprecationWarning(t *testing.T) {
 // timeout as none at all, so serve refuses one at start, naming the flag;
 // zero (the default) and positive values start.
 func TestServeRefusesNegativeWebhookTimeouts(t *testing.T) {
-	flags := []string{"webhook-read-timeout", "webhook-read-header-timeout", "webhook-body-read-timeout", "webhook-write-timeout", "webhook-idle-timeout"}
+	flags := []string{"webhook-read-timeout", "webhook-read-header-timeout", "webhook-body-read-timeout", "webhook-write-timeout", "webhook-idle-timeout",
+		"webhook-handshake-timeout"}
 	for _, flag := range flags {
 		t.Run(flag, func(t *testing.T) {
 			res := runCLI(t, "", "serve", "--print-config", "--"+flag+"=-1s")

@@ -30,6 +30,7 @@ type serveOptions struct {
 	metricsSecure      bool
 	readTimeout        time.Duration
 	readHeaderTimeout  time.Duration
+	handshakeTimeout   time.Duration
 	maxConnections     int
 	maxPerSource       int
 	writeTimeout       time.Duration
@@ -80,9 +81,11 @@ review that finds no room within --review-queue-wait is answered 429 Too
 Many Requests with Retry-After (the API server retries, then applies the
 webhook's failurePolicy); at most --webhook-max-connections connections are
 open at once, at most --webhook-max-connections-per-source of them from one
-address, idle keep-alives are closed past three quarters of the cap, a
-request to any other path than a webhook's closes its connection, and every
-connection has header, read, write and idle timeouts. Readiness never dials
+address, past three quarters of the cap a connection without a request in
+flight (idle, unused, or still in its TLS handshake) gives its place to a new
+one, the address holding the most first, a request to any other path than a
+webhook's closes its connection, and every connection has handshake, header,
+read, write and idle timeouts. Readiness never dials
 the webhook port, so a full cap does not take the replica out of its
 Service.
 
@@ -106,9 +109,10 @@ is --rescheduler). Precedence, for every flag:
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS (certificate from --cert-dir) with TokenReview/SubjectAccessReview authentication and authorization; false serves plain HTTP")
 	fs.DurationVar(&o.readTimeout, "webhook-read-timeout", server.DefaultReadTimeout, "time allowed to read one admission request, headers and body")
-	fs.DurationVar(&o.readHeaderTimeout, "webhook-read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed for the TLS handshake, and for a request's headers from their first byte (a connection waits for its first request as long as --webhook-idle-timeout)")
+	fs.DurationVar(&o.handshakeTimeout, "webhook-handshake-timeout", server.DefaultHandshakeTimeout, "time allowed for a connection's TLS handshake, from its acceptance (the API server's takes milliseconds); near --webhook-max-connections a connection still in its handshake gives its place to a new one sooner")
+	fs.DurationVar(&o.readHeaderTimeout, "webhook-read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed for a request's headers from their first byte (a connection waits for its first request as long as --webhook-idle-timeout)")
 	fs.DurationVar(&o.limits.BodyReadTimeout, "webhook-body-read-timeout", server.DefaultBodyReadTimeout, "time allowed for a request's body once its headers are in; the body is read before it takes a place under the limits")
-	fs.IntVar(&o.maxConnections, "webhook-max-connections", server.DefaultMaxConnections, "connections open to the webhook server at once (about 25 KiB each); further ones wait to be accepted, and past three quarters of it idle keep-alive connections are closed")
+	fs.IntVar(&o.maxConnections, "webhook-max-connections", server.DefaultMaxConnections, "connections open to the webhook server at once (about 25 KiB each); further ones wait to be accepted, and past three quarters of it connections without a request in flight (idle, unused or still in their TLS handshake) give their place to new ones, the address holding the most first")
 	fs.IntVar(&o.maxPerSource, "webhook-max-connections-per-source", server.DefaultMaxConnectionsPerSource, "connections one source address may hold open to the webhook server (at most --webhook-max-connections); one more takes the place of that address's longest-idle connection or, with none idle, is closed before its TLS handshake, so no single peer can hold the cap")
 	fs.DurationVar(&o.writeTimeout, "webhook-write-timeout", server.DefaultWriteTimeout, "time allowed from the end of the request headers to the end of the response")
 	fs.DurationVar(&o.idleTimeout, "webhook-idle-timeout", server.DefaultIdleTimeout, "how long an idle keep-alive connection, or one that has not sent its first request, stays open; keep it above the API server's 90 s, or a review it sends as trainguard closes the connection fails (broken pipe) and a fail-closed webhook refuses the object")
@@ -169,7 +173,7 @@ func runServe(ctx context.Context, o *serveOptions, flags *pflag.FlagSet) error 
 	mgr, err := server.New(ctx, restCfg, server.Options{
 		Config: cfg, CertDir: o.certDir, CertMode: o.certMode, WebhookPort: o.webhookPort,
 		MetricsAddr: o.metricsAddr, MetricsSecure: o.metricsSecure, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout,
-		ReadHeaderTimeout: o.readHeaderTimeout, MaxConnections: o.maxConnections, MaxConnectionsPerSource: o.maxPerSource, IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
+		ReadHeaderTimeout: o.readHeaderTimeout, HandshakeTimeout: o.handshakeTimeout, MaxConnections: o.maxConnections, MaxConnectionsPerSource: o.maxPerSource, IdleTimeout: o.idleTimeout, Limits: o.limits, ProbeAddr: o.probeAddr, Namespace: o.namespace, LeaderElect: o.leaderElect,
 		CertSecret: o.certSecret, WebhookService: o.webhookService, WebhookConfigName: o.webhookConfigName,
 		NamespaceMirror: o.namespaceMirroring, Log: ctrl.Log,
 	})
@@ -190,7 +194,7 @@ func (o *serveOptions) checkTimeouts() error {
 		flag string
 		v    time.Duration
 	}{
-		{"webhook-read-timeout", o.readTimeout}, {"webhook-read-header-timeout", o.readHeaderTimeout},
+		{"webhook-read-timeout", o.readTimeout}, {"webhook-read-header-timeout", o.readHeaderTimeout}, {"webhook-handshake-timeout", o.handshakeTimeout},
 		{"webhook-body-read-timeout", o.limits.BodyReadTimeout}, {"webhook-write-timeout", o.writeTimeout},
 		{"webhook-idle-timeout", o.idleTimeout},
 	} {

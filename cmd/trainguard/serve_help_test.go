@@ -23,7 +23,8 @@ func TestServeHelpPinsTheAgentImage(t *testing.T) {
 	assert.Equal(t, version.Image, configv1alpha1.Default().Agent.Image)
 	for _, flag := range []string{"--metrics-secure", "--max-concurrent-reviews", "--max-inflight-request-bytes",
 		"--review-queue-wait", "--webhook-read-timeout", "--webhook-write-timeout", "--webhook-idle-timeout",
-		"--webhook-read-header-timeout", "--webhook-body-read-timeout", "--webhook-max-connections", "--webhook-max-connections-per-source"} {
+		"--webhook-read-header-timeout", "--webhook-body-read-timeout", "--webhook-max-connections", "--webhook-max-connections-per-source",
+		"--webhook-handshake-timeout"} {
 		assert.Contains(t, res.stdout, flag)
 	}
 }

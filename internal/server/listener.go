@@ -26,11 +26,14 @@ import (
 //     takes the place of the source's own longest-idle connection, or,
 //     when none of its connections is idle, is closed at once, before its
 //     TLS handshake, and costs nothing (see admit);
-//   - past idleCloseAt (three quarters of the cap) an idle keep-alive
-//     connection is closed, the longest idle first, as soon as a new one
-//     arrives, and every answer says `Connection: close` (nearCap): near
-//     the cap a place is held only while a request is in flight, and a
-//     request is bounded by the header, body and write timeouts.
+//   - past idleCloseAt (three quarters of the cap), and at the cap for a
+//     connection accepted and waiting for a place, a connection without a
+//     request in flight gives its place to the new one: an idle
+//     keep-alive, an unused connection, or one still in its TLS handshake
+//     (see nearCapVictim), and every answer says `Connection: close`
+//     (nearCap): near the cap a place is held only while a request is in
+//     flight, and a request is bounded by the header, body and write
+//     timeouts.
 //
 // The API server loses nothing by either: it reconnects (a handshake), it
 // keeps far fewer connections in use to one webhook than perSource, and
@@ -40,15 +43,21 @@ type limitListener struct {
 	sem  chan struct{}
 	open prometheus.Gauge
 	// refused counts connections closed at accept (over perSource) and
-	// idle connections closed early near the cap.
-	refused      *prometheus.CounterVec
-	perSource    int
-	idleCloseAt  int
-	idleTimeout  time.Duration
-	log          logr.Logger
-	mu           sync.Mutex
-	bySource     map[string]int
-	conns        map[*limitedConn]struct{}
+	// connections closed early near the cap.
+	refused     *prometheus.CounterVec
+	perSource   int
+	idleCloseAt int
+	// handshakeTimeout bounds a connection's TLS handshake from its
+	// acceptance; zero leaves net/http's (its shortest timeout) in place.
+	handshakeTimeout time.Duration
+	idleTimeout      time.Duration
+	log              logr.Logger
+	mu               sync.Mutex
+	bySource         map[string]int
+	conns            map[*limitedConn]struct{}
+	// closing counts the connections picked to give their place and not
+	// yet released: room already on its way.
+	closing      int
 	lastRefusal  time.Time
 	refusedSince int
 	// done unblocks a waiting Accept when the listener closes.
@@ -56,40 +65,43 @@ type limitListener struct {
 	closeOnce sync.Once
 }
 
+// freshFor is how long a connection that has finished its TLS handshake
+// and not yet sent its first request keeps its place near the cap. The API
+// server writes its review as soon as its handshake is done, but until the
+// server reads the first bytes the connection is counted idle; with the
+// cap full of connections stalled in their handshakes (which did not give
+// their place) it was the only idle one, so it was closed for the next
+// stalled connection and its review failed with EOF. A second covers the
+// API server's write and the server's read on a loaded replica; a
+// connection still unused after it is parked, and gives its place as an
+// idle keep-alive does.
+const freshFor = time.Second
+
+// handshakeGrace is how long a handshake under way keeps its place at the
+// cap, where a connection waits for one: the API server's takes
+// milliseconds, and closing it fails the review it was dialled for.
+// Past three quarters of the cap, where nobody waits yet, it keeps its
+// place for freshFor: new connections of one burst would otherwise close
+// each other's handshakes.
+const handshakeGrace = 100 * time.Millisecond
+
 // idleTimeout is how long a connection may wait for its first request (as
 // an idle keep-alive waits for its next one); zero leaves net/http's
 // header timeout to time that wait.
-func newLimitListener(l net.Listener, maxConns, perSource int, idleTimeout time.Duration, open prometheus.Gauge, refused *prometheus.CounterVec, log logr.Logger) *limitListener {
+func newLimitListener(l net.Listener, maxConns, perSource int, handshakeTimeout, idleTimeout time.Duration, open prometheus.Gauge, refused *prometheus.CounterVec, log logr.Logger) *limitListener {
 	return &limitListener{Listener: l, sem: make(chan struct{}, maxConns), open: open, refused: refused,
-		perSource: perSource, idleCloseAt: maxConns * 3 / 4, idleTimeout: idleTimeout, log: log,
+		perSource: perSource, idleCloseAt: maxConns * 3 / 4, handshakeTimeout: handshakeTimeout, idleTimeout: idleTimeout, log: log,
 		bySource: map[string]int{}, conns: map[*limitedConn]struct{}{}, done: make(chan struct{})}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
-		select {
-		case l.sem <- struct{}{}:
-		default:
-			// At the cap: an idle keep-alive gives its place to whoever
-			// waits in the backlog.
-			l.mu.Lock()
-			victim := l.longestIdle("")
-			if victim != nil {
-				victim.idleSince = time.Time{}
-			}
-			l.mu.Unlock()
-			if victim != nil {
-				l.closeIdle(victim, "idle-near-cap")
-			}
-			select {
-			case l.sem <- struct{}{}:
-			case <-l.done:
-				return nil, net.ErrClosed
-			}
-		}
 		c, err := l.Listener.Accept()
 		if err != nil {
-			<-l.sem
+			return nil, err
+		}
+		if err := l.place(); err != nil {
+			_ = c.Close()
 			return nil, err
 		}
 		if lc := l.admit(c); lc != nil {
@@ -102,10 +114,78 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
+// place takes a place under the cap for a connection accepted and not yet
+// served. At the cap a connection without a request in flight gives its
+// place (makeRoom); with none, the connection waits for one to close, or
+// for a fresh one to become a parked one that may give way, and the next
+// connections wait in the kernel's backlog. Only a connection that is
+// there is made room for: one in its handshake is not closed for a peer
+// that may never come.
+func (l *limitListener) place() error {
+	for {
+		select {
+		case l.sem <- struct{}{}:
+			return nil
+		default:
+		}
+		var wake <-chan time.Time
+		var timer *time.Timer
+		if retry := l.makeRoom(); !retry.IsZero() {
+			timer = time.NewTimer(time.Until(retry))
+			wake = timer.C
+		}
+		var err error
+		select {
+		case l.sem <- struct{}{}:
+		case <-wake:
+			continue
+		case <-l.done:
+			err = net.ErrClosed
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		return err
+	}
+}
+
+// makeRoom closes the connection nearCapVictim picks at the cap, unless
+// one closed early is still giving its place back. With nothing to close
+// it returns when something may be picked (zero: not before a connection
+// changes state).
+func (l *limitListener) makeRoom() (retry time.Time) {
+	l.mu.Lock()
+	if l.closing > 0 {
+		l.mu.Unlock()
+		return time.Time{}
+	}
+	victim, retry := l.nearCapVictim(nil, time.Now(), handshakeGrace)
+	reason := l.pick(victim)
+	l.mu.Unlock()
+	if victim != nil {
+		l.closeEarly(victim, reason)
+	}
+	return retry
+}
+
+// pick marks victim (nil: none) as closing and names why it goes, for
+// the metric. Called with mu held.
+func (l *limitListener) pick(victim *limitedConn) (reason string) {
+	if victim == nil {
+		return ""
+	}
+	victim.closing = true
+	l.closing++
+	if !victim.handshakeFrom.IsZero() {
+		return "handshake-near-cap"
+	}
+	return "idle-near-cap"
+}
+
 // admit counts c against its source. A source that holds its share
 // already gets c in place of its longest-idle connection, which is closed;
-// with none idle, admit returns nil. Past idleCloseAt it closes the
-// longest-idle connection of any source.
+// with none idle, admit returns nil. Past idleCloseAt it closes a
+// connection that gives way near the cap (nearCapVictim).
 //
 // Refusing a source at its share while it had idle connections failed the
 // API server's reviews during a certificate rotation: client-go keeps one
@@ -126,31 +206,39 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // it: it can only trade its own idle connections for new ones.
 func (l *limitListener) admit(c net.Conn) *limitedConn {
 	src := sourceOf(c.RemoteAddr())
+	now := time.Now()
 	l.mu.Lock()
 	var victim *limitedConn
-	reason := "idle-near-cap"
+	var reason string
 	if l.bySource[src] >= l.perSource {
-		if victim = l.longestIdle(src); victim == nil {
+		if victim = l.longestIdle(src, now); victim == nil {
 			l.noteRefusal(src)
 			l.mu.Unlock()
 			l.refused.WithLabelValues("per-source").Inc()
 			return nil
 		}
+		l.pick(victim)
 		reason = "idle-per-source"
 	}
 	l.bySource[src]++
-	lc := &limitedConn{Conn: c, l: l, source: src}
-	l.conns[lc] = struct{}{}
-	if victim == nil && len(l.conns) > l.idleCloseAt {
-		victim = l.longestIdle("")
+	lc := &limitedConn{Conn: c, l: l, source: src, handshakeFrom: now}
+	if l.handshakeTimeout > 0 {
+		lc.handshakeDeadline = now.Add(l.handshakeTimeout)
 	}
-	if victim != nil {
-		victim.idleSince = time.Time{} // closing: not picked again
+	l.conns[lc] = struct{}{}
+	// Past idleCloseAt, not counting the connections already giving their
+	// place (room on its way): counted again, each newcomer of a flood
+	// would close one more while the last were still closing, until all
+	// but the newest were closing and the only candidate left was the API
+	// server's connection.
+	if victim == nil && len(l.conns)-l.closing > l.idleCloseAt {
+		victim, _ = l.nearCapVictim(lc, now, freshFor)
+		reason = l.pick(victim)
 	}
 	l.mu.Unlock()
 	l.open.Inc()
 	if victim != nil {
-		l.closeIdle(victim, reason)
+		l.closeEarly(victim, reason)
 	}
 	return lc
 }
@@ -166,26 +254,94 @@ func (l *limitListener) noteRefusal(src string) {
 	}
 }
 
-// longestIdle is the connection from source src ("": any source) idle the
-// longest, or nil. Called with mu held.
-func (l *limitListener) longestIdle(src string) *limitedConn {
+// longestIdle is the connection from source src idle the longest, not
+// fresh (freshFor), or nil. Called with mu held.
+func (l *limitListener) longestIdle(src string, now time.Time) *limitedConn {
 	var victim *limitedConn
 	for c := range l.conns {
-		if src != "" && c.source != src {
+		if c.source != src || c.closing || c.idleSince.IsZero() || c.fresh(now) {
 			continue
 		}
-		if !c.idleSince.IsZero() && (victim == nil || c.idleSince.Before(victim.idleSince)) {
+		if victim == nil || c.idleSince.Before(victim.idleSince) {
 			victim = c
 		}
 	}
 	return victim
 }
 
-// closeIdle closes the raw connection under an idle keep-alive: the server's
-// read of the next request fails and it ends the connection, as its own
-// idle timeout would. The raw close sends no TLS alert, so it never waits on
-// a peer that does not read. reason labels the metric.
-func (l *limitListener) closeIdle(c *limitedConn, reason string) {
+// nearCapVictim picks the connection that gives its place to newcomer
+// (nil: one still in the backlog) near the cap: one without a request in
+// flight, of the source holding the most connections; of that source its
+// longest-idle, else its oldest in a TLS handshake. Idle alone was not
+// enough: a connection in its handshake was never idle, so sixteen
+// addresses that opened connections and never sent a ClientHello held the
+// whole cap, each place for the handshake's timeout, renewed at once, and
+// the API server's connections waited in the backlog past their 5 s. The
+// source holding the most gives way first, so a few peers' flood takes its
+// places from the flood; the API server holds few connections, and what
+// it holds near the cap is idle keep-alives it may reuse at any moment. A
+// fresh connection (freshFor) is never picked: it is about to carry a
+// review. Nor is a handshake under way for less than minHandshake
+// (handshakeGrace). With nothing to pick, retry is when the first
+// connection spared for its youth may be (zero: none). Called with mu held.
+func (l *limitListener) nearCapVictim(newcomer *limitedConn, now time.Time, minHandshake time.Duration) (victim *limitedConn, retry time.Time) {
+	spare := func(until time.Time) {
+		if retry.IsZero() || until.Before(retry) {
+			retry = until
+		}
+	}
+	for c := range l.conns {
+		if c == newcomer || c.closing {
+			continue
+		}
+		switch {
+		case !c.handshakeFrom.IsZero():
+			if now.Sub(c.handshakeFrom) < minHandshake {
+				spare(c.handshakeFrom.Add(minHandshake))
+				continue
+			}
+		case c.idleSince.IsZero():
+			continue // a request in flight, or on its way
+		case c.fresh(now):
+			spare(c.idleSince.Add(freshFor))
+			continue
+		}
+		if victim == nil || l.givesWayBefore(c, victim) {
+			victim = c
+		}
+	}
+	if victim != nil {
+		return victim, time.Time{}
+	}
+	return nil, retry
+}
+
+// givesWayBefore orders nearCapVictim's candidates: the source holding
+// more connections first, then an idle connection before one in its
+// handshake (a handshake may be the start of a review; an idle connection
+// of the same source is what the source does not use), then the longer
+// held. Called with mu held.
+func (l *limitListener) givesWayBefore(a, b *limitedConn) bool {
+	if na, nb := l.bySource[a.source], l.bySource[b.source]; na != nb {
+		return na > nb
+	}
+	aIdle, bIdle := a.handshakeFrom.IsZero(), b.handshakeFrom.IsZero()
+	switch {
+	case aIdle && bIdle:
+		return a.idleSince.Before(b.idleSince)
+	case aIdle != bIdle:
+		return aIdle
+	default:
+		return a.handshakeFrom.Before(b.handshakeFrom)
+	}
+}
+
+// closeEarly closes the raw connection under a connection that gives its
+// place: the server's read (of the next request, or of the handshake)
+// fails and it ends the connection, as its own timeout would. The raw
+// close sends no TLS alert, so it never waits on a peer that does not
+// read. reason labels the metric.
+func (l *limitListener) closeEarly(c *limitedConn, reason string) {
 	l.refused.WithLabelValues(reason).Inc()
 	_ = c.Conn.Close()
 }
@@ -203,6 +359,11 @@ func (l *limitListener) connState(conn net.Conn, state http.ConnState) {
 	if _, open := l.conns[lc]; !open {
 		return
 	}
+	if state == http.StateNew {
+		return // still in its handshake (handshakeFrom)
+	}
+	lc.handshakeFrom = time.Time{}
+	lc.waitingFirst = false
 	if state == http.StateIdle {
 		lc.idleSince = time.Now()
 	} else {
@@ -241,6 +402,9 @@ func (l *limitListener) release(c *limitedConn) {
 	l.mu.Lock()
 	if _, ok := l.conns[c]; ok {
 		delete(l.conns, c)
+		if c.closing {
+			l.closing--
+		}
 		if l.bySource[c.source]--; l.bySource[c.source] <= 0 {
 			delete(l.bySource, c.source)
 		}
@@ -291,14 +455,31 @@ type limitedConn struct {
 	// idleSince is when the server last found it idle; zero while a
 	// request is in flight. Guarded by l.mu.
 	idleSince time.Time
+	// waitingFirst: idle while waiting for its first request, since the
+	// end of its handshake. Guarded by l.mu.
+	waitingFirst bool
+	// handshakeFrom is when it was accepted, while its TLS handshake
+	// runs; zero after. Guarded by l.mu.
+	handshakeFrom time.Time
+	// closing: picked to give its place, never picked again. Guarded by l.mu.
+	closing bool
 	// active: a request read and being handled (StateActive). Guarded by l.mu.
 	active bool
 	once   sync.Once
+	// handshakeDeadline ends its handshake (zero: net/http's); set before
+	// the server sees it.
+	handshakeDeadline time.Time
 	// The first request's wait (SetReadDeadline), in the server's goroutine.
 	first        firstPhase
 	headerBudget time.Duration
 	waitFrom     time.Time
 	shift        time.Duration
+}
+
+// fresh: it finished its handshake less than freshFor ago and has not
+// sent its first request. Called with l.mu held.
+func (c *limitedConn) fresh(now time.Time) bool {
+	return c.waitingFirst && now.Sub(c.idleSince) < freshFor
 }
 
 // firstPhase is where a connection is on its way to its first request.
@@ -325,29 +506,38 @@ const (
 // idle keep-alive does, so unused connections lock nothing: issue 31); the
 // header timeout, and net/http's whole-request deadline, which it computed
 // from the start of the wait, start at the request's first byte instead.
-// The handshake keeps its own timeout. (A request whose first bytes came
+// The handshake has its own deadline, handshakeDeadline: net/http would
+// give it its shortest timeout, the header timeout, and a peer that never
+// sends a ClientHello would hold its place that long. (A request whose first bytes came
 // with the handshake's last ones, buffered by the *tls.Conn, and then
 // stalled mid-headers is timed by the idle timeout and counted idle.)
 //
 // The calls net/http makes through the *tls.Conn: the handshake's
-// deadline, a zero one when the handshake is done, the first request's
-// header deadline, its whole-request deadline once the headers are read;
-// then StateActive (connState) ends the first request's phase.
+// deadline (replaced by handshakeDeadline), a zero one when the handshake
+// is done, the first request's header deadline, its whole-request deadline
+// once the headers are read; then StateActive (connState) ends the first
+// request's phase.
 func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	if c.first == firstHandshake {
+		if t.IsZero() {
+			c.first = firstWaiting
+			c.handshakeDone()
+		} else if !c.handshakeDeadline.IsZero() {
+			t = c.handshakeDeadline
+		}
+		return c.Conn.SetReadDeadline(t)
+	}
 	if c.l.idleTimeout <= 0 {
 		return c.Conn.SetReadDeadline(t)
 	}
 	switch c.first {
-	case firstHandshake:
-		if t.IsZero() {
-			c.first = firstWaiting
-		}
+	case firstHandshake: // above
 	case firstWaiting:
 		switch {
 		case c.waitFrom.IsZero() && !t.IsZero(): // the header deadline: wait instead
 			now := time.Now()
 			c.headerBudget, c.waitFrom = t.Sub(now), now
-			c.markIdle(now)
+			c.markWaiting(now)
 			return c.Conn.SetReadDeadline(now.Add(c.l.idleTimeout))
 		case !c.waitFrom.IsZero():
 			// Headers read with no Read here: the request came with the
@@ -366,6 +556,15 @@ func (c *limitedConn) SetReadDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(t)
 }
 
+// SetWriteDeadline gives the handshake's writes its deadline too (net/http
+// sets the same one for reading and writing).
+func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	if c.first == firstHandshake && !t.IsZero() && !c.handshakeDeadline.IsZero() {
+		t = c.handshakeDeadline
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
 func (c *limitedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 && c.first == firstWaiting && !c.waitFrom.IsZero() {
@@ -382,16 +581,23 @@ func (c *limitedConn) Read(b []byte) (int, error) {
 // computed from the start of the wait move by the wait.
 func (c *limitedConn) startFirst(now time.Time) {
 	c.first, c.shift = firstReading, now.Sub(c.waitFrom)
-	c.markIdle(time.Time{})
+	c.markWaiting(time.Time{})
 }
 
-// markIdle sets idleSince (zero: not idle).
-func (c *limitedConn) markIdle(since time.Time) {
+// markWaiting counts it idle, waiting for its first request, since since
+// (zero: the request started).
+func (c *limitedConn) markWaiting(since time.Time) {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	if _, open := c.l.conns[c]; open {
-		c.idleSince = since
-	}
+	c.idleSince, c.waitingFirst = since, !since.IsZero()
+}
+
+// handshakeDone: the TLS handshake is over; nearCapVictim takes it for an
+// idle connection once it waits for its first request.
+func (c *limitedConn) handshakeDone() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	c.handshakeFrom = time.Time{}
 }
 
 func (c *limitedConn) Close() error {

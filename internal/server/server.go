@@ -57,7 +57,7 @@ type Options struct {
 	MetricsSecure bool
 	ProbeAddr     string
 	// Timeouts of webhook connections; zero means the defaults.
-	ReadTimeout, ReadHeaderTimeout, WriteTimeout, IdleTimeout time.Duration
+	ReadTimeout, ReadHeaderTimeout, WriteTimeout, IdleTimeout, HandshakeTimeout time.Duration
 	// MaxConnections open to the webhook server, and from one source
 	// address; zero means the defaults.
 	MaxConnections, MaxConnectionsPerSource int
@@ -117,7 +117,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	hooks := NewWebhookServer(WebhookServerOptions{
 		Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir,
-		ReadTimeout: o.ReadTimeout, ReadHeaderTimeout: o.ReadHeaderTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
+		ReadTimeout: o.ReadTimeout, ReadHeaderTimeout: o.ReadHeaderTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, HandshakeTimeout: o.HandshakeTimeout,
 		MaxConnections: o.MaxConnections, MaxConnectionsPerSource: o.MaxConnectionsPerSource, Limits: o.Limits, TLSOpts: []func(*tls.Config){tlsHardening}, Log: o.Log.WithName("webhook-server"),
 	})
 	id := o.LeaderElectionID

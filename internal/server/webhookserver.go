@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -25,10 +26,18 @@ import (
 // reused by the API server within seconds or never.
 const (
 	DefaultReadTimeout = 10 * time.Second
-	// DefaultReadHeaderTimeout bounds the TLS handshake and a request's
-	// headers from their first byte, which the API server sends at once: a
-	// client trickling them (slowloris) loses its connection after 5 s. The
-	// wait for a connection's first request is the idle timeout's
+	// DefaultHandshakeTimeout bounds a connection's TLS handshake from its
+	// acceptance. The API server's handshake takes milliseconds; a peer
+	// that opens a connection and sends no ClientHello holds its place
+	// under the connection cap until then (near the cap it gives its place
+	// sooner, see limitListener). It was the header timeout (net/http's
+	// default for the handshake), 5 s, as long as the API server waits for
+	// the whole review.
+	DefaultHandshakeTimeout = 3 * time.Second
+	// DefaultReadHeaderTimeout bounds a request's headers from their first
+	// byte, which the API server sends at once: a client trickling them
+	// (slowloris) loses its connection after 5 s. The wait for a
+	// connection's first request is the idle timeout's
 	// (limitedConn.SetReadDeadline).
 	DefaultReadHeaderTimeout = 5 * time.Second
 	// DefaultBodyReadTimeout bounds a body once its headers are in. The API
@@ -92,6 +101,9 @@ type WebhookServerOptions struct {
 	CertDir string
 	// Read, header, write and idle timeouts of every connection; zero means the default.
 	ReadTimeout, ReadHeaderTimeout, WriteTimeout, IdleTimeout time.Duration
+	// HandshakeTimeout bounds a connection's TLS handshake from its
+	// acceptance; zero means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
 	// MaxConnections open at once; zero means DefaultMaxConnections.
 	MaxConnections int
 	// MaxConnectionsPerSource open at once from one address; zero means
@@ -115,6 +127,8 @@ type webhookServer struct {
 	conns     prometheus.Counter
 	openConns prometheus.Gauge
 	refused   *prometheus.CounterVec
+	// errorLog takes net/http's own log lines (failed handshakes).
+	errorLog *httpErrorLog
 	// paths are the webhook paths registered; any other request is
 	// answered with Connection: close.
 	paths   map[string]bool
@@ -137,6 +151,9 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	if o.ReadHeaderTimeout == 0 {
 		o.ReadHeaderTimeout = min(DefaultReadHeaderTimeout, o.ReadTimeout)
 	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = DefaultMaxConnections
 	}
@@ -158,12 +175,20 @@ func NewWebhookServer(o WebhookServerOptions) ctrlwebhook.Server {
 	if o.Port == 0 {
 		o.Port = ctrlwebhook.DefaultPort
 	}
+	handshakeFailures := registerOnce(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainguard_webhook_tls_handshake_failures_total",
+		Help: "TLS handshakes the webhook server failed, by reason: timeout (no ClientHello within --webhook-handshake-timeout), eof or reset " +
+			"(the client gave up), closed (trainguard closed it to make room near the connection cap, or was stopping), not-tls (plain HTTP " +
+			"or another protocol), client-alert (the client refused the handshake, e.g. a CA bundle that does not hold the serving certificate's CA), other.",
+	}, []string{"reason"}))
 	return &webhookServer{opts: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Limits, o.Log), paths: map[string]bool{},
+		errorLog: newHTTPErrorLog(o.Log, handshakeFailures),
 		refused: registerOnce(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trainguard_webhook_connections_closed_early_total",
 			Help: "Webhook connections closed by trainguard before their peer was done, by reason: per-source (a new connection from an address " +
 				"already holding --webhook-max-connections-per-source, none of them idle), idle-per-source (that address's longest-idle keep-alive, " +
-				"closed to make room for its new connection) or idle-near-cap (an idle keep-alive closed for a new connection past 3/4 of the cap).",
+				"closed to make room for its new connection), idle-near-cap (an idle or unused connection closed for a new one past 3/4 of the cap) " +
+				"or handshake-near-cap (a connection still in its TLS handshake closed for a new one past 3/4 of the cap).",
 		}, []string{"reason"})),
 		conns: registerOnce(prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trainguard_webhook_connections_total",
@@ -212,7 +237,8 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening for webhooks: %w", err)
 	}
-	limited := newLimitListener(tcp, s.opts.MaxConnections, s.opts.MaxConnectionsPerSource, s.opts.IdleTimeout, s.openConns, s.refused, s.opts.Log)
+	limited := newLimitListener(tcp, s.opts.MaxConnections, s.opts.MaxConnectionsPerSource, s.opts.HandshakeTimeout, s.opts.IdleTimeout,
+		s.openConns, s.refused, s.opts.Log)
 	ln := tls.NewListener(limited, cfg)
 	s.mu.Lock()
 	s.ln, s.tlsConfig = limited, cfg
@@ -229,7 +255,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 		}
 	}()
 	s.setServing(true)
-	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "readTimeout", s.opts.ReadTimeout,
+	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "handshakeTimeout", s.opts.HandshakeTimeout, "readTimeout", s.opts.ReadTimeout,
 		"readHeaderTimeout", s.opts.ReadHeaderTimeout, "bodyReadTimeout", s.limiter.bodyTimeout, "writeTimeout", s.opts.WriteTimeout,
 		"idleTimeout", s.opts.IdleTimeout, "maxConnections", s.opts.MaxConnections, "maxConnectionsPerSource", s.opts.MaxConnectionsPerSource,
 		"maxConcurrent", s.limiter.maxConcurrent, "maxInFlightBytes", s.limiter.maxBytes)
@@ -282,8 +308,9 @@ func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
 			}
 			s.ln.connState(c, state)
 		},
-		// TLS handshake failures from scanners are noise; keep them out of the log.
-		ErrorLog: nil,
+		// Not nil: net/http would write every failed handshake to the
+		// standard logger (httpErrorLog says why that matters).
+		ErrorLog: log.New(s.errorLog, "", 0),
 		// HTTP/2 stays off even if TLSOpts re-enable h2 in NextProtos.
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}

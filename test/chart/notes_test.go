@@ -3,6 +3,7 @@ package chart
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,11 +47,13 @@ func renderNotes(t *testing.T, setValues ...string) string {
 
 // TestNotesWarnWhenTheWebhookPortIsOpenToEveryPod (issue 31, item 2): with
 // networkPolicy.webhookFrom empty (the default) any pod can open
-// connections to the webhook port; the notes say so loudly, and stop once
-// the port is narrowed to the API server.
+// connections to the webhook port, and many pods together can lock
+// admission out; the notes say so loudly, and stop once the port is
+// narrowed to the API server.
 func TestNotesWarnWhenTheWebhookPortIsOpenToEveryPod(t *testing.T) {
 	open := renderNotes(t)
 	assert.Contains(t, open, "WARNING: the webhook port is open to every pod")
+	assert.Contains(t, strings.Join(strings.Fields(open), " "), "many pods together can still lock admission out")
 	assert.Contains(t, open, "networkPolicy.webhookFrom")
 	narrowed := renderNotes(t, "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.10/32")
 	assert.NotContains(t, narrowed, "WARNING: the webhook port")
