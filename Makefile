@@ -28,7 +28,7 @@ k8s-bins: ## Build etcd and kube-apiserver v1.37.2 from Go modules into bin/k8s/
 	bash hack/build-k8s.sh all
 
 .PHONY: k8s-bins-previous
-k8s-bins-previous: ## Build kube-apiserver $(KUBE_PREVIOUS) too, for make test-kube-previous (cached).
+k8s-bins-previous: ## Build kube-apiserver v1.36.3 (KUBE_PREVIOUS) too, for make test-kube-previous (cached).
 	KUBE_VERSIONS=$(KUBE_PREVIOUS) bash hack/build-k8s.sh all
 
 .PHONY: tools
@@ -99,7 +99,7 @@ test-trainer: ## TrainJob suite: real kube-apiserver and trainguard with the rea
 KUBE_PREVIOUS ?= v1.36.3
 
 .PHONY: test-kube-previous
-test-kube-previous: k8s-bins-previous trainer-bins trainer-bins-previous ## The older releases: chartapply and the TrainJob suite (both Trainer pairs) on kube-apiserver $(KUBE_PREVIOUS), Trainer v2.0.0 + JobSet v0.8.2 on the newest.
+test-kube-previous: k8s-bins-previous trainer-bins trainer-bins-previous ## The older releases: chartapply and the TrainJob suite (both Trainer pairs) on kube-apiserver v1.36.3 (KUBE_PREVIOUS), Trainer v2.0.0 + JobSet v0.8.2 on the newest.
 	KUBE_VERSION=$(KUBE_PREVIOUS) $(GO) test -count=1 ./test/chartapply/
 	$(MAKE) test-trainer TRAINER_VERSIONS=v2.0.0
 	KUBE_VERSION=$(KUBE_PREVIOUS) $(MAKE) test-trainer TRAINER_VERSIONS='v2.3.0 v2.0.0'
@@ -193,7 +193,7 @@ demo: build k8s-bins $(HELM) ## Local control plane with trainguard wired in, ru
 
 .PHONY: help
 help:
-	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-22s %s\n", $$1, $$2}'
 
 # The chart's default image, so a loaded archive needs no --set at install.
 IMAGE         ?= ghcr.io/trainguard/trainguard:$(VERSION)
