@@ -78,6 +78,8 @@ type brakeInputs struct {
 	lostAfter time.Duration
 }
 
+// brakes are the storm brakes' state and what acts on judgeArea's verdict.
+// Every worker of the reconciler asks them; mu guards the state.
 type brakes struct {
 	brakeInputs
 	limits
