@@ -22,9 +22,9 @@ import (
 )
 
 // carryOut executes d: Events, metrics and the log line for every decision,
-// and the record, the eviction or the annotations it calls for. Every
-// eviction or delete passes the storm brakes first.
-func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1.Node, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
+// and the record, the eviction or the annotations it calls for. An eviction
+// or delete comes here only past the storm brakes (Reconcile).
+func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
 	if !acts(d) {
 		// Nothing to hold any more (the node came back, the brake let
 		// go): a later hold is a new one, and news.
@@ -41,9 +41,6 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
 	case d.Action == ActionNone:
 		return reconcile.Result{}, r.reportOnce(ctx, pod, key, cm, rec, d)
-	}
-	if h := r.checkBrakes(ctx, pod, node, d); h != nil {
-		return r.holdBack(ctx, pod, key, d, h), nil
 	}
 	r.held.forget(pod.UID) // a later hold is news again
 	if stale, err := r.staleCache(ctx, pod); stale || err != nil {

@@ -63,12 +63,11 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, IndexPodNodeName, podNodeName); err != nil {
 		return fmt.Errorf("indexing pods by node: %w", err)
 	}
-	r := newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), clock.RealClock{}, cfg, namespace, m)
 	keys, err := carrierIndex(mgr)
 	if err != nil {
 		return err
 	}
-	r.carrierKeys = keys
+	r := newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), clock.RealClock{}, cfg, namespace, m, keys)
 	if err := mgr.Add(&sweeper{r: r}); err != nil {
 		return fmt.Errorf("adding the record sweeper: %w", err)
 	}
@@ -80,10 +79,14 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string
 }
 
 func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, clk clock.PassiveClock,
-	cfg *configv1alpha1.Configuration, namespace string, m *metrics) *Reconciler {
+	cfg *configv1alpha1.Configuration, namespace string, m *metrics, carrierKeys func(context.Context) ([]string, error)) *Reconciler {
+	l := newLeases(clk)
 	return &Reconciler{
 		client: c, apiReader: apiReader, recorder: rec, clock: clk, cfg: cfg, opts: cfg.Rescheduler, namespace: namespace, metrics: m,
-		brakes: newBrakes(cfg.Rescheduler, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
+		brakes: newBrakes(cfg.Rescheduler, brakeInputs{cache: c, apiReader: apiReader, leases: l, carrierKeys: carrierKeys,
+			scope:   policy.Scope{Config: cfg, OwnNamespace: namespace, Namespaces: policy.ClientNamespaces(c)},
+			metrics: m, clock: clk, lostAfter: cfg.Rescheduler.LeaseLostAfter.Duration}),
+		blocked: map[types.NamespacedName]blockedPod{}, leases: l,
 		jobKeys: NewJobKeys(jobs.Builtin()),
 	}
 }
@@ -135,10 +138,6 @@ type Reconciler struct {
 	leases *leases
 	// jobKeys finds a pod's job (built once: the adapters' labels).
 	jobKeys JobKeys
-
-	// carrierKeys lists IndexCarrier's values: which nodes carry managed
-	// pods of which namespaces, for the brakes.
-	carrierKeys func(context.Context) ([]string, error)
 
 	// held: the holds already said (holdBack), so a recheck is not news.
 	held heldNotes
@@ -252,11 +251,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// cleared the stash.
 		return reconcile.Result{}, r.clearStash(ctx, key, cm, &rec)
 	}
+	// Decide, brake once, act.
 	d := Decide(r.input(pod, node, &rec, nil), r.opts)
-	if d.Cause == ReasonNodeLost && acts(d) {
-		if h := r.areaBrakes(ctx, node); h != nil {
+	areaJudged := d.Cause == ReasonNodeLost && acts(d)
+	if areaJudged {
+		if h := r.brakes.areaHold(ctx, node); h != nil {
 			// Held whatever the job's policy says: no API read for it
-			// (issue 34: a silent zone of 500 nodes is ~5,000 such reads).
+			// (TestBrakedZoneNeedsNoJobRead: a silent zone of 500 nodes is
+			// ~5,000 such reads).
 			return r.holdBack(ctx, pod, key, d, h), nil
 		}
 	}
@@ -265,7 +267,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// read it now that it matters, and decide again with it.
 		d = Decide(r.input(pod, node, &rec, r.jobAnnotations(ctx, pod)), r.opts)
 	}
-	return r.carryOut(ctx, pod, node, key, cm, &rec, d)
+	// Every eviction or delete passes the storm brakes first, the area
+	// brakes once.
+	var h *hold
+	switch {
+	case !acts(d):
+	case areaJudged:
+		h = r.brakes.admit(ctx, pod, d)
+	default:
+		h = r.brakes.check(ctx, pod, node, d)
+	}
+	if h != nil {
+		return r.holdBack(ctx, pod, key, d, h), nil
+	}
+	return r.carryOut(ctx, pod, key, cm, &rec, d)
 }
 
 // optedIn checks, with the webhook's own predicate, that the webhook would

@@ -53,6 +53,8 @@ type harness struct {
 	// jobReads counts reads of jobs (unstructured or metadata-only: the
 	// API reads the rescheduler makes for a job's policy).
 	jobReads int
+	// onJobRead, when set, runs at each of them (a slow read).
+	onJobRead func()
 }
 
 // ownNS is trainguard's namespace in the unit tests.
@@ -94,6 +96,9 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 				switch obj.(type) {
 				case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
 					h.jobReads++
+					if h.onJobRead != nil {
+						h.onJobRead()
+					}
 				}
 				return c.Get(ctx, key, obj, opts...)
 			},

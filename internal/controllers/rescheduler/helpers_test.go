@@ -142,9 +142,7 @@ func cordoned(n *corev1.Node) *corev1.Node { n.Spec.Unschedulable = true; return
 // The fake has no informer: the carrier index is made from a List with the
 // index's own function.
 func (h *harness) newReconciler() *Reconciler {
-	r := newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics())
-	r.carrierKeys = listedCarrierKeys(h.c)
-	return r
+	return newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics(), listedCarrierKeys(h.c))
 }
 
 // listedCarrierKeys is IndexCarrier's values, read by listing every pod.
