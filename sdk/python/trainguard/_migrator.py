@@ -631,7 +631,8 @@ class Migrator:
 
     def _pick(self):
         """Loading takes no generation: an evaluation job or a debug pod
-        that loads must not fence the live trainer (issue 31)."""
+        that loads must not fence the live trainer
+        (test_a_reader_that_loads_does_not_fence_the_live_trainer)."""
         directory = self._root_dir()
         if directory is None:
             return None
@@ -723,7 +724,8 @@ class Migrator:
         """(generation, nonce) of the ack in this pod's signal dir, if it
         says ok and answers the request there, which the agent still waits
         for (same generation and nonce, not expired): a forged ack with no
-        request behind it once stopped the trainer with 143 (issue 31)."""
+        request behind it once stopped the trainer with 143
+        (test_a_forged_ack_without_a_request_does_not_stop_the_trainer)."""
         sig = self._own_signal()
         if sig is None:
             return 0, ""
