@@ -100,7 +100,7 @@ func TestUnknownTrainguardKeys(t *testing.T) {
 	meta := func(ann, labels map[string]string) *metav1.ObjectMeta {
 		return &metav1.ObjectMeta{Annotations: ann, Labels: labels}
 	}
-	errs := validateMetadata(meta(map[string]string{
+	errs := contract.ValidateMetadata(meta(map[string]string{
 		"trainguard.io/gpu-limt": "2", "trainguard.io/checkpoint-claim": "ckpt", "example.com/gpu-limt": "x", "trainguard.io/zzzzzzzz": "1",
 	}, map[string]string{"trainguard.io/manged": "true", "trainguard.io/managed": "true"}), field.NewPath("metadata"))
 	var got []string

@@ -1,6 +1,12 @@
 // Package webhook serves trainguard's admission endpoints and holds the one
 // code path that both the webhook and `trainguard inject` use to mutate an
-// object.
+// object (Injector; Offline for the CLI): decode, ask policy.Scope whether
+// the object is trainguard's, resolve its policy, call mutators.MutateJob
+// or MutatePod once, and diff the result (admissionio.TypedDiff). Admission
+// flows one way through it: it decides whether, the mutators decide what.
+// The validators' typed findings (never their messages, which may quote a
+// tenant's values) become the ephemeral-checkpoint Event, folded to one per
+// namespace a minute (eventfold.go), and its metric.
 package webhook
 
 import (

@@ -7,7 +7,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -26,7 +26,7 @@ type Offline struct {
 }
 
 // NewOffline returns an offline injector using cfg.
-func NewOffline(cfg *config.Config) *Offline {
+func NewOffline(cfg *configv1alpha1.Configuration) *Offline {
 	kinds := jobs.Builtin()
 	o := &Offline{Injector: &Injector{Scope: policy.Scope{Config: cfg}, Kinds: &kinds}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
 	o.Injector.TrainJobs = o.trainJob

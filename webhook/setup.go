@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -42,7 +42,7 @@ const (
 
 // Options configure the webhooks.
 type Options struct {
-	Config       *config.Config
+	Config       *configv1alpha1.Configuration
 	OwnNamespace string
 	// Avoider feeds node anti-affinity from the rescheduler's record; may be nil.
 	Avoider podspec.NodeAvoider

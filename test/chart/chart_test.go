@@ -239,7 +239,7 @@ func nsLabels(name string, extra map[string]string) labels.Set {
 // default (clusterWideExcludedNamespaces): those of the components whose
 // ServiceAccounts trainguard's account must never run a pod as (issue 31,
 // item 4).
-var clusterWideComponents = []string{ //nolint:gochecknoglobals // a constant list.
+var clusterWideComponents = []string{
 	"kube-public", "kube-node-lease", "cert-manager", "monitoring", "kueue-system",
 	"kubeflow", "kubeflow-system", "jobset-system", "kubedl-system", "mindx-dl", "volcano-system",
 }
@@ -709,7 +709,7 @@ func renderedConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCa
 	require.NoError(t, Into(o, cm))
 	raw, ok := cm.Data["config.yaml"]
 	require.True(t, ok)
-	cfg, err := config.ParseConfig([]byte(raw))
+	cfg, _, err := config.Parse([]byte(raw))
 	require.NoError(t, err, "the rendered policy file must load strictly:\n%s", raw)
 	return cfg, raw
 }

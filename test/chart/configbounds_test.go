@@ -332,7 +332,7 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 				}
 				file, err := yaml.Marshal(fileBlock)
 				require.NoError(t, err)
-				_, binaryErr := config.ParseConfig(file)
+				_, _, binaryErr := config.Parse(file)
 				assert.Equal(t, binaryErr == nil, chartErr == nil, "binary: %v\nchart: %v", binaryErr, chartErr)
 				if ok, known := want[fmt.Sprint(v)]; known {
 					assert.Equal(t, ok, binaryErr == nil, "the binary's verdict on %v: %v", v, binaryErr)

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,7 @@ const (
 	DefaultGracePeriodMargin = 30 * time.Second
 	DefaultTaskDPort         = 9601
 	DefaultRecoverStrategy   = "recover-in-place,recover" // process faults restart in place, node faults reschedule
-	DefaultFaultScheduling   = "grace"
+	DefaultFaultScheduling   = contract.FaultSchedulingGrace
 	DefaultGPUResource       = "nvidia.com/gpu"
 	DefaultGPUCount          = 1
 	DefaultAgentImage        = version.Image // pinned to this release, never latest
@@ -210,7 +211,7 @@ func fill(c *Configuration) {
 	if c.MaxReschedules == nil {
 		c.MaxReschedules = ptr(DefaultMaxReschedules)
 	}
-	if !contains(c.ExcludedNamespaces, "kube-system") {
+	if !slices.Contains(c.ExcludedNamespaces, "kube-system") {
 		c.ExcludedNamespaces = append(c.ExcludedNamespaces, "kube-system")
 	}
 }

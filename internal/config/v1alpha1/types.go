@@ -237,7 +237,5 @@ type TrainingContainerConfig struct {
 // training team, and cluster-wide mode must not let trainguard's account
 // create pods there (the chart's admission policy refuses it too).
 func (c *Configuration) Excluded(namespace string) bool {
-	return strings.HasPrefix(namespace, "kube-") || contains(c.ExcludedNamespaces, namespace)
+	return strings.HasPrefix(namespace, "kube-") || slices.Contains(c.ExcludedNamespaces, namespace)
 }
-
-func contains(list []string, s string) bool { return slices.Contains(list, s) }

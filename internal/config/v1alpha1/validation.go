@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -117,7 +118,7 @@ func Validate(c *Configuration) field.ErrorList {
 		check(field.NewPath("excludedNamespaces").Index(i), ns, dnsLabel(ns, "a namespace name, not a pattern"))
 	}
 	for name := range c.Mutators {
-		if !contains(contract.InjectionNames(), name) {
+		if !slices.Contains(contract.InjectionNames(), name) {
 			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", contract.InjectionNames()))
 		}
 	}

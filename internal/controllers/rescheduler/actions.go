@@ -19,12 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // carryOut executes d: Events, metrics and the log line for every decision,
 // and the record, the eviction or the annotations it calls for. An eviction
 // or delete comes here only past the storm brakes (Reconcile).
-func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
+func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
 	if !acts(d) {
 		// Nothing to hold any more (the node came back, the brake let
 		// go): a later hold is a new one, and news.
@@ -112,7 +113,7 @@ func (r *Reconciler) staleCache(ctx context.Context, pod *corev1.Pod) (bool, err
 // is written, counts the pods it holds (noteHeld). Either way each pod's
 // hold is a log line, at V(1) once said (make scale reads the first as
 // the pod's decision).
-func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, h *hold) reconcile.Result {
+func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key jobs.Key, d Decision, h *hold) reconcile.Result {
 	r.metrics.held.WithLabelValues(h.reason).Inc()
 	msg := h.message + "; held: " + d.Message
 	logger := log.FromContext(ctx)
@@ -212,7 +213,7 @@ func (n *heldNotes) first(pod types.UID, reason string, now time.Time) bool {
 
 // evictionBlocked: a PodDisruptionBudget refused the eviction (429). It is
 // never bypassed: the pod is retried with exponential backoff.
-func (r *Reconciler) evictionBlocked(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, err error) reconcile.Result {
+func (r *Reconciler) evictionBlocked(ctx context.Context, pod *corev1.Pod, key jobs.Key, d Decision, err error) reconcile.Result {
 	name := client.ObjectKeyFromObject(pod)
 	r.mu.Lock()
 	b := r.blocked[name]
@@ -317,7 +318,7 @@ func (r *Reconciler) markFailed(ctx context.Context, pod *corev1.Pod) error {
 // reportOnce reports a no-action decision the first time it is made for the
 // pod; the pod's decision annotation remembers it across reconciles,
 // restarts and leader changes.
-func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) error {
 	if pod.Annotations[contract.AnnotationDecision] == d.once() {
 		return nil
 	}
@@ -341,7 +342,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey
 }
 
 // report emits the cause Event, the decision Event, the counters and the log line.
-func (r *Reconciler) report(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision) {
+func (r *Reconciler) report(ctx context.Context, pod *corev1.Pod, key jobs.Key, d Decision) {
 	if d.Cause != "" && d.Cause != d.Reason {
 		r.event(pod, corev1.EventTypeWarning, d.Cause, d.Action, d.Message)
 	}
@@ -373,7 +374,7 @@ func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 // namespace, counts a new round, and for a bare pod stashes it. It writes
 // with the resourceVersion read, so a stale cache makes it fail and retry
 // instead of losing a count.
-func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) error {
 	if key.Bare() {
 		stash, err := r.stash(ctx, pod)
 		if err != nil {
@@ -403,7 +404,7 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 // and, at the cap, the stop in its record, and reports the stop once on
 // the job: a Warning Event and the reschedules-exhausted annotation.
 // Nothing is written when the record already says as much.
-func (r *Reconciler) recordInPlace(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+func (r *Reconciler) recordInPlace(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) error {
 	stop := d.StopInPlace && !rec.InPlaceStopped
 	if d.InPlaceRestarts <= rec.InPlaceRestarts && !stop {
 		return nil
@@ -445,13 +446,13 @@ func (r *Reconciler) jobEvent(ctx context.Context, pod *corev1.Pod, eventType, r
 // writeRecord writes rec into the job's record (created when cm is nil),
 // with the resourceVersion read: a stale cache fails and retries instead of
 // losing a count.
-func (r *Reconciler) writeRecord(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record) error {
+func (r *Reconciler) writeRecord(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record) error {
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		rec.JobUID = ref.UID
 	}
 	create := cm == nil
 	if create {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: key.RecordName()}}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: RecordName(key)}}
 	}
 	cm = cm.DeepCopy()
 	// No owner reference: the job lives in another namespace, and the
@@ -489,7 +490,7 @@ func (r *Reconciler) stash(ctx context.Context, pod *corev1.Pod) (*Stash, error)
 // old one is gone, from the stash trainguard itself wrote, in the old pod's
 // namespace, and only while that namespace is still opted in.
 func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedName) (reconcile.Result, error) {
-	key := JobKey{Namespace: name.Namespace, APIVersion: "v1", Kind: "Pod", Name: name.Name}
+	key := jobs.Key{Namespace: name.Namespace, APIVersion: "v1", Kind: "Pod", Name: name.Name}
 	cm, rec, err := r.loadRecord(ctx, key)
 	if err != nil || cm == nil || rec.Stash == nil {
 		return reconcile.Result{}, err
@@ -525,7 +526,7 @@ func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedN
 
 // clearStash drops the stash once the replacement exists, so a later
 // delete of the replacement never resurrects it.
-func (r *Reconciler) clearStash(ctx context.Context, key JobKey, cm *corev1.ConfigMap, rec *Record) error {
+func (r *Reconciler) clearStash(ctx context.Context, key jobs.Key, cm *corev1.ConfigMap, rec *Record) error {
 	rec.Stash = nil
 	cm = cm.DeepCopy()
 	if err := rec.encodeInto(cm, key); err != nil {

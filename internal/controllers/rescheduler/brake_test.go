@@ -22,6 +22,7 @@ import (
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 func TestTokenBucketAdmitsNodesNotPods(t *testing.T) {
@@ -398,7 +399,7 @@ func TestHeldPodGetsOneEvent(t *testing.T) {
 	hold := &hold{reason: ReasonPartitionSuspected, after: brakeRecheck, message: "suspected partition"}
 	d := Decision{Cause: ReasonNodeLost, Action: ActionEvict, Message: "node lost"}
 	for range 3 {
-		res := h.r.holdBack(context.Background(), pod, JobKey{}, d, hold)
+		res := h.r.holdBack(context.Background(), pod, jobs.Key{}, d, hold)
 		assert.Equal(t, brakeRecheck, res.RequeueAfter, "every recheck still happens")
 		h.clock.Step(brakeRecheck)
 	}

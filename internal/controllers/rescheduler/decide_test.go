@@ -257,7 +257,7 @@ func TestDecide(t *testing.T) {
 			// The cache holds pods and nodes stripped by TransformPod and
 			// TransformNode: they must decide exactly the same.
 			stripped := in
-			tp, err := TransformPod(tc.pod.DeepCopy())
+			tp, err := stripPod(tc.pod.DeepCopy())
 			assert.NoError(t, err)
 			stripped.Pod = tp.(*corev1.Pod)
 			if tc.node != nil {

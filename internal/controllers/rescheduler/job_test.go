@@ -50,7 +50,7 @@ func (h *harness) forbidJob(t *testing.T, verb string) {
 // ever, and the cap's Event was never sent.
 func TestCapReachedJobPatchForbiddenIsReportedOnce(t *testing.T) {
 	pod := newPod()
-	rec := recordCM(t, JobKeyOf(pod), Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
+	rec := recordCM(t, keyOf(pod), Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
 	h := newHarness(t, true, pod, lostNode(), rec, pytorchJob())
 	h.forbidJob(t, "patch")
 
@@ -72,7 +72,7 @@ func TestCapReachedJobPatchForbiddenIsReportedOnce(t *testing.T) {
 // cap decides.
 func TestJobReadForbiddenIsReportedAndThePodsPolicyApplies(t *testing.T) {
 	pod := newPod(annotation(contract.AnnotationMaxReschedules, "2"))
-	rec := recordCM(t, JobKeyOf(pod), Record{Reschedules: 2, RoundStart: t0.Add(-time.Hour)})
+	rec := recordCM(t, keyOf(pod), Record{Reschedules: 2, RoundStart: t0.Add(-time.Hour)})
 	h := newHarness(t, true, pod, lostNode(), rec, pytorchJob())
 	h.forbidJob(t, "get")
 
@@ -100,7 +100,7 @@ func TestOwnerOfAnUnknownKindIsNeverReadOrPatched(t *testing.T) {
 			pod.OwnerReferences = []metav1.OwnerReference{owner}
 			victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "victim", UID: "victim-uid",
 				Annotations: map[string]string{contract.AnnotationMaxReschedules: "50"}}}
-			rec := recordCM(t, JobKeyOf(pod), Record{Reschedules: 1, RoundStart: t0.Add(-time.Hour)})
+			rec := recordCM(t, keyOf(pod), Record{Reschedules: 1, RoundStart: t0.Add(-time.Hour)})
 			h := newHarness(t, false, pod, lostNode(), rec, victim)
 			require.NoError(t, h.c.Update(context.Background(), ns.DeepCopy()))
 

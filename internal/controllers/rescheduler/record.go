@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // ConfigMap data keys of a bad-node record.
@@ -16,7 +18,7 @@ const (
 	dataNodes       = "nodes"       // JSON {"node": "expiry (RFC 3339)"}
 	dataReschedules = "reschedules" // reschedule rounds so far
 	dataRoundStart  = "roundStart"  // RFC 3339 start of the latest round
-	dataJob         = "job"         // JobKey.String(): checked against the name on every read
+	dataJob         = "job"         // jobs.Key.String(): checked against the name on every read
 	dataJobUID      = "jobUID"      // UID of the job's controller, so a job recreated under the same name starts afresh
 	dataStash       = "stash"       // JSON Stash: a bare pod awaiting recreation
 	dataAPIVersion  = "jobAPIVersion"
@@ -35,7 +37,7 @@ const (
 const maxRecordBytes = 256 << 10
 
 // Record is one job's bad-node record. It lives in a ConfigMap named
-// JobKey.RecordName() in trainguard's own namespace, labelled
+// RecordName in trainguard's own namespace, labelled
 // trainguard.io/bad-nodes=true, where no tenant can write.
 type Record struct {
 	// Nodes maps a bad node to the time its record expires.
@@ -80,12 +82,12 @@ func badRecord(reason, format string, args ...any) *recordError {
 // decodeRecord reads the record of key from cm and checks that it is the
 // record of that key: its name, its job field and, for a stash, the pod it
 // refers to. A missing data key is an empty value.
-func decodeRecord(cm *corev1.ConfigMap, key JobKey) (Record, error) {
+func decodeRecord(cm *corev1.ConfigMap, key jobs.Key) (Record, error) {
 	where := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
 	if size := dataSize(cm); size > maxRecordBytes {
 		return Record{}, badRecord("too-large", "%s: %d bytes of data, more than the %d a record can hold", where, size, maxRecordBytes)
 	}
-	if cm.Name != key.RecordName() || cm.Data[dataJob] != key.String() {
+	if cm.Name != RecordName(key) || cm.Data[dataJob] != key.String() {
 		return Record{}, badRecord("mismatch", "%s: data.%s=%q is not the record of %s", where, dataJob, cm.Data[dataJob], key)
 	}
 	r := Record{Nodes: map[string]time.Time{}, JobUID: types.UID(cm.Data[dataJobUID])}
@@ -133,7 +135,7 @@ func decodeRecord(cm *corev1.ConfigMap, key JobKey) (Record, error) {
 }
 
 // decodeStash accepts only a stash of key's own bare pod.
-func decodeStash(v string, key JobKey) (*Stash, error) {
+func decodeStash(v string, key jobs.Key) (*Stash, error) {
 	if !key.Bare() {
 		return nil, fmt.Errorf("only a bare pod's record holds a stash; %s is not one", key)
 	}
@@ -164,7 +166,7 @@ func dataSize(cm *corev1.ConfigMap) int {
 }
 
 // encodeInto writes the record into cm's data, replacing what was there.
-func (r *Record) encodeInto(cm *corev1.ConfigMap, key JobKey) error {
+func (r *Record) encodeInto(cm *corev1.ConfigMap, key jobs.Key) error {
 	nodes := map[string]string{}
 	for n, exp := range r.Nodes {
 		nodes[n] = exp.UTC().Format(time.RFC3339)

@@ -20,8 +20,19 @@ func recoverStrategies() []string {
 	return []string{"retry", "recover", "recover-in-place", "elastic-training", "dump", "exit"}
 }
 
-// Fault-scheduling modes in MindCluster's vocabulary.
-func faultSchedulingModes() []string { return []string{"grace", "force", "off"} }
+// Fault-scheduling modes in MindCluster's vocabulary (its fault-scheduling
+// label; trainguard.io/fault-scheduling and the Configuration's
+// faultScheduling take the same): grace evicts, force may delete at once,
+// off leaves the pod to its operator.
+const (
+	FaultSchedulingGrace = "grace"
+	FaultSchedulingForce = "force"
+	FaultSchedulingOff   = "off"
+)
+
+func faultSchedulingModes() []string {
+	return []string{FaultSchedulingGrace, FaultSchedulingForce, FaultSchedulingOff}
+}
 
 // Limits for annotation values; a user may tighten but never exceed them.
 const (

@@ -31,7 +31,7 @@ type rule struct {
 // annotationTable lists every annotation trainguard owns. Adding a key is
 // one row here (plus its parser in parse.go when it needs a new one). It
 // is built once: every admitted object looks its annotations up in it.
-var annotationTable = sync.OnceValue(buildAnnotationTable) //nolint:gochecknoglobals // immutable after its one build, like a constant table.
+var annotationTable = sync.OnceValue(buildAnnotationTable) // immutable after its one build, like a constant table.
 
 func buildAnnotationTable() []rule {
 	return []rule{
