@@ -33,7 +33,7 @@ func (s *Server) mutate(want schema.GroupVersionKind) admitFunc {
 		}
 		if res.Skipped != "" {
 			log.V(1).Info("admitted unchanged", "reason", res.Skipped)
-			return allowed(res.Warnings)
+			return allowed(append(res.Warnings, Unchanged(res.Skipped)))
 		}
 		resp := allowed(res.Warnings)
 		if len(res.Patch) > 0 {

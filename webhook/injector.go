@@ -56,6 +56,11 @@ func (i *Injector) kinds() jobs.Kinds {
 	return *i.Kinds
 }
 
+// Unchanged is the warning, online (admission) and offline (inject,
+// validate) alike, for an object trainguard leaves as it is: it must never
+// be left alone in silence.
+func Unchanged(reason string) string { return "left unchanged by trainguard: " + reason }
+
 // Inject mutates req's object as the webhook would.
 func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 	adapter, ok := i.kinds().For(req.GVK)

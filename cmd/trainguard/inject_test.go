@@ -69,3 +69,40 @@ func TestInjectCLIWarningsGoToStderr(t *testing.T) {
 	assert.Contains(t, res.stderr, "checkpoints are not durable")
 	assert.NotContains(t, res.stdout, "warning")
 }
+
+// Nothing is left unchanged in silence: inject and validate name every
+// object they leave as it is and why, in the webhook's words (the pod's
+// reason is the one the golden files record through the admission endpoint).
+func TestInjectAndValidateSayWhyObjectsAreLeftUnchanged(t *testing.T) {
+	const cpuPod = `apiVersion: v1
+kind: Pod
+metadata: {name: notebook, namespace: team-a}
+spec:
+  containers:
+  - {name: lab, image: example.com/lab:1, command: [python3, -m, jupyterlab]}
+`
+	const gpuPod = `apiVersion: v1
+kind: Pod
+metadata: {name: gpu-train, namespace: team-a}
+spec:
+  containers:
+  - name: train
+    image: example.com/train:1
+    command: [python, train.py]
+    resources: {limits: {nvidia.com/gpu: 1}}
+`
+	in := configMapDoc + "---\n" + cpuPod + "---\n" + gpuPod
+	for _, cmd := range []string{"inject", "validate"} {
+		t.Run(cmd, func(t *testing.T) {
+			res := runCLI(t, in, cmd, "-f", "-")
+			require.Equal(t, 0, res.code, res.stderr)
+			assert.Contains(t, res.stderr, "ConfigMap/untouched: warning: left unchanged by trainguard: trainguard does not handle v1 ConfigMap")
+			assert.Contains(t, res.stderr, "Pod/team-a/notebook: warning: left unchanged by trainguard: not a training pod: no container named pytorch or ascend")
+			assert.Contains(t, res.stderr, `Pod/team-a/gpu-train: warning: container "train" asks for nvidia.com/gpu and runs python`)
+			assert.NotContains(t, res.stderr, "gpu-train: warning: left unchanged")
+		})
+	}
+	res := runCLI(t, gpuPod, "inject", "-f", "-")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "trainguard.io/injected:", "a GPU pod running python is a training pod by default")
+}
