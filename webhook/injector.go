@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -47,6 +48,9 @@ type Result struct {
 	Patch    []jsonpatch.Operation
 	Warnings []string
 	Skipped  string
+	// Audit: the object's namespace is in audit mode (contract.Audited):
+	// the caller reports the patch and admits the object unchanged.
+	Audit bool
 }
 
 func (i *Injector) kinds() jobs.Kinds {
@@ -75,6 +79,13 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 		}
 		nsAnn = ann
 	}
+	res, err := i.injectIn(ctx, req, adapter, nsAnn)
+	res.Audit = contract.Audited(i.Config.AdmissionMode, nsAnn)
+	return res, err
+}
+
+// injectIn is Inject once the object's namespace is known to be in scope.
+func (i *Injector) injectIn(ctx context.Context, req Request, adapter *jobs.Adapter, nsAnn map[string]string) (Result, error) {
 	job, err := adapter.Decode(req.Raw)
 	if err != nil {
 		return Result{}, err

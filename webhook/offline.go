@@ -129,6 +129,13 @@ func (o *Offline) inject(ctx context.Context, raw []byte, named bool) ([]byte, [
 	if len(res.Patch) == 0 {
 		return nil, warnings, nil
 	}
+	if res.Audit {
+		w := auditWouldInject(wouldInject(raw, res.Patch), len(res.Patch))
+		if named {
+			w = ObjectName(h) + ": " + w
+		}
+		return nil, append(warnings, w), nil
+	}
 	out, err := admissionio.ApplyPatch(raw, res.Patch)
 	return out, warnings, err
 }
@@ -164,6 +171,15 @@ func (o *Offline) Handles(gvk schema.GroupVersionKind) bool {
 	_, ok := o.Injector.kinds().For(gvk)
 	return ok
 }
+
+// Audited reports whether objects in namespace ns are admitted in audit
+// mode, as the input's Namespace documents and the configuration say.
+func (o *Offline) Audited(ns string) bool {
+	return contract.Audited(o.Injector.Config.AdmissionMode, o.namespaces[ns])
+}
+
+// AuditRefusal is the warning audit mode turns a refusal into.
+func AuditRefusal(err string) string { return auditWouldRefuse(err) }
 
 // ObjectName is how every command names an object in its messages:
 // Kind/namespace/name, or Kind/name for an object without a namespace.

@@ -106,3 +106,58 @@ spec:
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "trainguard.io/injected:", "a GPU pod running python is a training pod by default")
 }
+
+// Audit mode offline says what would happen online: a namespace in audit
+// (or --config admissionMode: audit) gets its objects unchanged, with what
+// would be injected and refused as warnings, and validate exits 0.
+func TestAuditModeOffline(t *testing.T) {
+	const auditNamespace = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: ml
+  annotations: {trainguard.io/inject: enabled, trainguard.io/admission-mode: audit}
+---
+`
+	invalid := strings.SplitN(threeInvalidJobs, "---\n", 2)[0]
+	for name, tc := range map[string]struct{ in, config string }{
+		"namespace annotation": {in: auditNamespace + invalid},
+		"configuration":        {in: invalid, config: writeFile(t, "audit.yaml", "apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nadmissionMode: audit\n")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"-f", "-"}
+			if tc.config != "" {
+				args = append(args, "--config", tc.config)
+			}
+			res := runCLI(t, tc.in, append([]string{"validate"}, args...)...)
+			require.Equal(t, 0, res.code, "audit mode refuses nothing: %s", res.stdout)
+			assert.Contains(t, res.stderr, "PyTorchJob/ml/first: warning: audit mode, nothing changed: trainguard would refuse this object: spec.elasticPolicy.maxReplicas")
+			res = runCLI(t, tc.in, append([]string{"inject"}, args...)...)
+			require.Equal(t, 0, res.code, res.stderr)
+			assert.Contains(t, res.stderr, "PyTorchJob/ml/first: warning: audit mode, nothing changed: trainguard would inject prestop,taskd,recover-strategy,restart-rules")
+			assert.NotContains(t, res.stdout, "trainguard.io/injected", "nothing injected")
+		})
+	}
+}
+
+// inject --diff prints what would change, one field a line, with the
+// paths `make demo` prints (objdiff); unchanged objects print nothing.
+func TestInjectDiff(t *testing.T) {
+	const pod = `apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: a}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers: [{name: pytorch, image: x}]
+`
+	res := runCLI(t, configMapDoc+"---\n"+pod, "inject", "--diff", "-f", "-")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.True(t, strings.HasPrefix(res.stdout, "Pod/a/p:\n"), res.stdout)
+	for _, line := range []string{
+		"  + spec.containers[pytorch].lifecycle.preStop.exec.command: [/opt/trainguard/bin/trainguard-agent, prestop, --timeout=60s]",
+		"  ~ spec.terminationGracePeriodSeconds: 30 -> 90",
+		"  + metadata.labels[trainguard.io/managed]: \"true\"",
+	} {
+		assert.Contains(t, res.stdout, line+"\n")
+	}
+	assert.NotContains(t, res.stdout, "untouched", "an unchanged object has no diff")
+}

@@ -281,8 +281,15 @@ func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) docume
 		report.errors = append(report.errors, err.Error())
 		return report
 	}
+	audit := c.off.Audited(h.Metadata.Namespace) && h.GVK() != namespaceGVK()
 	for _, e := range res.Errors {
-		report.errors = append(report.errors, fmt.Sprintf("%s: %s", e.Field, e.ErrorBody()))
+		line := fmt.Sprintf("%s: %s", e.Field, e.ErrorBody())
+		if audit {
+			// Online audit mode admits it with this warning.
+			report.warnings = append(report.warnings, webhook.AuditRefusal(line))
+			continue
+		}
+		report.errors = append(report.errors, line)
 	}
 	// Offline the cluster's Trainer release is unknown: fields only some
 	// releases have are warned about (the webhook sees them pruned).
