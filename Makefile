@@ -188,7 +188,7 @@ run: build ## Run trainguard against your current kubeconfig, with self-signed d
 		--metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-log-level=debug
 
 .PHONY: demo
-demo: build k8s-bins $(HELM) ## Local control plane with trainguard wired in, running the sample jobs.
+demo: build k8s-bins $(HELM) ## Local control plane with trainguard wired in, running the sample jobs (first run ~25 min cold: it compiles kube-apiserver, etcd and helm).
 	bash hack/demo.sh
 
 .PHONY: help

@@ -64,6 +64,8 @@ type Server struct {
 	log       logr.Logger
 	// durable records Events and metrics for non-durable checkpoints; nil records nothing.
 	durable *durableReporter
+	// audit records what audit mode let through; nil records nothing.
+	audit *auditReporter
 }
 
 // NewServer builds the endpoints' shared state; lookup reads namespaces.
@@ -102,6 +104,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	s := NewServer(opts, CachedNamespaces(mgr.GetCache(), mgr.GetAPIReader()), m, mgr.GetLogger().WithName("webhook"))
 	if s.durable, err = newDurableReporter(metrics.Registry, mgr.GetEventRecorder("trainguard-webhook")); err != nil {
+		return err
+	}
+	if s.audit, err = newAuditReporter(metrics.Registry, mgr.GetEventRecorder("trainguard-webhook")); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("informers-synced", cacheSynced(mgr.GetCache())); err != nil {

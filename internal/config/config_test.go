@@ -57,6 +57,19 @@ func TestExampleConfigurationLoads(t *testing.T) {
 	assert.Equal(t, "ckpt-pvc", cfg.Checkpoint.Claim)
 }
 
+// TestExampleConfigurationShowsTheDefaults: examples/config.yaml says its
+// values are the defaults except where a comment says otherwise (only the
+// claim the demo creates), so `make demo` shows what an install does
+// (in-place restarts included).
+func TestExampleConfigurationShowsTheDefaults(t *testing.T) {
+	cfg, _, err := Load(filepath.Join("..", "..", "examples", "config.yaml"))
+	require.NoError(t, err)
+	cfg.Checkpoint.Claim = "" // "Not a default" in the file
+	want := configv1alpha1.Default()
+	want.Mutators = map[string]bool{}
+	assert.Equal(t, want, cfg, "examples/config.yaml sets a value other than the default without saying so")
+}
+
 func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 	cfg, warnings, err := Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nrescheduler: {maxBadNodes: 2}\n"))
 	require.NoError(t, err)

@@ -71,6 +71,7 @@ func BindFlags(fs *pflag.FlagSet, c *configv1alpha1.Configuration) {
 	r := &c.Rescheduler
 	b := binder{fs}
 	b.Bool(&c.ClusterWide, "clusterWide", "inject every namespace except the excluded ones, without waiting for the namespace's opt-in annotation")
+	b.String(&c.AdmissionMode, "admissionMode", "enforce (inject and refuse) or audit (admit unchanged, report what would be injected and refused); a namespace's trainguard.io/admission-mode overrides it")
 	b.StringSlice(&c.ExcludedNamespaces, "excludedNamespaces", "namespaces never mutated (kube-system, every kube-* namespace and trainguard's own are always excluded)")
 	b.String(&c.Checkpoint.Claim, "checkpoint.claim", "PVC mounted for checkpoints; empty adds no volume")
 	b.String(&c.Checkpoint.Path, "checkpoint.path", "where the checkpoint claim is mounted in the training container")

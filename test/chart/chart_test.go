@@ -55,6 +55,9 @@ func cases() []renderCase {
 		{name: "cluster-wide failing closed", release: "trainguard", namespace: "trainguard-system",
 			set:      []string{"clusterWide=true", "webhook.clusterWideFailurePolicy=Fail"},
 			fullname: "trainguard", certManager: true, clusterWide: true, rescheduler: true, workloadPolicy: admissionregistrationv1.Fail},
+		{name: "audit mode fails open", release: "trainguard", namespace: "trainguard-system",
+			set:      []string{"config.admissionMode=audit"},
+			fullname: "trainguard", certManager: true, rescheduler: true, workloadPolicy: admissionregistrationv1.Ignore},
 		{name: "custom issuer", release: "trainguard", namespace: "trainguard-system",
 			set:      []string{"certManager.issuerRef.name=corp-ca", "certManager.issuerRef.kind=ClusterIssuer"},
 			fullname: "trainguard", certManager: true, rescheduler: true, workloadPolicy: admissionregistrationv1.Fail,
@@ -783,13 +786,17 @@ func TestChartOptionalSettings(t *testing.T) {
 	}
 }
 
-// The schema refuses what the chart would otherwise silently ignore or render wrong.
+// The schema refuses what the chart would otherwise silently ignore or
+// render wrong; unknown keys at the top level and under config are the
+// template's (messages_test.go), which names where they belong.
 func TestChartSchemaRejectsBadValues(t *testing.T) {
 	helm, dir := helmAndChart(t)
+	for _, set := range []string{"typo=1", "config.typo=1", "config.clusterWide=true"} {
+		_, err := Render(helm, dir, "trainguard", "trainguard-system", set)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "unknown key", set)
+	}
 	for _, set := range []string{
-		"typo=1",
-		"config.typo=1",
-		"config.clusterWide=true", // top-level value only, or file and selectors could disagree
 		"config.mutators.gpuu=false",
 		"webhook.failurePolicy=Sometimes",
 		"webhook.timeoutSeconds=31",

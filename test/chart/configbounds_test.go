@@ -42,6 +42,7 @@ config:
     port: 9700
   recoverStrategy: recover,dump
   faultScheduling: force
+  admissionMode: audit
   gpu:
     resourceName: huawei.com/Ascend910
     defaultCount: 8
@@ -256,6 +257,7 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 		{path: "taskd.port", vals: []any{1, 9601, 65535, 0, 65536, -1}},
 		{path: "recoverStrategy", vals: []any{"recover", "recover,dump", "recover,recover", "recover, dump", "bogus", ""}},
 		{path: "faultScheduling", vals: []any{"grace", "off", "Grace"}},
+		{path: "admissionMode", vals: []any{"audit", "enforce", "Audit"}},
 		{path: "gpu.defaultCount", vals: []any{0, 64, 65, 100, -1}},
 		{path: "gpu.defaultFor", vals: []any{"AllJobs", "Some"}},
 		{path: "gpu.resourceName",

@@ -20,9 +20,58 @@ binary's verdicts, both ways.
 {{- $total -}}
 {{- end -}}
 
+{{- /*
+trainguard.valueKeys: the keys values.schema.json declares at the top level
+and under the objects where keys most often land under the wrong parent
+(templates cannot read the schema; test/chart holds this equal to it).
+*/ -}}
+{{- define "trainguard.valueKeys" -}}
+"": [admissionPolicy, affinity, certManager, clusterWide, clusterWideExcludedNamespaces, config, excludedNamespaces, extraArgs, fullnameOverride, global, image, imagePullSecrets, metrics, monitoring, nameOverride, networkPolicy, nodeSelector, podAnnotations, podDisruptionBudget, podLabels, priorityClassName, replicaCount, rescheduler, resources, serviceAccount, shutdownDelaySeconds, tolerations, topologySpreadConstraints, trainer, webhook]
+"config": [admissionMode, agent, checkpoint, faultScheduling, gpu, leaderElection, maxReschedules, mutators, priorityBoost, recoverStrategy, rescheduler, taskd, trainingContainer]
+"rescheduler": [enabled]
+"config.rescheduler": [backoffBase, backoffMax, badNodeTTL, concurrentReconciles, forceDeleteAfter, graceOverTime, leaseLostAfter, maxBadNodes, nodeEvictionBurst, nodeEvictionRate, nodeLostGrace, retryEvictionBurst, retryEvictionRate, unhealthyClusterThreshold, unhealthyZoneThreshold, unknownExitCodeRetryable]
+"config.checkpoint": [claim, gracePeriodMargin, path, preStopTimeout, requireDurable]
+"webhook": [clusterWideFailurePolicy, failurePolicy, podMatchConditions, reinvocationPolicy, timeoutSeconds]
+{{- end -}}
+
+{{- /*
+trainguard.checkKeys: an unknown key at the top level, under config or under
+rescheduler fails the render naming the parents that do have it (the
+schema lets these three through for that). The argument is the root context.
+*/ -}}
+{{- define "trainguard.checkKeys" -}}
+{{- $known := include "trainguard.valueKeys" . | fromYaml -}}
+{{- $checked := dict "" .Values "config" (.Values.config | default dict) "rescheduler" (.Values.rescheduler | default dict) -}}
+{{- range $parent := list "" "config" "rescheduler" -}}
+{{- $here := get $known $parent -}}
+{{- $where := ternary "the top level" $parent (eq $parent "") -}}
+{{- range $key, $_ := get $checked $parent -}}
+{{- if not (has $key $here) -}}
+{{- $path := ternary $key (printf "%s.%s" $parent $key) (eq $parent "") -}}
+{{- $elsewhere := list -}}
+{{- range $other := keys $known | sortAlpha -}}
+{{- if and (ne $other $parent) (has $key (get $known $other)) -}}
+{{- $elsewhere = append $elsewhere (ternary $key (printf "%s.%s" $other $key) (eq $other "")) -}}
+{{- end -}}
+{{- end -}}
+{{- $hint := "" -}}
+{{- if $elsewhere }}{{ $hint = printf "did you mean %s? " (join " or " $elsewhere) }}{{ end -}}
+{{- fail (printf "%s: unknown key; %s%s takes only: %s" $path $hint $where (join ", " $here)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "trainguard.checkConfig" -}}
 {{- $cfg := . -}}
 {{- $ckpt := get $cfg "checkpoint" | default dict -}}
+{{- with $ckpt.path -}}
+{{- $root := regexFind "^/(etc|usr|bin|sbin|lib[^/]*|boot|opt/trainguard|proc|sys|dev|var/run/secrets|run/secrets)(/|$)" (toString .) -}}
+{{- if $root -}}
+{{- $dir := regexReplaceAll "^/lib[^/]*" (trimSuffix "/" $root) "/lib" -}}
+{{- fail (printf "config.checkpoint.path: Invalid value: %q: must not be under the system directory %s; use e.g. /checkpoint" (toString .) $dir) -}}
+{{- end -}}
+{{- end -}}
 {{- if hasKey $ckpt "preStopTimeout" -}}
 {{- $s := include "trainguard.seconds" $ckpt.preStopTimeout | float64 -}}
 {{- if or (le $s 0.0) (gt $s 3600.0) -}}

@@ -21,6 +21,7 @@ const (
 	DefaultTaskDPort         = 9601
 	DefaultRecoverStrategy   = "recover-in-place,recover" // process faults restart in place, node faults reschedule
 	DefaultFaultScheduling   = contract.FaultSchedulingGrace
+	DefaultAdmissionMode     = contract.ModeEnforce
 	DefaultGPUResource       = "nvidia.com/gpu"
 	DefaultGPUCount          = 1
 	DefaultAgentImage        = version.Image // pinned to this release, never latest
@@ -180,6 +181,9 @@ func fill(c *Configuration) {
 	}
 	if c.RecoverStrategy == "" {
 		c.RecoverStrategy = DefaultRecoverStrategy
+	}
+	if c.AdmissionMode == "" {
+		c.AdmissionMode = DefaultAdmissionMode
 	}
 	if c.FaultScheduling == "" {
 		c.FaultScheduling = DefaultFaultScheduling

@@ -47,6 +47,12 @@ type Configuration struct {
 	// namespace is excluded too (Excluded).
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 
+	// AdmissionMode is enforce (inject and refuse) or audit (admit every
+	// object unchanged and report, as admission warnings, Events and a
+	// metric, what trainguard would inject and refuse); a namespace's
+	// trainguard.io/admission-mode overrides it. Roll out in audit, enforce later.
+	AdmissionMode string `json:"admissionMode,omitempty"`
+
 	Checkpoint        CheckpointConfig        `json:"checkpoint"`
 	TaskD             TaskDConfig             `json:"taskd"`
 	RecoverStrategy   string                  `json:"recoverStrategy,omitempty"`

@@ -95,6 +95,8 @@ func Validate(c *Configuration) field.ErrorList {
 	}
 	_, err = contract.ParseRecoverStrategy(c.RecoverStrategy)
 	check(field.NewPath("recoverStrategy"), c.RecoverStrategy, err)
+	_, err = contract.ParseAdmissionMode(c.AdmissionMode)
+	check(field.NewPath("admissionMode"), c.AdmissionMode, err)
 	_, err = contract.ParseFaultScheduling(c.FaultScheduling)
 	check(field.NewPath("faultScheduling"), c.FaultScheduling, err)
 	_, err = contract.ParseGPULimit(fmt.Sprint(*c.GPU.DefaultCount))

@@ -40,6 +40,14 @@ const (
 
 	InjectEnabled  = "enabled"
 	InjectDisabled = "disabled"
+
+	// AnnotationAdmissionMode, on a Namespace, overrides the configuration's
+	// admissionMode for the objects in it: ModeAudit admits them unchanged
+	// and reports what trainguard would inject and refuse, ModeEnforce
+	// injects and refuses (a namespace graduating from a cluster-wide audit).
+	AnnotationAdmissionMode = Prefix + "admission-mode"
+	ModeEnforce             = "enforce"
+	ModeAudit               = "audit"
 )
 
 // Keys the rescheduler reads and writes.

@@ -188,6 +188,14 @@ func ParseTaskD(v string) (bool, error) {
 	return false, fmt.Errorf("must be %q or %q", InjectEnabled, InjectDisabled)
 }
 
+// ParseAdmissionMode checks "enforce" or "audit".
+func ParseAdmissionMode(v string) (string, error) {
+	if v == ModeEnforce || v == ModeAudit {
+		return v, nil
+	}
+	return "", fmt.Errorf("must be %q (inject and refuse) or %q (admit unchanged, report what would be injected and refused)", ModeEnforce, ModeAudit)
+}
+
 // ParseMaxReschedules checks a non-negative integer.
 func ParseMaxReschedules(v string) (int, error) {
 	n, err := strconv.Atoi(v)
