@@ -228,7 +228,7 @@ E2E_TIMEOUT ?= 40m
 E2E_RUN     ?= TestE2E
 
 .PHONY: cluster
-cluster: build k8s-bins $(HELM) ## Real local cluster: control plane, 3 nodes (kubelet + containerd), CNI, DNS, cert-manager, training-operator, JobSet, Trainer, Kueue.
+cluster: build k8s-bins $(HELM) ## Real local cluster: control plane, 10 nodes (kubelet + containerd; NODES), CNI, DNS, cert-manager, training-operator, JobSet, Trainer, Kueue.
 	bash hack/cluster/up.sh
 
 .PHONY: cluster-down
