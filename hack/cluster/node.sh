@@ -163,7 +163,7 @@ kill_pidfile() { # NAME [SIG]: kill the recorded process, SIGKILL after 10 s
     kill "-${2:-TERM}" "$pid" 2>/dev/null
     # kube-apiserver may ignore SIGTERM for over a minute with nodes attached.
     while kill -0 "$pid" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
-    kill -KILL "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null || true # gone already: fine (up.sh runs with -e)
   fi
   rm -f "$f"
 }
