@@ -167,10 +167,15 @@ fuzz: ## Run each fuzz target for 60s.
 	bash hack/fuzz.sh 60s
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## go vet, gofmt check and golangci-lint (.golangci.yml).
+lint: $(GOLANGCI_LINT) python-lint-tool ## go vet, gofmt check, golangci-lint (.golangci.yml) and pyflakes on every Python file.
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
+	PYTHONPATH=$(BIN)/pyflakes $(PYTHON) -m pyflakes $$(git ls-files --cached --others --exclude-standard '*.py')
+
+.PHONY: python-lint-tool
+python-lint-tool: ## Install pyflakes from Debian's python3-pyflakes into bin/pyflakes (cached), for make lint.
+	bash hack/install-pyflakes.sh
 
 .PHONY: lint-tool
 lint-tool: $(GOLANGCI_LINT) ## Install golangci-lint into bin/ (cached; .ci/run builds it beside the other tools).
