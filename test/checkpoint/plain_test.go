@@ -17,7 +17,7 @@ import (
 // even by accident, and returns its output.
 func runPlain(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	argv := append([]string{"-I", filepath.Join(world.repo, "examples/trainer/train.py"), "--plain", "--ckpt-dir", dir}, args...)
+	argv := append([]string{"-I", filepath.Join(world.repo, "examples", "trainer", "train.py"), "--plain", "--ckpt-dir", dir}, args...)
 	cmd := exec.Command(python, argv...)
 	cmd.Dir = t.TempDir()
 	cmd.Env = []string{"OMP_NUM_THREADS=1", "PATH=/usr/bin:/bin"}
