@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -73,10 +74,10 @@ type PodRequest struct {
 	// one of them controls was the job's to opt in.
 	Kinds jobs.Kinds
 	// Record reads the rescheduler's record of the pod's job: the nodes
-	// the pod must avoid, and whether the job's in-place restarts were
+	// the pod avoids, and whether the job's in-place restarts were
 	// stopped at its cap. It is called only for a pod that is injected.
 	// Nil: no record.
-	Record func() (avoid []string, inPlaceStopped bool, err error)
+	Record func() (avoid podspec.Avoid, inPlaceStopped bool, err error)
 }
 
 // MutatePod handles a pod: only what is decided per pod for a pod whose
@@ -97,7 +98,7 @@ func MutatePod(r PodRequest) (warnings []string, skip string, err error) {
 			return nil, skip, nil
 		}
 	}
-	var avoid []string
+	var avoid podspec.Avoid
 	var stopped bool
 	if r.Record != nil {
 		if avoid, stopped, err = r.Record(); err != nil {

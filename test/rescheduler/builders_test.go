@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -434,9 +435,40 @@ func record(t *testing.T, pod *corev1.Pod) *badNodeRecord {
 	return rec
 }
 
-// avoidedNodes is the hostname NotIn list of the pod's required node
-// affinity; it must be the same in every node selector term.
+// avoidedNodes is every node the pod avoids, required or preferred, sorted.
 func avoidedNodes(t *testing.T, pod *corev1.Pod) []string {
+	t.Helper()
+	nodes := append(requiredAvoided(t, pod), preferredAvoided(t, pod)...)
+	slices.Sort(nodes)
+	return nodes
+}
+
+// preferredAvoided is the hostname NotIn list of the pod's preferred node
+// affinity (trainguard writes one term of it).
+func preferredAvoided(t *testing.T, pod *corev1.Pod) []string {
+	t.Helper()
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	var nodes []string
+	terms := 0
+	for _, term := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		for _, e := range term.Preference.MatchExpressions {
+			if e.Key == hostnameLabel && e.Operator == corev1.NodeSelectorOpNotIn {
+				nodes = append(nodes, e.Values...)
+				terms++
+				assert.Equal(t, int32(100), term.Weight, "the strongest preference")
+			}
+		}
+	}
+	assert.LessOrEqual(t, terms, 1, "one preferred hostname NotIn term, not one per writer")
+	return nodes
+}
+
+// requiredAvoided is the hostname NotIn list of the pod's required node
+// affinity; it must be the same in every node selector term.
+func requiredAvoided(t *testing.T, pod *corev1.Pod) []string {
 	t.Helper()
 	a := pod.Spec.Affinity
 	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {

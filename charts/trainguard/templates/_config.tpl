@@ -119,7 +119,7 @@ schema lets these three through for that). The argument is the root context.
 {{- end -}}
 {{- /* The floors of configv1alpha1's reschedulerFloors, in its words. */ -}}
 {{- $floors := dict
-  "leaseLostAfter" (list 20.0 "20s" "kubelets renew their node Lease every 10s by default and the brakes count a node silent at half this bound, so below twice the renewal interval healthy nodes look silent and the cluster brake can hold every action, a real node loss included")
+  "leaseLostAfter" (list 20.0 "20s" "twice the kubelet's node Lease renewal interval (10s by default): the brakes count a node silent at half this bound, so below it healthy nodes look silent before each renewal and the cluster brake can hold every action, a real node loss included; set it to 20s or more (default 25s), or to twice the interval of kubelets that renew less often")
   "nodeLostGrace" (list 10.0 "10s" "a restarting kubelet reports NotReady for a few seconds and posts its status every 10s; a shorter grace moves jobs over a kubelet restart")
   "forceDeleteAfter" (list 10.0 "10s" "a force delete bypasses PodDisruptionBudgets and the kubelet's confirmation, so the node must have missed at least one kubelet heartbeat first") -}}
 {{- range $name := keys $floors | sortAlpha -}}

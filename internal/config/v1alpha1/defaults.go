@@ -48,10 +48,15 @@ const (
 	DefaultBackoffBase   = 10 * time.Second
 	DefaultBackoffMax    = 5 * time.Minute
 
-	// DefaultLeaseLostAfter is the kubelet's own node Lease duration
-	// (nodeLeaseDurationSeconds): four renewals missed in a row. A kubelet
-	// that is slow but alive renews within it and is never acted on.
-	DefaultLeaseLostAfter = 40 * time.Second
+	// DefaultLeaseLostAfter: two renewals of a kubelet's node Lease missed
+	// and half a third (renewed every 10 s, jittered by up to 4 %). The
+	// brakes count a Lease silent at half of it, 12.5 s, past one renewal
+	// with 2 s to spare for the watch, so a healthy node never counts; a
+	// stale view of many Leases engages the cluster brake, and the Lease
+	// of a lost node is read live before its pods are acted on
+	// (docs/rescheduler.md). The kubelet's own Lease duration, 40 s, was
+	// the default before those guards.
+	DefaultLeaseLostAfter = 25 * time.Second
 	// DefaultForceDeleteAfter: a node unreachable this long (its kubelet
 	// silent, or Ready not True) has its pods force-deleted, so the
 	// replacement starts without waiting for a kubelet that may never come
@@ -59,7 +64,7 @@ const (
 	// can never commit over its replacement's checkpoints (fencing,
 	// docs/checkpoint-protocol.md), and its kubelet kills it on return.
 	// Kubernetes itself waits 300 s and then only evicts.
-	DefaultForceDeleteAfter = 40 * time.Second
+	DefaultForceDeleteAfter = 25 * time.Second
 	// DefaultNodeEvictionRate is the node lifecycle controller's own
 	// default: one node every 10 s.
 	DefaultNodeEvictionRate = 0.1

@@ -147,9 +147,10 @@ func reschedulerFloors(r *ReschedulerConfig, p *field.Path) field.ErrorList {
 		v, floor time.Duration
 		why      string
 	}{
-		{"leaseLostAfter", r.LeaseLostAfter.Duration, MinLeaseLostAfter, fmt.Sprintf("kubelets renew their node Lease every %s by default "+
-			"and the brakes count a node silent at half this bound, so below twice the renewal interval healthy nodes look silent "+
-			"and the cluster brake can hold every action, a real node loss included", KubeletLeaseRenewInterval)},
+		{"leaseLostAfter", r.LeaseLostAfter.Duration, MinLeaseLostAfter, fmt.Sprintf("twice the kubelet's node Lease renewal interval (%s by default): "+
+			"the brakes count a node silent at half this bound, so below it healthy nodes look silent before each renewal "+
+			"and the cluster brake can hold every action, a real node loss included; set it to %s or more (default %s), "+
+			"or to twice the interval of kubelets that renew less often", KubeletLeaseRenewInterval, MinLeaseLostAfter, DefaultLeaseLostAfter)},
 		{"nodeLostGrace", r.NodeLostGrace.Duration, MinNodeLostGrace, fmt.Sprintf("a restarting kubelet reports NotReady for a few seconds "+
 			"and posts its status every %s; a shorter grace moves jobs over a kubelet restart", KubeletLeaseRenewInterval)},
 		{"forceDeleteAfter", r.ForceDeleteAfter.Duration, MinForceDeleteAfter, "a force delete bypasses PodDisruptionBudgets and the kubelet's " +

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -388,7 +390,7 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key job
 		rec.Stash = stash
 	}
 	now := r.clock.Now()
-	rec.AddNode(pod.Spec.NodeName, now, r.opts.BadNodeTTL.Duration, r.opts.MaxBadNodes)
+	rec.AddNode(pod.Spec.NodeName, pod.CreationTimestamp.Time, now, r.opts.BadNodeTTL.Duration, r.opts.MaxBadNodes)
 	if d.NewRound {
 		rec.Reschedules++
 		rec.RoundStart = now
@@ -499,7 +501,8 @@ func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedN
 		return reconcile.Result{}, err
 	}
 	now := r.clock.Now()
-	pod := replacementFor(rec.Stash, rec.Active(now, r.opts.MaxBadNodes))
+	avoid := rec.Avoid(now, r.opts.MaxBadNodes)
+	pod := replacementFor(rec.Stash, avoid)
 	err = r.client.Create(ctx, pod)
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -518,7 +521,7 @@ func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedN
 	default:
 		r.metrics.recreated.Inc()
 		r.event(pod, corev1.EventTypeNormal, ReasonBarePodRecreated, "Recreate",
-			fmt.Sprintf("bare pod recreated without its node; avoids %v", rec.Active(now, r.opts.MaxBadNodes)))
+			"bare pod recreated without its node; "+describeAvoid(avoid))
 		log.FromContext(ctx).Info("rescheduler decision", "pod", name.String(), "decision", ReasonBarePodRecreated, "job", key.String())
 	}
 	return reconcile.Result{}, r.clearStash(ctx, key, cm, &rec)
@@ -555,4 +558,19 @@ func annotationPatch(k, v string) ([]byte, error) {
 		return nil, fmt.Errorf("encoding annotation patch: %w", err)
 	}
 	return patch, nil
+}
+
+// describeAvoid says how a replacement avoids the job's bad nodes.
+func describeAvoid(a podspec.Avoid) string {
+	var parts []string
+	if len(a.Required) > 0 {
+		parts = append(parts, fmt.Sprintf("avoids %v (failed the job again)", a.Required))
+	}
+	if len(a.Preferred) > 0 {
+		parts = append(parts, fmt.Sprintf("prefers other nodes than %v (failed the job once)", a.Preferred))
+	}
+	if len(parts) == 0 {
+		return "avoids no node"
+	}
+	return strings.Join(parts, "; ")
 }

@@ -87,6 +87,9 @@ func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 	m := &out.ObjectMeta
 	m.Name, m.Namespace, m.UID, m.ResourceVersion = pod.Name, intern(pod.Namespace), pod.UID, pod.ResourceVersion
 	m.DeletionTimestamp, m.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
+	// A pod created after its node was recorded that fails there again
+	// makes the node's avoidance required (Record.AddNode).
+	m.CreationTimestamp = pod.CreationTimestamp
 	m.Labels = filterMap(pod.Labels, keptLabel)
 	m.Annotations = filterMap(pod.Annotations, keptAnnotation)
 	if ref := metav1.GetControllerOf(pod); ref != nil {

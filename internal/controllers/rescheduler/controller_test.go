@@ -36,6 +36,7 @@ import (
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/testing/builders"
 )
@@ -222,9 +223,9 @@ func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
 	// The replacement the operator creates is kept off n1.
 	store := newBadNodeStore(h.c, testOptions(), jobs.Builtin(), ownNS, h.clock)
 	replacement := newPod(func(p *corev1.Pod) { p.UID = ""; p.Spec.NodeName = "" })
-	nodes, err := store.AvoidNodes(context.Background(), replacement)
+	avoid, err := store.AvoidNodes(context.Background(), replacement)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"n1"}, nodes)
+	assert.Equal(t, podspec.Avoid{Preferred: []string{"n1"}}, avoid, "failed the job once: preferred, never required")
 }
 
 func TestNodeNotReadyWithinGraceWaits(t *testing.T) {
@@ -447,14 +448,15 @@ func TestBarePodRecreated(t *testing.T) {
 	assert.Equal(t, []corev1.Volume{{Name: "data"}}, got.Spec.Volumes)
 	assert.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}, got.Spec.Containers[0].VolumeMounts)
 	require.NotNil(t, got.Spec.Affinity)
-	assert.Equal(t, []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+	assert.Nil(t, got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "n1 failed the pod once: not forbidden")
+	assert.Equal(t, []corev1.PreferredSchedulingTerm{{Weight: podspec.AvoidWeight, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
 		{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}},
-	}}}, got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+	}}}}, got.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
 
 	_, rec = h.record(t, key)
 	assert.Nil(t, rec.Stash)
 	evs := h.drainEvents()
-	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; avoids [n1]", evs[len(evs)-1])
+	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; prefers other nodes than [n1] (failed the job once)", evs[len(evs)-1])
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.recreated))
 
 	// Nothing more to do.
@@ -554,7 +556,7 @@ func TestBarePodWithinBaselineIsRecreated(t *testing.T) {
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Empty(t, got.Spec.NodeName)
 	evs := h.drainEvents()
-	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; avoids [n1]", evs[len(evs)-1])
+	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; prefers other nodes than [n1] (failed the job once)", evs[len(evs)-1])
 }
 
 func TestBarePodRecreationWaitsForTheOldPod(t *testing.T) {
@@ -603,7 +605,8 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 	key := keyOf(pod)
 	var rec Record
 	for i := 0; i < 20; i++ {
-		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, configv1alpha1.DefaultMaxBadNodes)
+		now := t0.Add(time.Duration(i) * time.Minute)
+		rec.AddNode(fmt.Sprintf("n%02d", i), now.Add(-time.Hour), now, time.Hour, configv1alpha1.DefaultMaxBadNodes)
 	}
 	require.Len(t, rec.Nodes, configv1alpha1.DefaultMaxBadNodes, "bounded at 16")
 	assert.NotContains(t, rec.Nodes, "n00", "the oldest go first")
@@ -617,14 +620,14 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 	}
 	h := newHarness(t, false, recordCM(t, key, big))
 	store := newBadNodeStore(h.c, testOptions(), jobs.Builtin(), ownNS, h.clock)
-	nodes, err := store.AvoidNodes(context.Background(), pod)
+	nodes, err := avoided(store, pod)
 	require.NoError(t, err)
 	assert.Len(t, nodes, 16)
 	assert.True(t, sort.StringsAreSorted(nodes))
 	assert.Equal(t, "x14", nodes[0], "the 16 latest-expiring")
 
 	h.clock.Step(time.Hour)
-	nodes, err = store.AvoidNodes(context.Background(), pod)
+	nodes, err = avoided(store, pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes, "expired records are ignored")
 }
@@ -640,10 +643,10 @@ func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
 	h := newHarness(t, false, unlabelled, tenant)
 	store := newBadNodeStore(h.c, testOptions(), jobs.Builtin(), ownNS, h.clock)
 
-	nodes, err := store.AvoidNodes(context.Background(), pod)
+	nodes, err := avoided(store, pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
-	nodes, err = store.AvoidNodes(context.Background(), newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
+	nodes, err = avoided(store, newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 
@@ -652,14 +655,14 @@ func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
 	forged := recordCM(t, other, Record{Nodes: map[string]time.Time{"n3": t0.Add(time.Hour)}})
 	forged.Name = RecordName(key)
 	h3 := newHarness(t, false, forged)
-	nodes, err = newBadNodeStore(h3.c, testOptions(), jobs.Builtin(), ownNS, h3.clock).AvoidNodes(context.Background(), pod)
+	nodes, err = avoided(newBadNodeStore(h3.c, testOptions(), jobs.Builtin(), ownNS, h3.clock), pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 
 	disabled := testOptions()
 	disabled.Enabled = ptr.To(false)
 	h2 := newHarness(t, false, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}}))
-	nodes, err = NewBadNodeStore(h2.c, disabled, jobs.Builtin(), ownNS).AvoidNodes(context.Background(), pod)
+	nodes, err = avoided(NewBadNodeStore(h2.c, disabled, jobs.Builtin(), ownNS), pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 }
@@ -849,4 +852,12 @@ func TestStaleCacheNeverActsTwice(t *testing.T) {
 	h.r.apiReader = h.c // the informer caught up: the same copy
 	h.reconcile(t, "team", pod.Name)
 	assert.False(t, h.podExists(t, "team", pod.Name), "evicted once the copy is current")
+}
+
+// avoided is every node the store says pod avoids, required or preferred.
+func avoided(store podspec.NodeAvoider, pod *corev1.Pod) ([]string, error) {
+	a, err := store.AvoidNodes(context.Background(), pod)
+	nodes := append(append([]string{}, a.Required...), a.Preferred...)
+	sort.Strings(nodes)
+	return nodes, err
 }

@@ -10,12 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // ConfigMap data keys of a bad-node record.
 const (
 	dataNodes       = "nodes"       // JSON {"node": "expiry (RFC 3339)"}
+	dataStrikes     = "strikes"     // JSON {"node": {"count": n, "at": "RFC 3339"}}: failures of the job on the node
 	dataReschedules = "reschedules" // reschedule rounds so far
 	dataRoundStart  = "roundStart"  // RFC 3339 start of the latest round
 	dataJob         = "job"         // jobs.Key.String(): checked against the name on every read
@@ -41,7 +43,11 @@ const maxRecordBytes = 256 << 10
 // trainguard.io/bad-nodes=true, where no tenant can write.
 type Record struct {
 	// Nodes maps a bad node to the time its record expires.
-	Nodes       map[string]time.Time
+	Nodes map[string]time.Time
+	// Strikes counts, per recorded node, the separate times it failed the
+	// job, and when it last did. A node absent from it (a record written
+	// before strikes were kept) failed once.
+	Strikes     map[string]Strike
 	Reschedules int
 	RoundStart  time.Time
 	// JobUID is the UID of the pod's controller when the record was written.
@@ -52,6 +58,14 @@ type Record struct {
 	InPlaceRestarts int
 	// InPlaceStopped: the in-place restarts reached the job's cap.
 	InPlaceStopped bool
+}
+
+// Strike is how often a recorded node failed the job (Count) and when it
+// last did (At): a pod of the job created after At that fails on the node
+// is a new failure, not one more pod of the same incident.
+type Strike struct {
+	Count int       `json:"count"`
+	At    time.Time `json:"at"`
 }
 
 // Stash is what trainguard keeps of a bare pod it evicted: a reference to
@@ -94,6 +108,16 @@ func decodeRecord(cm *corev1.ConfigMap, key jobs.Key) (Record, error) {
 	if v := cm.Data[dataNodes]; v != "" {
 		if err := json.Unmarshal([]byte(v), &r.Nodes); err != nil {
 			return Record{}, badRecord("parse", "%s: data.%s: %v", where, dataNodes, err)
+		}
+	}
+	if v := cm.Data[dataStrikes]; v != "" {
+		if err := json.Unmarshal([]byte(v), &r.Strikes); err != nil {
+			return Record{}, badRecord("parse", "%s: data.%s: %v", where, dataStrikes, err)
+		}
+		for n, s := range r.Strikes {
+			if s.Count < 1 {
+				return Record{}, badRecord("parse", "%s: data.%s: node %q has count %d: want at least 1", where, dataStrikes, n, s.Count)
+			}
 		}
 	}
 	if v := cm.Data[dataReschedules]; v != "" {
@@ -185,6 +209,17 @@ func (r *Record) encodeInto(cm *corev1.ConfigMap, key jobs.Key) error {
 	if r.JobUID != "" {
 		cm.Data[dataJobUID] = string(r.JobUID)
 	}
+	if len(r.Strikes) > 0 {
+		strikes := map[string]Strike{}
+		for n, s := range r.Strikes {
+			strikes[n] = Strike{Count: s.Count, At: s.At.UTC().Truncate(time.Second)}
+		}
+		raw, err := json.Marshal(strikes)
+		if err != nil {
+			return fmt.Errorf("encoding the strikes: %w", err)
+		}
+		cm.Data[dataStrikes] = string(raw)
+	}
 	if r.InPlaceRestarts > 0 {
 		cm.Data[dataInPlaceRestarts] = strconv.Itoa(r.InPlaceRestarts)
 	}
@@ -237,6 +272,22 @@ func (r *Record) Active(now time.Time, limit int) []string {
 	return nodes
 }
 
+// Avoid is how a new pod of the job avoids the unexpired bad nodes (at
+// most limit, as Active): a node that failed the job again is required,
+// one that failed it once only preferred, so a node that healed stays
+// usable when it is all the job has left (podspec.Avoid).
+func (r *Record) Avoid(now time.Time, limit int) podspec.Avoid {
+	var a podspec.Avoid
+	for _, n := range r.Active(now, limit) {
+		if r.Strikes[n].Count >= 2 {
+			a.Required = append(a.Required, n)
+		} else {
+			a.Preferred = append(a.Preferred, n)
+		}
+	}
+	return a
+}
+
 // Recorded says node is recorded and unexpired.
 func (r *Record) Recorded(node string, now time.Time) bool {
 	exp, ok := r.Nodes[node]
@@ -244,15 +295,36 @@ func (r *Record) Recorded(node string, now time.Time) bool {
 }
 
 // AddNode records node as bad until now+ttl, drops expired entries and keeps
-// at most limit nodes, evicting those that expire first.
-func (r *Record) AddNode(node string, now time.Time, ttl time.Duration, limit int) {
+// at most limit nodes, evicting those that expire first. podCreated is the
+// failed pod's creation: a pod created after the node's last strike failed
+// there again (a second strike); a pod that was on the node already is the
+// same incident. A node not recorded, or expired, starts at one strike.
+func (r *Record) AddNode(node string, podCreated, now time.Time, ttl time.Duration, limit int) {
 	if r.Nodes == nil {
 		r.Nodes = map[string]time.Time{}
 	}
+	if r.Strikes == nil {
+		r.Strikes = map[string]Strike{}
+	}
+	s, known := r.Strikes[node]
+	switch {
+	case !r.Recorded(node, now):
+		s = Strike{Count: 1, At: now}
+	case !known:
+		s = Strike{Count: 1, At: r.Nodes[node].Add(-ttl)} // recorded before strikes were kept
+	}
+	if r.Recorded(node, now) && podCreated.After(s.At) {
+		s = Strike{Count: s.Count + 1, At: now}
+	}
+	r.Strikes[node] = s
 	r.Nodes[node] = now.Add(ttl)
 	keep := map[string]time.Time{}
+	strikes := map[string]Strike{}
 	for _, n := range r.Active(now, limit) {
 		keep[n] = r.Nodes[n]
+		if s, ok := r.Strikes[n]; ok {
+			strikes[n] = s
+		}
 	}
-	r.Nodes = keep
+	r.Nodes, r.Strikes = keep, strikes
 }

@@ -46,15 +46,16 @@ func newBadNodeStore(r client.Reader, opts Options, kinds jobs.Kinds, namespace 
 	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: namespace, kinds: kinds}
 }
 
-// AvoidNodes returns the unexpired bad nodes of the pod's job, sorted, at
-// most MaxBadNodes. A job without a valid record avoids nothing: a broken
-// record must not block admission (the rescheduler reports it).
-func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+// AvoidNodes returns how a new pod of the job avoids its unexpired bad
+// nodes (Record.Avoid), sorted, at most MaxBadNodes. A job without a valid
+// record avoids nothing: a broken record must not block admission (the
+// rescheduler reports it).
+func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) (podspec.Avoid, error) {
 	rec, ok, err := s.record(ctx, pod)
 	if !ok || err != nil {
-		return nil, err
+		return podspec.Avoid{}, err
 	}
-	return rec.Active(s.clock.Now(), s.max), nil
+	return rec.Avoid(s.clock.Now(), s.max), nil
 }
 
 // InPlaceStopped says the job's record stops its in-place restarts. A job
@@ -95,6 +96,8 @@ func (s *BadNodeStore) record(ctx context.Context, pod *corev1.Pod) (Record, boo
 
 type noAvoider struct{}
 
-func (noAvoider) AvoidNodes(context.Context, *corev1.Pod) ([]string, error) { return nil, nil }
+func (noAvoider) AvoidNodes(context.Context, *corev1.Pod) (podspec.Avoid, error) {
+	return podspec.Avoid{}, nil
+}
 
 func (noAvoider) InPlaceStopped(context.Context, *corev1.Pod) (bool, error) { return false, nil }
