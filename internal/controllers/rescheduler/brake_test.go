@@ -161,6 +161,7 @@ func TestClusterBrake(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := sixNodesInThreeZones(t)
 			h.r.opts.LeaseLostAfter.Duration = 40 * time.Second // the figures above are a 40 s bound's
+			h.r.brakes.lostAfter = h.r.opts.LeaseLostAfter.Duration
 			renewAt := tc.othersRenewedAt
 			if renewAt == 0 {
 				renewAt = 41 * time.Second
