@@ -38,6 +38,8 @@ def parse_args():
     p.add_argument("--step-delay", type=float, default=float(env("TRAIN_STEP_DELAY", "0")),
                    help="seconds to sleep per step, so tests can stop it mid-run")
     p.add_argument("--save-every", type=int, default=0, help="periodic background checkpoint every N steps (0: off)")
+    p.add_argument("--zero", action="store_true",
+                   help="shard the optimizer state across ranks (torch.distributed.optim.ZeroRedundancyOptimizer)")
     p.add_argument("--no-listen", action="store_true",
                    help="never call migrator.listening(): a trainer without trainguard's listener (tests)")
     p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
@@ -155,14 +157,16 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     torch.manual_seed(args.seed)
     model = nn.Sequential(nn.Linear(16, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    # A ZeroRedundancyOptimizer needs the process group: it is made below.
+    optimizer = None if args.zero else torch.optim.Adam(model.parameters(), lr=args.lr)
     metrics = {"step": 0, "loss": None}
     if args.plain:
         return plain_main(args, model, optimizer, metrics, world, rank)
     from trainguard import migrator  # not imported by --plain: the baseline has no SDK
 
     migrator.register("model", model)
-    migrator.register("optimizer", optimizer)
+    if optimizer is not None:
+        migrator.register("optimizer", optimizer)
     migrator.register("metrics", metrics)
     extra = {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))} if args.state_mb > 0 else None
     if extra is not None:
@@ -188,6 +192,12 @@ def main():
         migrator.periodic(steps=args.save_every)
     if world > 1:
         dist.init_process_group("gloo")
+    if args.zero:
+        # Each rank keeps the Adam state of its share of the parameters; every
+        # rank saves its part of it (docs/checkpoint-protocol.md, "Sharded state").
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=args.lr)
+        migrator.register("optimizer", optimizer)
     start = 0
     if migrator.resume:
         meta = migrator.load_ckpt()

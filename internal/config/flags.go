@@ -76,6 +76,7 @@ func BindFlags(fs *pflag.FlagSet, c *configv1alpha1.Configuration) {
 	b.String(&c.Checkpoint.Claim, "checkpoint.claim", "PVC mounted for checkpoints; empty adds no volume")
 	b.String(&c.Checkpoint.Path, "checkpoint.path", "where the checkpoint claim is mounted in the training container")
 	b.Duration(&c.Checkpoint.PreStopTimeout.Duration, "checkpoint.preStopTimeout", "how long the agent's preStop hook waits for the trainer's checkpoint")
+	b.Duration(&c.Checkpoint.Interval.Duration, "checkpoint.interval", "default periodic checkpoint interval of training pods (the SDK's TRAINGUARD_CHECKPOINT_EVERY); 0 is off")
 	b.Duration(&c.Checkpoint.GracePeriodMargin.Duration, "checkpoint.gracePeriodMargin", "added to the preStop timeout to form the minimum terminationGracePeriodSeconds")
 	b.Bool(&c.Checkpoint.RequireDurable, "checkpoint.requireDurable", "refuse training pods whose checkpoints would be lost with the pod (no claim) instead of warning")
 	b.Bool(c.TaskD.Enabled, "taskd.enabled", "inject MindCluster's TaskD port")

@@ -15,6 +15,7 @@ func Resolve(cfg *configv1alpha1.Configuration, nsAnnotations, objAnnotations ma
 		CheckpointClaim:    cfg.Checkpoint.Claim,
 		CheckpointPath:     cfg.Checkpoint.Path,
 		PreStopTimeout:     cfg.Checkpoint.PreStopTimeout.Duration,
+		CheckpointInterval: cfg.Checkpoint.Interval.Duration,
 		GracePeriodMargin:  cfg.Checkpoint.GracePeriodMargin.Duration,
 		TaskD:              *cfg.TaskD.Enabled,
 		TaskDPort:          *cfg.TaskD.Port,

@@ -78,6 +78,12 @@ schema lets these three through for that). The argument is the root context.
 {{- fail (printf "config.checkpoint.preStopTimeout: Invalid value: %q: must be positive and at most 1h0m0s" (toString $ckpt.preStopTimeout)) -}}
 {{- end -}}
 {{- end -}}
+{{- if hasKey $ckpt "interval" -}}
+{{- $s := include "trainguard.seconds" $ckpt.interval | float64 -}}
+{{- if and (ne $s 0.0) (or (lt $s 10.0) (gt $s 86400.0)) -}}
+{{- fail (printf "config.checkpoint.interval: Invalid value: %q: must be 0s (off) or between 10s and 24h0m0s, such as 10m" (toString $ckpt.interval)) -}}
+{{- end -}}
+{{- end -}}
 {{- with $cfg.recoverStrategy -}}
 {{- $parts := splitList "," . -}}
 {{- if ne (len $parts) (len (uniq $parts)) -}}

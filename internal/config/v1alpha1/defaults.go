@@ -175,6 +175,9 @@ func fill(c *Configuration) {
 	if c.Checkpoint.PreStopTimeout == nil {
 		c.Checkpoint.PreStopTimeout = &metav1.Duration{Duration: DefaultPreStopTimeout}
 	}
+	if c.Checkpoint.Interval == nil {
+		c.Checkpoint.Interval = &metav1.Duration{}
+	}
 	if c.Checkpoint.GracePeriodMargin == nil {
 		c.Checkpoint.GracePeriodMargin = &metav1.Duration{Duration: DefaultGracePeriodMargin}
 	}
@@ -286,7 +289,7 @@ func setLeaderElectionDefaults(l *LeaderElectionConfig) {
 
 // defaulted reports whether SetDefaults ran (readers need its pointers set).
 func (c *Configuration) defaulted() bool {
-	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
+	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.Checkpoint.Interval != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
 		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.NodeEvictionRate != nil &&
 		c.Rescheduler.RetryEvictionRate != nil && c.PriorityBoost.MaxBoost != nil && c.PriorityBoost.MinInterval != nil &&
 		c.LeaderElection.LeaseDuration.Duration != 0 && c.LeaderElection.RenewDeadline.Duration != 0 && c.LeaderElection.RetryPeriod.Duration != 0

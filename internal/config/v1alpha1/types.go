@@ -186,6 +186,11 @@ type CheckpointConfig struct {
 	Path string `json:"path,omitempty"`
 	// PreStopTimeout bounds how long the agent waits for the trainer's checkpoint.
 	PreStopTimeout *metav1.Duration `json:"preStopTimeout,omitempty"`
+	// Interval is the default periodic checkpoint interval of every
+	// training pod (the SDK's TRAINGUARD_CHECKPOINT_EVERY): 0 is off. The
+	// annotation trainguard.io/checkpoint-interval overrides it per
+	// namespace or job; a job's own migrator.periodic() call wins over both.
+	Interval *metav1.Duration `json:"interval,omitempty"`
 	// GracePeriodMargin is added to PreStopTimeout to form the minimum
 	// terminationGracePeriodSeconds, leaving the trainer time to exit after the hook.
 	GracePeriodMargin *metav1.Duration `json:"gracePeriodMargin,omitempty"`

@@ -87,6 +87,8 @@ func Validate(c *Configuration) field.ErrorList {
 	check(field.NewPath("checkpoint", "path"), c.Checkpoint.Path, err)
 	_, err = contract.ParsePreStopTimeout(c.Checkpoint.PreStopTimeout.Duration.String())
 	check(field.NewPath("checkpoint", "preStopTimeout"), c.Checkpoint.PreStopTimeout.Duration.String(), err)
+	_, err = contract.ParseCheckpointInterval(c.Checkpoint.Interval.Duration.String())
+	check(field.NewPath("checkpoint", "interval"), c.Checkpoint.Interval.Duration.String(), err)
 	if c.Checkpoint.GracePeriodMargin.Duration < 0 {
 		check(field.NewPath("checkpoint", "gracePeriodMargin"), c.Checkpoint.GracePeriodMargin.Duration.String(), fmt.Errorf("must not be negative"))
 	}

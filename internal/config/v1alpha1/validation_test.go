@@ -36,6 +36,12 @@ func TestValidateRefusesValuesThatBreakTheProcess(t *testing.T) {
 		{"leaseLostAfter 19.999s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = d("19.999s") },
 			"rescheduler.leaseLostAfter", "must be at least 20s"},
 		{"leaseLostAfter 20s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = d("20s") }, "", ""},
+		{"checkpoint interval 5s", func(c *Configuration) { c.Checkpoint.Interval.Duration = d("5s") },
+			"checkpoint.interval", "must be 0s (off) or between 10s and 24h0m0s, such as 10m"},
+		{"checkpoint interval 25h", func(c *Configuration) { c.Checkpoint.Interval.Duration = d("25h") },
+			"checkpoint.interval", "must be 0s (off) or between 10s and 24h0m0s"},
+		{"checkpoint interval 10s", func(c *Configuration) { c.Checkpoint.Interval.Duration = d("10s") }, "", ""},
+		{"checkpoint interval off", func(c *Configuration) { c.Checkpoint.Interval.Duration = 0 }, "", ""},
 		{"leaseLostAfter 0s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = 0 },
 			"rescheduler.leaseLostAfter", "must be positive"},
 

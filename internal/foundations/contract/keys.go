@@ -25,7 +25,10 @@ const (
 	AnnotationGPULimit        = Prefix + "gpu-limit"
 	AnnotationTaskD           = Prefix + "taskd"
 	AnnotationPreStopTimeout  = Prefix + "prestop-timeout"
-	AnnotationMaxReschedules  = Prefix + "max-reschedules"
+	// AnnotationCheckpointInterval sets the SDK's periodic checkpoint
+	// interval (EnvCheckpointEvery); a job's own periodic() call wins.
+	AnnotationCheckpointInterval = Prefix + "checkpoint-interval"
+	AnnotationMaxReschedules     = Prefix + "max-reschedules"
 
 	// LabelManaged marks pods (and pod templates) trainguard injected, so the
 	// rescheduler can watch only those.

@@ -168,6 +168,25 @@ func ParsePreStopTimeout(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// Bounds of a periodic checkpoint interval: more often than every 10s a
+// checkpoint costs more than it saves, and a day is no protection.
+const (
+	MinCheckpointInterval = 10 * time.Second
+	MaxCheckpointInterval = 24 * time.Hour
+)
+
+// ParseCheckpointInterval checks a Go duration of 0 (off) or 10s–24h.
+func ParseCheckpointInterval(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("must be a Go duration such as 10m (0s: off)")
+	}
+	if d != 0 && (d < MinCheckpointInterval || d > MaxCheckpointInterval) {
+		return 0, fmt.Errorf("must be 0s (off) or between %s and %s, such as 10m", MinCheckpointInterval, MaxCheckpointInterval)
+	}
+	return d, nil
+}
+
 // ParseGPULimit checks an integer accelerator count in 0–64; 0 turns the default off.
 func ParseGPULimit(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)

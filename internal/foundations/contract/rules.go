@@ -47,6 +47,7 @@ func buildAnnotationTable() []rule {
 		{key: AnnotationGPULimit, parse: set(ParseGPULimit, func(p *Policy, n int64) { p.GPUCount, p.GPUForAll = n, true })},
 		{key: AnnotationTaskD, parse: set(ParseTaskD, func(p *Policy, on bool) { p.TaskD = on })},
 		{key: AnnotationPreStopTimeout, parse: set(ParsePreStopTimeout, func(p *Policy, d time.Duration) { p.PreStopTimeout = d })},
+		{key: AnnotationCheckpointInterval, parse: set(ParseCheckpointInterval, func(p *Policy, d time.Duration) { p.CheckpointInterval = d })},
 		{key: AnnotationMaxReschedules, parse: set(ParseMaxReschedules, func(p *Policy, n int) { p.MaxReschedules = n })},
 		// A layer can only tighten it: "false" on a job never lifts the namespace's "true".
 		{key: AnnotationRequireDurableCheckpoints, parse: set(ParseRequireDurable, func(p *Policy, on bool) { p.RequireDurableCheckpoints = p.RequireDurableCheckpoints || on })},
