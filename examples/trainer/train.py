@@ -239,6 +239,9 @@ def main():
         dump(args.dump_final, model, optimizer, metrics, args.steps, rank)
     print("rank %d: done at step %d" % (rank, args.steps), flush=True)
     if world > 1:
+        # Every rank is done before any tears the group down: a rank whose
+        # peer already closed its gloo pairs can crash in its own teardown.
+        dist.barrier()
         dist.destroy_process_group()
 
 
@@ -283,6 +286,9 @@ def plain_main(args, model, optimizer, metrics, world, rank):
         dump(args.dump_final, model, optimizer, metrics, args.steps, rank)
     print("rank %d: done at step %d" % (rank, args.steps), flush=True)
     if world > 1:
+        # Every rank is done before any tears the group down: a rank whose
+        # peer already closed its gloo pairs can crash in its own teardown.
+        dist.barrier()
         dist.destroy_process_group()
 
 
