@@ -14,7 +14,8 @@ import (
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 )
 
-// annotationRules lists one valid and one invalid value per annotation (issue 3 §3).
+// annotationRules lists one valid and one invalid value per annotation
+// (docs/annotations.md).
 func annotationRules() []struct{ key, good, bad string } {
 	return []struct{ key, good, bad string }{
 		{"trainguard.io/recover-strategy", "recover,dump", "recover,,dump"},

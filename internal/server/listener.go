@@ -20,8 +20,8 @@ import (
 //
 // A cap alone is a lock anyone can hold: 1,024 keep-alive connections
 // sending one tiny request every 20 s kept it full for ever, and every new
-// connection, the API server's included, waited past its deadline (issue
-// 31, item 2). So the cap is shared out:
+// connection, the API server's included, waited past its deadline. So the
+// cap is shared out:
 //   - one source address holds at most perSource connections; one more
 //     takes the place of the source's own longest-idle connection, or,
 //     when none of its connections is idle, is closed at once, before its

@@ -23,7 +23,7 @@ import (
 	"github.com/trainguard/trainguard/webhook"
 )
 
-// The attacks of issue 31, item 2, from other loopback addresses than the
+// Attacks on admission from other loopback addresses than the
 // "API server" (127.0.0.1): Linux routes all of 127.0.0.0/8 to lo, so each
 // 127.0.0.x is a peer of its own to the server.
 
@@ -77,7 +77,7 @@ func reviewWithin(url string, body []byte) (int, time.Duration, error) {
 
 // TestOnePeerCannotHoldTheConnectionCap: one peer opens as many keep-alive
 // connections as the cap and sends one request to an unknown path on each
-// (the issue's attack, at a cap of 256). Before the fix every connection
+// (at a cap of 256). Before the fix every connection
 // stayed open, the cap was full, and the API server's review waited past
 // its 5 s. Now a non-webhook request closes its connection, and the review
 // is answered; then the peer opens connections it never uses, and holds at

@@ -20,8 +20,9 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
-// headerOnly opens a TLS connection and sends a review's headers declaring
-// a body of declared bytes, and no body: the attack of issue 24 item 4.
+// headerOnly opens a TLS connection and sends a review's headers declaring a
+// body of declared bytes, and no body: connections that once held the whole
+// receiving budget by declaring bodies they never sent.
 func headerOnly(t *testing.T, addr string, declared int64) net.Conn {
 	t.Helper()
 	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // throwaway cert

@@ -74,7 +74,7 @@ func TestUnusedConnectionOutlastsTheHeaderTimeout(t *testing.T) {
 }
 
 // TestUnusedConnectionsYieldAtTheCap: connections that never send a
-// request, waiting the idle timeout now, lock nothing (issue 31): at the
+// request, waiting the idle timeout now, lock nothing: at the
 // cap the longest unused gives its place, and a review is served.
 func TestUnusedConnectionsYieldAtTheCap(t *testing.T) {
 	const capN = 4

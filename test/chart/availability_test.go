@@ -145,7 +145,8 @@ func TestChartSwitchesForNetworkPolicyMetricsAndSpread(t *testing.T) {
 // carries a matchCondition, so trainguard down never wedges an update; the
 // CREATE entries keep the configured (fail-closed) policy. Rendered with
 // Trainer on, so its TrainJob and TrainingRuntime entries are judged too
-// (issue 24 item 3: their UPDATEs failed closed).
+// (their UPDATEs once failed closed: Kueue's suspend and finalizer
+// removals waited on trainguard).
 func TestChartUpdatesFailOpen(t *testing.T) {
 	_, m, v := renderWithTrainer(t)
 	conditions := map[string][]admissionregistrationv1.MatchCondition{}

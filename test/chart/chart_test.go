@@ -240,8 +240,7 @@ func nsLabels(name string, extra map[string]string) labels.Set {
 
 // clusterWideComponents are the namespaces cluster-wide mode excludes by
 // default (clusterWideExcludedNamespaces): those of the components whose
-// ServiceAccounts trainguard's account must never run a pod as (issue 31,
-// item 4).
+// ServiceAccounts trainguard's account must never run a pod as.
 var clusterWideComponents = []string{
 	"kube-public", "kube-node-lease", "cert-manager", "monitoring", "kueue-system",
 	"kubeflow", "kubeflow-system", "jobset-system", "kubedl-system", "mindx-dl", "volcano-system",
@@ -594,7 +593,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "", "events", false))
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "events.k8s.io", "events", false))
 	assert.Equal(t, none, verbsFor(cr.Rules, "", "secrets", false), "no cluster-wide access to Secrets")
-	// Issue 31, item 1: the right to write the webhook configurations is
+	// The right to write the webhook configurations is
 	// the right to reroute admission; it exists only where trainguard
 	// injects the CA bundle itself, and never unnamed.
 	for _, res := range []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} {

@@ -45,7 +45,7 @@ func renderNotes(t *testing.T, setValues ...string) string {
 	return text
 }
 
-// TestNotesWarnWhenTheWebhookPortIsOpenToEveryPod (issue 31, item 2): with
+// TestNotesWarnWhenTheWebhookPortIsOpenToEveryPod: with
 // networkPolicy.webhookFrom empty (the default) any pod can open
 // connections to the webhook port, and many pods together can lock
 // admission out; the notes say so loudly, and stop once the port is

@@ -83,7 +83,7 @@ func sentToTrainguard(t *testing.T, pod *corev1.Pod) bool {
 	return true
 }
 
-// Issue 24, item 11: with webhook.podMatchConditions=true the API server
+// With webhook.podMatchConditions=true the API server
 // must still send trainguard every pod the Go code injects: a TrainJob's
 // trainer pod (container node, which the CEL did not know) and a pod that
 // asks for trainguard with a policy annotation. The names come from the

@@ -65,7 +65,7 @@ func trainerObject(kind, namespace, name string, finalizers ...string) *unstruct
 	return u
 }
 
-// Issue 24, item 3: with trainguard down, an opted-in namespace still
+// With trainguard down, an opted-in namespace still
 // refuses a new TrainJob or TrainingRuntime (fail closed), but every UPDATE
 // goes through: Kueue's suspend toggle, a label edit, Trainer's
 // resource-in-use finalizer on a runtime, and the finalizer removal that
@@ -122,7 +122,7 @@ func TestTrainerUpdatesGoThroughWhileTrainguardDown(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "the TrainJob is gone, not stuck in Terminating: %v", err)
 }
 
-// Issue 33, item 6: a user's batch Job is checked at creation and fails
+// A user's batch Job is checked at creation and fails
 // closed with trainguard down, like a PyTorchJob; a Job a CronJob or a
 // JobSet (a TrainJob's) makes is never sent (the no-controller
 // matchCondition, evaluated by the real API server), so trainguard down

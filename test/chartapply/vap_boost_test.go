@@ -48,7 +48,7 @@ func admittedWorkload(t *testing.T, ns, name string) *unstructured.Unstructured 
 	return wl
 }
 
-// Issue 30: trainguard's ServiceAccount may write on a Kueue Workload only
+// trainguard's ServiceAccount may write on a Kueue Workload only
 // the kueue.x-k8s.io/priority-boost annotation, from 0 to the configuration's
 // maxBoost (the bound the binary is given, not a fixed 9999999: with the
 // default 100, a token could boost a job past every class up to 9999999

@@ -58,12 +58,12 @@ func namespaceWithPod(t *testing.T, name string, m nsMeta) *corev1.Pod {
 	return podIn(t, name)
 }
 
-// Issue 31, item 4: cluster-wide mode no longer fences as wide as it
-// injects. kube-* namespaces are never trainguard's (both opt-in modes, even
-// annotated enabled); cluster-wide, the components' namespaces are excluded
-// too; and whatever the namespace, a pod trainguard's account creates must
-// carry its marker and may not use host namespaces, a privileged container,
-// a hostPath volume or a component's ServiceAccount.
+// Cluster-wide mode does not fence as wide as it injects. kube-* namespaces
+// are never trainguard's (both opt-in modes, even annotated enabled);
+// cluster-wide, the components' namespaces are excluded too; and whatever
+// the namespace, a pod trainguard's account creates must carry its marker
+// and may not use host namespaces, a privileged container, a hostPath volume
+// or a component's ServiceAccount.
 func TestAdmissionPolicyNarrowsWhatTheAccountMayCreate(t *testing.T) {
 	ctx := context.Background()
 	for _, m := range fenceModes("fencepod") {

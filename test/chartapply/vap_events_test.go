@@ -40,7 +40,7 @@ func eventIn(ns string, core bool) client.Object {
 	}
 }
 
-// Issue 31, item 11: trainguard's account may write Events only in the
+// trainguard's account may write Events only in the
 // namespaces it injects and in its own, in both APIs, in every mode; a
 // spoofed warning in kube-system (or any namespace it does not inject) is
 // refused.

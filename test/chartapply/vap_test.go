@@ -283,7 +283,7 @@ const (
 	labelRemoved  = `{"metadata":{"labels":{"trainguard.io/inject":null}}}`
 )
 
-// Issue 24, item 1: the fence decides "injected" from the namespace's
+// The fence decides "injected" from the namespace's
 // trainguard.io/inject annotation, which trainguard's ServiceAccount cannot
 // write, not from the label, which it can; and it may set the label only to
 // mirror the annotation. A stolen token can no longer label a namespace
@@ -323,7 +323,7 @@ func TestAdmissionPolicyTrustsTheAnnotationNotTheLabel(t *testing.T) {
 	}
 }
 
-// Issue 24, item 1, cluster-wide mode: a namespace annotated disabled stays
+// Cluster-wide mode: a namespace annotated disabled stays
 // fenced whatever its label, and its disabled label cannot be removed.
 func TestAdmissionPolicyClusterWideTrustsTheAnnotation(t *testing.T) {
 	const release, ns, policy = "fencecwa", "fencecwa-system", "fencecwa-trainguard-fence"

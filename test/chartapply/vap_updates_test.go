@@ -37,7 +37,7 @@ const (
 	exhaustedPatch = `{"metadata":{"annotations":{"trainguard.io/reschedules-exhausted":"10"}}}`
 )
 
-// Issue 24, item 2: trainguard's ServiceAccount may patch a pod or a job
+// trainguard's ServiceAccount may patch a pod or a job
 // only to write the rescheduler's own annotations (and a pod's status, to
 // mark it Failed), and only in namespaces trainguard injects. A stolen
 // token can no longer change a running pod's image, or rewrite a job's pod

@@ -77,7 +77,7 @@ func onWebhook(t *testing.T, change func(w map[string]any)) func(*unstructured.U
 }
 
 // webhookAttacks are the updates a stolen token would make to reroute
-// admission (issue 31, item 1), each also carrying a new CA bundle, so a
+// admission, each also carrying a new CA bundle, so a
 // fence that only looked for a bundle change would pass them.
 func webhookAttacks(t *testing.T) map[string]func(*unstructured.Unstructured) {
 	withBundle := func(change func(*unstructured.Unstructured)) func(*unstructured.Unstructured) {
@@ -202,7 +202,7 @@ func grantCarelessly(t *testing.T, name, release, namespace string, rules []rbac
 	}, 30*time.Second, 100*time.Millisecond, "the careless grant %s to %s never came into force", name, user)
 }
 
-// Issue 31, item 1: trainguard's account may rewrite no webhook
+// trainguard's account may rewrite no webhook
 // configuration, in either certificate mode and either opt-in mode. With
 // self-managed certificates it may change the CA bundle of its own two (and
 // the generation annotation that goes with it), nothing else; with

@@ -44,7 +44,7 @@ func (r rankPods) start(t *testing.T, args ...string) [2]*proc {
 	return procs
 }
 
-// TestPeerKilledDuringAllReduce is issue 28's fault: the worker's trainer is
+// TestPeerKilledDuringAllReduce: the worker's trainer is
 // SIGKILLed (the OOM killer) mid-training, and the master's all_reduce fails
 // with "Connection reset/closed by peer". The master must exit with the
 // retryable contract.ExitPeerLost, never 1 (a permanent failure under

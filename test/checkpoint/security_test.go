@@ -225,7 +225,7 @@ func listDir(t testing.TB, dir string) []string {
 	return names
 }
 
-// Issue 31 item 8: an ack.json planted with generation 2^63-1 made the
+// An ack.json planted with generation 2^63-1 made the
 // agent's next request generation negative, and the trainer took the
 // planted ack for its pod's last answered request: every preStop of the
 // pod timed out. Both sides needed fixing (the agent bounds generations,

@@ -87,17 +87,17 @@ func (e *env) deleteJobs(ctx context.Context, ns string, jobs ...string) {
 	})
 }
 
-// checkpointAwarePreemption: scenario checkpoint-aware-preemption (issue
-// 30). Two training-low jobs share the ClusterQueue: "fresh", whose trainer
-// listens and commits a checkpoint every 5 steps, admitted first, and
-// "deaf", whose trainer never listens (no termination checkpoint, no
-// commit), admitted second. A training-high job arrives needing one job's
-// quota. Kueue alone preempts the most recently admitted job of the lowest
-// priority: deaf, which loses every step. With trainguard's boost, deaf's
-// Workload carries kueue.x-k8s.io/priority-boost and Kueue preempts fresh,
-// which saves an acknowledged checkpoint in its preStop hook and loses
-// nothing. The second round runs the same jobs (sleeping) in a namespace
-// trainguard does not inject: Kueue's own choice.
+// checkpointAwarePreemption: scenario checkpoint-aware-preemption. Two
+// training-low jobs share the ClusterQueue: "fresh", whose trainer listens
+// and commits a checkpoint every 5 steps, admitted first, and "deaf", whose
+// trainer never listens (no termination checkpoint, no commit), admitted
+// second. A training-high job arrives needing one job's quota. Kueue alone
+// preempts the most recently admitted job of the lowest priority: deaf,
+// which loses every step. With trainguard's boost, deaf's Workload carries
+// kueue.x-k8s.io/priority-boost and Kueue preempts fresh, which saves an
+// acknowledged checkpoint in its preStop hook and loses nothing. The second
+// round runs the same jobs (sleeping) in a namespace trainguard does not
+// inject: Kueue's own choice.
 func (e *env) checkpointAwarePreemption(t *testing.T) {
 	ctx := context.Background()
 	e.uncordon(ctx, t)

@@ -65,7 +65,7 @@ func (e *env) trainguardDown(t *testing.T) {
 			t.Fatalf("pod %s was created while trainguard is down (not injected: %q)", p.Name, p.Annotations["trainguard.io/injected"])
 		}
 	}
-	// The same for Trainer's kinds (issue 24 item 3): their UPDATE entries
+	// The same for Trainer's kinds: their UPDATE entries
 	// fail open, so a label edit, Kueue's suspend toggle or a finalizer
 	// removal never waits for trainguard.
 	edited := []byte(`{"metadata":{"labels":{"e2e.trainguard.io/edited":"while-down"}}}`)

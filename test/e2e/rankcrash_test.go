@@ -30,11 +30,11 @@ type rankCrashCase struct {
 
 const (
 	rankCrashSaveEvery = 10
-	// rankCrashTarget is issue 28's target from the kill to training again.
+	// rankCrashTarget is the target from the kill to training again.
 	rankCrashTarget = 10 * time.Second
 )
 
-// rankCrash (issue 28): one rank's trainer dies mid-training, killed
+// rankCrash: one rank's trainer dies mid-training, killed
 // (SIGKILL, 137, as the OOM killer does) or crashing (SIGSEGV, 139). Under
 // every restart policy users write (a PyTorchJob under OnFailure and under
 // ExitCode, a TrainJob through torchrun) the whole job trains again, in
@@ -222,7 +222,7 @@ func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c 
 // fault is a real one: sh exits 139.
 const segvLoopScript = `python3 -c 'import ctypes, time; time.sleep(2); ctypes.string_at(0)'; exit $?`
 
-// rankCrashCap (issue 28, bounded): a PyTorchJob under restartPolicy Never
+// rankCrashCap (bounded): a PyTorchJob under restartPolicy Never
 // with trainguard.io/max-reschedules=1 whose worker segfaults on every
 // start. trainguard's restart rules restart it in place once; at the cap
 // the rescheduler stops the job's in-place restarts (Warning

@@ -15,8 +15,9 @@ import (
 // Kind is one kind of disruption.
 type Kind string
 
-// The disruptions of issue 29. Node kinds hit a node (every arm with a pod
-// there meets it); job kinds hit one rank of every arm's job at once.
+// The disruptions of the goodput benchmark (docs/goodput.md). Node kinds hit
+// a node (every arm with a pod there meets it); job kinds hit one rank of
+// every arm's job at once.
 const (
 	Drain        Kind = "drain"                // kubectl drain, uncordoned at the next event
 	Crash        Kind = "node-crash"           // the node hook's crash, restored at the next event

@@ -112,12 +112,13 @@ func BenchmarkAdmissionThroughAPIServer(b *testing.B) {
 
 // trainguardNamespace is the annotations of trainguard's namespace: opted
 // in, without a checkpoint claim, so every admitted object is also warned
-// about and counted, and the namespace gets an EphemeralCheckpoints Event
-// a minute (an API write the patching no-op does not make; it was one per
-// object until issue 33). LOAD_CHECKPOINT_CLAIM=on names a claim, as a
-// namespace that trains should (docs/annotations.md#durable-checkpoints),
-// to measure admission without the warnings and Events; the patching
-// no-op then returns the patch for that namespace.
+// about and counted, and the namespace gets an EphemeralCheckpoints Event a
+// minute (an API write the patching no-op does not make; it was one per
+// object before the Events were folded). LOAD_CHECKPOINT_CLAIM=on names a
+// claim, as a namespace that trains should
+// (docs/annotations.md#durable-checkpoints), to measure admission without
+// the warnings and Events; the patching no-op then returns the patch for
+// that namespace.
 func trainguardNamespace() map[string]string {
 	ann := map[string]string{contract.AnnotationInject: contract.InjectEnabled}
 	if os.Getenv("LOAD_CHECKPOINT_CLAIM") == "on" {
@@ -499,7 +500,7 @@ func fastClient(cp *controlplane.ControlPlane) (client.Client, error) {
 // pointed at the no-op server, matching namespaces with the setup's label.
 // The copies keep rules, failure policies, timeouts and reinvocation; they
 // drop trainguard's matchConditions, so the no-ops are called for every
-// object, as the issue's floor was measured.
+// object, as the floor is measured.
 //   - "noop-": answers Allowed, the floor.
 //   - "patching-": answers with the very patch trainguard computed for the
 //     first object of the kind (cached), so the API server does all the work

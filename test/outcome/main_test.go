@@ -1,5 +1,5 @@
-// Package outcome is the integration test of the checkpoint outcome reader
-// (issue 14): a real kube-apiserver and etcd, trainguard's real manager,
+// Package outcome is the integration test of the checkpoint outcome reader:
+// a real kube-apiserver and etcd, trainguard's real manager,
 // and the kubelet simulated by writing each pod's terminated container
 // state, termination message included, through the status subresource.
 package outcome

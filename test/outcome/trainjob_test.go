@@ -95,7 +95,7 @@ func TestForgedTrainJobChainGetsNoJobEvent(t *testing.T) {
 	}
 }
 
-// A user's own batch Job (no controller) is a job of its own (issue 33):
+// A user's own batch Job (no controller) is a job of its own:
 // its pod's outcome is its Event, whatever TrainJob the pod's labels claim.
 func TestPlainJobGetsTheEventNotTheTrainJobItsPodClaims(t *testing.T) {
 	ns := namespace(t, true)

@@ -24,8 +24,7 @@ func TestNoDocNamesABranch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A link's anchor repeats a heading ("issue 31" becomes "issue-31"),
-		// which names an issue, not a branch.
+		// A link's anchor repeats a heading, which names no branch.
 		text := mdLink.ReplaceAllString(string(raw), "]")
 		for _, m := range branchName.FindAllString(text, -1) {
 			rel, _ := filepath.Rel(root, file)

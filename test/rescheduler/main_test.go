@@ -1,7 +1,7 @@
-// Package rescheduler holds the rescheduler's integration tests (issue 7
-// acceptance): a real kube-apiserver and etcd, trainguard's real manager,
-// and the kubelet simulated by writing Node and Pod status through the
-// status subresource.
+// Package rescheduler holds the rescheduler's integration tests
+// (docs/rescheduler.md, Integration tests): a real kube-apiserver and etcd,
+// trainguard's real manager, and the kubelet simulated by writing Node and
+// Pod status through the status subresource.
 //
 // Each trainguard manager runs in its own process: the test binary re-runs
 // itself in "manager mode" (see runManager). controller-runtime refuses a

@@ -97,7 +97,7 @@ func TestExit137IsRescheduled(t *testing.T) {
 	}
 }
 
-// A process fault (issue 28) on a healthy node with the default
+// A process fault (a rank's crash) on a healthy node with the default
 // recover-strategy: the kubelet restarts the container where it is
 // (OnFailure crash loop), so the rescheduler neither evicts the pod nor
 // records its healthy node as bad; each restart is one Event.
@@ -113,7 +113,7 @@ func TestProcessFaultRestartsInPlace(t *testing.T) {
 	assert.Equal(t, "RestartInPlace/2", getPod(t, pod).Annotations[contract.AnnotationDecision])
 }
 
-// Bounded (issue 28): a rank that keeps crashing under kubeflow's ExitCode
+// Bounded: a rank that keeps crashing under kubeflow's ExitCode
 // (restartPolicy Never) restarts in place only by trainguard's restart
 // rules; at the job's cap the rescheduler records the stop, says so on the
 // job (Warning Event, cap annotation), evicts the pod once (no bad node),

@@ -2,14 +2,15 @@
 
 package rescheduler
 
-// The memory benchmark of issue 10: the rescheduler's manager against the
-// real API server holding 10,000 managed pods on 1,000 nodes, 1,000
-// bad-node records in trainguard's namespace and, in a tenant namespace,
-// ConfigMaps labelled trainguard.io/bad-nodes=true (the tenant-fillable
-// memory of the old cache). It prints the manager's RSS and heap side by
-// side with a baseline manager built the same way but with the old cache
-// (no transforms, labelled ConfigMaps of every namespace). Run it with
-// `make bench-rescheduler-rss` (several minutes; not part of `make test`).
+// The memory benchmark (docs/rescheduler.md, Memory): the rescheduler's
+// manager against the real API server holding 10,000 managed pods on 1,000
+// nodes, 1,000 bad-node records in trainguard's namespace and, in a tenant
+// namespace, ConfigMaps labelled trainguard.io/bad-nodes=true (the
+// tenant-fillable memory of the old cache). It prints the manager's RSS and
+// heap side by side with a baseline manager built the same way but with the
+// old cache (no transforms, labelled ConfigMaps of every namespace). Run it
+// with `make bench-rescheduler-rss` (several minutes; not part of `make
+// test`).
 
 import (
 	"bufio"

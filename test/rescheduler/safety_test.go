@@ -1,6 +1,6 @@
 package rescheduler
 
-// Issue 10 acceptance: no tenant can steer the rescheduler, and no outage
+// The rescheduler's safety: no tenant can steer the rescheduler, and no outage
 // becomes a deletion storm. Each test reproduces an attack or an incident
 // against the real API server; each failed on the code before the fix.
 
@@ -47,7 +47,7 @@ func plainNamespace(t *testing.T) string {
 	return name
 }
 
-// oldRecordName is where the code before issue 10 looked for a job's
+// oldRecordName is where the rescheduler once looked for a job's
 // record: in the job's own namespace, where its users can write.
 func oldRecordName(podName string) string {
 	sum := sha256.Sum256([]byte("Pod./" + podName))
@@ -91,11 +91,11 @@ func tenantRecord(t *testing.T, ns, podName string, pending *corev1.Pod, replace
 	return cm
 }
 
-// The tenant takeover of issue 10, and its variants: ConfigMaps labelled
-// trainguard.io/bad-nodes=true that a namespace user wrote. None of them is
-// read (they are outside trainguard's namespace, so not even cached), and
-// no pod is created anywhere; a legitimate bare pod recreated meanwhile
-// proves the controller was working, from the pod it observed.
+// The tenant takeover (docs/threat-model.md), and its variants: ConfigMaps
+// labelled trainguard.io/bad-nodes=true that a namespace user wrote. None of
+// them is read (they are outside trainguard's namespace, so not even
+// cached), and no pod is created anywhere; a legitimate bare pod recreated
+// meanwhile proves the controller was working, from the pod it observed.
 func TestTenantConfigMapsAreNeverActedOn(t *testing.T) {
 	ctx := context.Background()
 	tenant, victim := plainNamespace(t), namespace(t)
@@ -105,7 +105,7 @@ func TestTenantConfigMapsAreNeverActedOn(t *testing.T) {
 	}
 	type attack struct{ ns, name, podNS string }
 	attacks := []attack{
-		{tenant, "takeover", "kube-system"},               // the issue's attack
+		{tenant, "takeover", "kube-system"},               // the takeover itself
 		{tenant, "cross-namespace", victim},               // a stash naming another namespace
 		{victim, "no-such-uid", victim},                   // a pod UID that never existed
 		{tenant, "one-mebibyte", tenant},                  // a 1 MiB payload

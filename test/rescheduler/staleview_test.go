@@ -99,8 +99,8 @@ func startLeaseWatchProxy(t *testing.T) (string, *watchStaller) {
 	return srv.URL, s
 }
 
-// TestStaleLeaseView (issue 31, item 3, and docs/rescheduler.md's claim
-// that a broken watch stops action): 3 zones of 2 nodes, every kubelet
+// TestStaleLeaseView (docs/rescheduler.md's claim that a broken watch
+// stops action): 3 zones of 2 nodes, every kubelet
 // renewing its Lease every second through the API server, and the
 // manager's Lease watch stalled for longer than --lease-lost-after plus
 // --force-delete-after. Before the fix the manager evicted and then

@@ -107,7 +107,7 @@ func capReachedOnTrainJob(t *testing.T, ns string) *corev1.Pod {
 	return pod
 }
 
-// TestTrainJobCapIsReadFromAndMarkedOnTheTrainJob (issue 24 item 7): a
+// TestTrainJobCapIsReadFromAndMarkedOnTheTrainJob: a
 // TrainJob pod's job is its TrainJob, reached Pod -> Job -> JobSet ->
 // TrainJob. Before, the rescheduler read and patched the JobSet: the
 // TrainJob's trainguard.io/max-reschedules was never read, and the mark

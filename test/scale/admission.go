@@ -33,7 +33,7 @@ import (
 // the split of the job's gap.
 type AdmissionReport struct {
 	Bursts int
-	// Job is the issue's scenario and the target's: one PyTorchJob's 64
+	// Job is the scale target's scenario: one PyTorchJob's 64
 	// pods (a Master and 63 Workers) created at once as the training
 	// operator creates them, from the templates the API server stored.
 	// trainguard's job webhook injected those when the job was created, so
@@ -402,7 +402,8 @@ func pairRounds(rounds []round, slowest int) Rounds {
 	return out
 }
 
-// admissionTarget is issue 34's: a job's pods' p99 within 1.3x the no-op's.
+// admissionTarget is the scale target (docs/scale.md): a job's pods' p99
+// within 1.3x the no-op's.
 const admissionTarget = 1.3
 
 func (e *env) printRounds(r *Rounds) {

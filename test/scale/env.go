@@ -1,4 +1,4 @@
-// Package scale is the harness behind `make scale` (issue 34): a real
+// Package scale is the harness behind `make scale` (docs/scale.md): a real
 // kube-apiserver and etcd (test/controlplane), nodes and pods simulated by
 // KWOK (its controller keeps the node Leases and pod status), kubeflow's
 // PyTorchJob CRD, and trainguard's real binary run as a process with the

@@ -51,8 +51,8 @@ type Options struct {
 	Out       io.Writer
 }
 
-// Defaults are issue 34's sizes: 5,000 nodes in 10 zones, 50,000 training
-// pods in 2,000 jobs and 10,000 other pods.
+// Defaults are the scale target's sizes (docs/scale.md): 5,000 nodes in 10
+// zones, 50,000 training pods in 2,000 jobs and 10,000 other pods.
 func Defaults() Options {
 	return Options{Nodes: 5000, Zones: 10, TrainingPods: 50000, Jobs: 2000, OtherPods: 10000, Namespaces: 20, Clients: 16,
 		Bursts: 10, Steady: 60 * time.Second, Churn: 3 * time.Minute, ChurnPercent: 1, LeaseSeconds: 40,

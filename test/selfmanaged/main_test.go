@@ -132,7 +132,7 @@ func run(m *testing.M) (int, error) {
 // installReleaseNamespaceAndRBAC creates the release namespace and, for
 // real, the ServiceAccount, RBAC and ValidatingAdmissionPolicy the chart
 // renders in self-managed mode: the rotations below run under both fences
-// (issue 31, item 1: the policy lets the account change only the CA bundle
+// (the policy lets the account change only the CA bundle
 // of the webhook configurations).
 func installReleaseNamespaceAndRBAC(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.Namespace}}

@@ -132,7 +132,7 @@ func renewedLease(node string, renewed time.Time) *coordinationv1.Lease {
 		Spec: coordinationv1.LeaseSpec{RenewTime: &rt}}
 }
 
-// TestClusterBrake (issue 31, item 3): 3 zones of 2 nodes whose Leases the
+// TestClusterBrake: 3 zones of 2 nodes whose Leases the
 // cache has not seen renewed for 41 s while every Node still says Ready.
 // The zone brake needs 3 unhealthy carriers per zone and never engaged;
 // the cluster brake holds when more than half of all carriers (or of all
@@ -153,8 +153,8 @@ func TestClusterBrake(t *testing.T) {
 		// Every Lease stops at once, but their deadlines are spread over a
 		// renewal interval: when the first passes --lease-lost-after the
 		// others have missed renewals too. Counting only Leases past the
-		// bound let the first nodes through (issue 34's stall at 200
-		// nodes: 30 pods evicted before the brake engaged).
+		// bound let the first nodes through (a scale run's stall at
+		// 200 nodes: 30 pods evicted before the brake engaged).
 		{"a stall's onset: one past the bound, five silent 35 s", 1, true, 6 * time.Second},
 		{"one past the bound, five silent 15 s: a lost node among healthy ones", 1, false, 26 * time.Second},
 	} {
@@ -212,7 +212,7 @@ func TestLiveLeaseReadHoldsAStaleView(t *testing.T) {
 		"the API server confirms the silence: the action proceeds")
 }
 
-// TestRetriesDoNotDrainTheNodeBucket (issue 31, item 10): one tenant's 30
+// TestRetriesDoNotDrainTheNodeBucket: one tenant's 30
 // jobs exit 137 on 30 nodes; another tenant's pod sits on a really lost
 // node. Before the fix every retry took a token of the cluster-wide node
 // bucket (burst 3, one node every 10 s) and the lost node's pod waited
@@ -262,7 +262,7 @@ func TestRetryBucketIsPerNamespace(t *testing.T) {
 
 // TestBrakeReleaseRestartsSilence: a stall ends, most Leases are renewed
 // again and the cluster brake releases; the nodes not renewed yet must not
-// be acted on for the silence the brake covered (issue 34: 40 pods of 4
+// be acted on for the silence the brake covered (a scale run: 40 pods of 4
 // nodes evicted and force-deleted the moment a 200-node stall ended).
 func TestBrakeReleaseRestartsSilence(t *testing.T) {
 	h := sixNodesInThreeZones(t)
@@ -283,7 +283,7 @@ func TestBrakeReleaseRestartsSilence(t *testing.T) {
 	assert.Less(t, silent, h.r.opts.LeaseLostAfter.Duration, "n0's silence restarts when the brake releases")
 }
 
-// TestStaleReleaseKeepsANewIncidentsSilence (issue 34's smoke run): the
+// TestStaleReleaseKeepsANewIncidentsSilence (seen in a scale smoke run): the
 // cluster brake held a stall; every Lease came back, but no pod needed an
 // action, so nothing judged the brake released. Two nodes then die. The
 // first look at their pods releases the brake; it must not restart the
@@ -370,7 +370,7 @@ func sixNodesInThreeZones(t *testing.T) *harness {
 	return h
 }
 
-// TestHoldIsSaidOnce (issue 34): a held pod is looked at again every
+// TestHoldIsSaidOnce: a held pod is looked at again every
 // brakeRecheck; its Event is written once per hold, not once per look (an
 // API write per held pod every 30 s while a brake holds a zone or the
 // cluster), and again when the reason changes, after heldRepeat, after
@@ -411,7 +411,7 @@ func TestHeldPodGetsOneEvent(t *testing.T) {
 	assert.Equal(t, 3.0, testutil.ToFloat64(h.r.metrics.held.WithLabelValues(ReasonPartitionSuspected)), "the metric counts every hold")
 }
 
-// TestBrakedZoneNeedsNoJobRead (issue 34): a pod on a lost node of a zone
+// TestBrakedZoneNeedsNoJobRead: a pod on a lost node of a zone
 // whose brake is engaged is held before its job's policy is read (an API
 // read per pod: ~5,000 when a zone of 500 nodes goes silent at 5,000
 // nodes, which held the decisions back by minutes); a lost node outside
@@ -634,7 +634,7 @@ func TestCarrierIndex(t *testing.T) {
 	assert.Equal(t, []string{"a/n1"}, got, "n2 carries nothing now; n1 still carries a2")
 }
 
-// TestOneCountForEveryZone (issue 34): the cluster brake and every zone's
+// TestOneCountForEveryZone: the cluster brake and every zone's
 // brake are judged from one count of the carriers per areaStateTTL; a
 // count per zone and one for the cluster, each listing its nodes' pods,
 // copied every cached pod about twice a second at 5,000 nodes.

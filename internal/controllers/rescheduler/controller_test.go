@@ -464,7 +464,7 @@ func TestBarePodRecreated(t *testing.T) {
 	assert.Empty(t, h.drainEvents())
 }
 
-// Issue 31, item 4: the chart's admission policy refuses trainguard's
+// The chart's admission policy refuses trainguard's
 // account a pod without its marker or one Pod Security's baseline refuses
 // (host namespaces, a privileged container, a hostPath volume, added
 // capabilities, host ports, unconfined profiles, ...), whatever the

@@ -152,8 +152,8 @@ func TestDecide(t *testing.T) {
 		{name: "exit: not retried on a lost node", pod: newPod(annotation(rs, "exit")), node: nil,
 			want: want{action: ActionNone, cause: ReasonNodeLost, reason: ReasonNotRetried}},
 
-		// Process faults (issue 28): restarted in place on a healthy node,
-		// under every restart policy, never migrated, no bad node.
+		// Process faults (a rank's crash): restarted in place on a healthy
+		// node, under every restart policy, never migrated, no bad node.
 		{name: "OnFailure: SIGKILL restarts in place", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 0)), node: readyNode(),
 			want: inPlace},
 		{name: "OnFailure: terminated before the restart", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), terminatedRunning(137, 2)), node: readyNode(),
@@ -177,7 +177,7 @@ func TestDecide(t *testing.T) {
 			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, message: "10/10", stop: true}},
 		{name: "in-place restarts at a job's lower cap", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(139, 2)), node: readyNode(), max: 2,
 			want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonInPlaceRestartCapReached, message: "own restart policy", stop: true}},
-		// Bounded (issue 28): the count is the job's (the record keeps the
+		// Bounded: the count is the job's (the record keeps the
 		// highest restart count seen); at the cap the in-place path stops.
 		{name: "the job's count numbers a pod's restart", pod: newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 0)), node: readyNode(),
 			history: History{InPlaceRestarts: 3}, want: want{action: ActionNone, cause: ReasonRetryableExit, reason: ReasonRestartInPlace, message: "restart 4/10"}},

@@ -15,7 +15,7 @@ import (
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
-// TestInPlaceRestartsStopAtTheJobsCap (issue 28, bounded): a rank that
+// TestInPlaceRestartsStopAtTheJobsCap: a rank that
 // crashes on every start under kubeflow's ExitCode (restartPolicy Never,
 // trainguard's restart rules) is restarted in place up to the job's cap;
 // at the cap the record stops the job's in-place restarts (so the webhook
