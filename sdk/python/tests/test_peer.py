@@ -9,6 +9,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import unittest
 import warnings
 from unittest import mock
@@ -414,6 +415,48 @@ class PeersTest(unittest.TestCase):
         self.assertIsNone(p.observe({"v": self.beat(99.0)}, 1, 50.0), "a pod never trained with")
         self.assertIsNone(p.observe({"w": self.beat(5.0)}, 1, 50.0), "an older incarnation is no restart")
 
+
+
+class SupersededTest(unittest.TestCase):
+    """peer.Superseded: a newer fence generation claimed while this rank's
+    group completes no step is a replaced rank 0, even when the old one (a
+    zombie) still writes its pod's heartbeat."""
+
+    def test_a_newer_generation_while_stuck_ends_the_group(self):
+        s = peer.Superseded()
+        self.assertIsNone(s.observe(3, 0), "no step yet: nothing known")
+        self.assertIsNone(s.observe(3, 5), "step 5 completed under generation 3")
+        self.assertIsNone(s.observe(3, 5))
+        self.assertEqual(4, s.observe(4, 5), "generation 4 claimed and no step since")
+
+    def test_a_step_under_the_new_generation_is_no_supersession(self):
+        s = peer.Superseded()
+        s.observe(3, 5)
+        self.assertIsNone(s.observe(4, 6), "a step completed since: this group claimed it")
+        self.assertIsNone(s.observe(4, 6))
+
+    def test_a_reset_and_hostile_values_are_ignored(self):
+        s = peer.Superseded()
+        s.observe(9, 1)
+        self.assertIsNone(s.observe(2, 1), "a reset: the new line's generation is the base")
+        self.assertEqual(3, s.observe(3, 1))
+        for v in (None, "7", True, -1, 0, 7.5):
+            with self.subTest(v=v):
+                self.assertIsNone(peer.Superseded().observe(v, 1))
+
+    def test_the_watch_exits_retryably_on_a_newer_generation(self):
+        calls = []
+        loss = peer.PeerLoss.__new__(peer.PeerLoss)
+        loss.peers, loss.superseded, loss.started = peer.Peers(), peer.Superseded(), 50.0
+        loss._state = types.SimpleNamespace(step=5)
+        loss._settings = types.SimpleNamespace(config=types.SimpleNamespace(rank=1))
+        loss.lost = lambda exc, why, main: calls.append(str(exc))
+        zombie = {"master-0": {"started": 10.0, "time": 100.0}}  # the old rank 0's heartbeat, still written
+        loss.watch(zombie, 3)
+        with mock.patch.object(peer.os, "_exit") as exit_:
+            loss.watch(zombie, 4)
+        exit_.assert_called_once_with(peer.EXIT_PEER_LOST)
+        self.assertIn("claimed fence generation 4 (after 3)", calls[0])
 
 if __name__ == "__main__":
     logging.basicConfig()

@@ -49,6 +49,17 @@ class Checkpoints:
                 return None
         return self._root
 
+    def newest_generation(self):
+        """The newest fence generation claimed in the checkpoint directory,
+        or None while there is none to read."""
+        root = self.root()
+        if root is None:
+            return None
+        try:
+            return fence.newest(root)
+        except OSError:
+            return None
+
     def close(self):
         if self._root is not None:
             self._root.close()

@@ -349,7 +349,7 @@ class Migrator:
                     # One rank per pod, every PEER_WATCH_INTERVAL: the first
                     # survivor to exit closes its own connections, which
                     # fails the collectives of the others.
-                    self._peer.watch(self._dirs.peer_heartbeats())
+                    self._peer.watch(self._dirs.peer_heartbeats(), self._checkpoints.newest_generation())
                     next_peers = time.time() + PEER_WATCH_INTERVAL
             except Exception as e:  # the listener must outlive a flaky volume
                 log.warning("trainguard: listener: %s: %s", type(e).__name__, e)

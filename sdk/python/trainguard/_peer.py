@@ -229,6 +229,38 @@ class Peers:
         return None
 
 
+
+class Superseded:
+    """Tells when the job's fence generation moved past the one this rank
+    last completed a step under: a newer incarnation of the job's rank 0
+    claimed it, so this rank's group can never complete another collective.
+    The heartbeats (Peers) cannot tell it when the old rank 0 is a zombie
+    that still writes its pod's heartbeat (a partitioned node whose pod was
+    replaced under the same name), while its packets are dropped: no
+    collective fails, and gloo waits its whole timeout. Generations only
+    grow within a line, so the zombie cannot hide the claim. A smaller
+    newest generation (a reset, reset_generations) is taken as the new
+    base."""
+
+    def __init__(self):
+        self.known = None  # the newest generation when this rank last completed a step
+        self._at_step = 0
+
+    def observe(self, newest, step):
+        """newest: the newest generation on the volume; step: this rank's
+        completed steps. Returns the newer generation, or None."""
+        if not isinstance(newest, int) or isinstance(newest, bool) or newest <= 0:
+            return None
+        if step > self._at_step:
+            self._at_step, self.known = step, newest
+            return None
+        if self.known is None:
+            return None  # no step completed yet: nothing known
+        if newest < self.known:
+            self.known = newest
+            return None
+        return newest if newest > self.known else None
+
 class Hooks:
     """sys.excepthook and threading.excepthook, each chaining the hook that
     was there before (the user's, or Python's, which prints the traceback).
@@ -287,6 +319,7 @@ class PeerLoss:
         self._settings, self._state, self._save, self._stop = settings, state, save, stop
         self.hooks = Hooks(self.lost)
         self.peers = Peers()
+        self.superseded = Superseded()
         self.started = time.time()  # this incarnation, in its heartbeat; reset when it starts listening
         self._lost = False
 
@@ -374,18 +407,26 @@ class PeerLoss:
             log.warning("trainguard: dying gasp: committed %s, the last completed step %d, in %.2fs",
                         box["name"], step, took)
 
-    def watch(self, beats):
+    def watch(self, beats, newest=None):
         """Ends this rank retryably when a peer it trained with restarted
-        (beats: pod -> heartbeat of every other pod). Its collective may
+        (beats: pod -> heartbeat of every other pod), or when a newer
+        incarnation claimed the job's fence generation (newest: the newest
+        generation on the volume; Superseded). Its collective may
         never fail: a peer's socket kept open (by a process that inherited
         it, a core dump in progress, a half-open connection) left a survivor
         blocked in gloo's all_reduce for its whole timeout (30 min by
         default) while the peer had restarted in place."""
         restarted = self.peers.observe(beats, self._state.step, self.started)
-        if restarted is None:
+        newer = self.superseded.observe(newest, self._state.step)
+        if restarted is not None:
+            exc = PeerRestarted("the trainer of %s restarted (a new incarnation started at %s) while rank %d waited "
+                                "for it after step %d" % (restarted, time.strftime("%H:%M:%S", time.gmtime(
+                                    self.peers.latest[restarted])), self._settings.config.rank, self._state.step))
+        elif newer is not None:
+            exc = PeerRestarted("a new incarnation of the job claimed fence generation %d (after %d) while rank %d "
+                                "waited for its group after step %d: the group's rank 0 was replaced"
+                                % (newer, self.superseded.known, self._settings.config.rank, self._state.step))
+        else:
             return
-        exc = PeerRestarted("the trainer of %s restarted (a new incarnation started at %s) while rank %d waited "
-                            "for it after step %d" % (restarted, time.strftime("%H:%M:%S", time.gmtime(
-                                self.peers.latest[restarted])), self._settings.config.rank, self._state.step))
         self.lost(exc, "a peer restarted", False)
         os._exit(EXIT_PEER_LOST)
