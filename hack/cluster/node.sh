@@ -276,8 +276,8 @@ heal_node() { # i: undo cut_node
   local i=$1 ip rec=$CLUSTER_DIR/partitioned/$1
   [ -f "$rec" ] || return 0
   while read -r ip; do
-    iptables -w -D "$PARTITION_CHAIN" -s "$ip" -j DROP 2>/dev/null
-    iptables -w -D "$PARTITION_CHAIN" -d "$ip" -j DROP 2>/dev/null
+    iptables -w -D "$PARTITION_CHAIN" -s "$ip" -j DROP 2>/dev/null || true # already gone (down.sh flushed it)
+    iptables -w -D "$PARTITION_CHAIN" -d "$ip" -j DROP 2>/dev/null || true
   done <"$rec"
   rm -f "$rec"
 }

@@ -95,8 +95,9 @@ type Result struct {
 type Applied struct {
 	Event
 	T      time.Time
-	Target string // the node, or the pod per arm
-	Note   string // what the disruption did or why it could not
+	Target string   // the node, or the pod per arm
+	Hit    []string // a node kind's: the arms with a running pod on Target
+	Note   string   // what the disruption did or why it could not
 }
 
 // ArmResult is one arm's figures.
@@ -403,11 +404,16 @@ func Script(steps int, delay float64, saveEvery int, plain bool) string {
 
 // job is the arm's PyTorchJob: master + 1 worker, restartPolicy OnFailure
 // (the operator's defaults otherwise), queued in Kueue at low priority,
-// ranks spread over nodes (preferred), one BLAS thread (so every arm's
+// ranks placed by rank (affinity), one BLAS thread (so every arm's
 // arithmetic is identical and a loss compares across arms).
 func (r *Runner) job(a Arm) *unstructured.Unstructured {
+<<<<<<< HEAD
 	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery, a.Plain)
 	spec := func() map[string]any {
+=======
+	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery)
+	spec := func(rt string) map[string]any {
+>>>>>>> e2epar
 		c := map[string]any{
 			"name": "pytorch", "image": r.cfg.Image, "imagePullPolicy": r.cfg.PullPolicy,
 			"command":   []any{"/bin/sh", "-c", script},
@@ -417,15 +423,7 @@ func (r *Runner) job(a Arm) *unstructured.Unstructured {
 		pod := map[string]any{
 			"terminationGracePeriodSeconds": int64(30),
 			"containers":                    []any{c},
-			"affinity": map[string]any{"podAntiAffinity": map[string]any{
-				"preferredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{
-					"weight": int64(100),
-					"podAffinityTerm": map[string]any{
-						"topologyKey":   "kubernetes.io/hostname",
-						"labelSelector": map[string]any{"matchLabels": map[string]any{"training.kubeflow.org/job-name": jobName}},
-					},
-				}},
-			}},
+			"affinity":                      r.affinity(rt),
 		}
 		if !a.Trainguard {
 			c["volumeMounts"] = []any{map[string]any{"name": "checkpoints", "mountPath": "/checkpoint"}}
@@ -440,13 +438,52 @@ func (r *Runner) job(a Arm) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
 		"spec": map[string]any{
-			"pytorchReplicaSpecs": map[string]any{"Master": spec(), "Worker": spec()},
+			"pytorchReplicaSpecs": map[string]any{"Master": spec("master"), "Worker": spec("worker")},
 		},
 	}}
 	u.SetName(jobName)
 	u.SetNamespace(a.Namespace)
 	u.SetLabels(map[string]string{"kueue.x-k8s.io/queue-name": queue, "kueue.x-k8s.io/priority-class": lowWPC})
 	return u
+}
+
+// affinity places a pod of replica type rt (master or worker) by rank, the
+// same in every arm: away from its own job's other rank, with the same rank
+// of the other arms and away from their other rank (all preferred, so a
+// lost node's pods still find a place). A node then hosts one rank of every
+// arm or none, and a node disruption hits every arm alike: placed freely,
+// the arms' pods fell unevenly, and a crash met two arms and spared the
+// third (whose ETTR then said nothing about its recovery).
+func (r *Runner) affinity(rt string) map[string]any {
+	other := "worker"
+	if rt == "worker" {
+		other = "master"
+	}
+	var nss []any
+	for _, a := range r.cfg.Arms {
+		nss = append(nss, a.Namespace)
+	}
+	term := func(weight int64, typ string, allArms bool) map[string]any {
+		sel := map[string]any{"training.kubeflow.org/job-name": jobName}
+		if typ != "" {
+			sel["training.kubeflow.org/replica-type"] = typ
+		}
+		t := map[string]any{"topologyKey": "kubernetes.io/hostname", "labelSelector": map[string]any{"matchLabels": sel}}
+		if allArms {
+			t["namespaceSelector"] = map[string]any{"matchExpressions": []any{map[string]any{
+				"key": "kubernetes.io/metadata.name", "operator": "In", "values": nss,
+			}}}
+		}
+		return map[string]any{"weight": weight, "podAffinityTerm": t}
+	}
+	return map[string]any{
+		"podAntiAffinity": map[string]any{"preferredDuringSchedulingIgnoredDuringExecution": []any{
+			term(100, "", false), term(100, other, true),
+		}},
+		"podAffinity": map[string]any{"preferredDuringSchedulingIgnoredDuringExecution": []any{
+			term(100, rt, true),
+		}},
+	}
 }
 
 // highJob is Kueue preemption's higher-priority job: one pod asking the
@@ -587,6 +624,7 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, heal) {
 		ap.Note = err.Error()
 		return ap, nothing
 	}
+	ap.Hit = hosted
 	ap.Note = "arms with a pod there: " + strings.Join(hosted, ", ")
 	switch ev.Kind {
 	case Drain:

@@ -31,8 +31,35 @@ func TestEachArmRunsTheSameJobAsItsUserWritesIt(t *testing.T) {
 			cs, _, _ := unstructured.NestedSlice(spec, "template", "spec", "containers")
 			cmd := cs[0].(map[string]any)["command"].([]any)
 			assert.Contains(t, cmd[2], "--step-delay 0.3 --save-every 20 --raise-if-exists /tmp/goodput-raise")
+<<<<<<< HEAD
 			assert.Equal(t, !a.Trainguard, strings.Contains(cmd[2].(string), " --plain --ckpt-dir /checkpoint "),
 				"%s: every arm but trainguard's runs the users' own trainer, without the SDK, saving to the claim it mounts", a.Name)
+=======
+			// placed by rank alike in every arm: with the same rank of
+			// every arm, away from the other rank of every arm
+			same, other := strings.ToLower(rt), map[string]string{"Master": "worker", "Worker": "master"}[rt]
+			aff, _, _ := unstructured.NestedSlice(spec, "template", "spec", "affinity", "podAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+			anti, _, _ := unstructured.NestedSlice(spec, "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+			require.Len(t, aff, 1)
+			require.Len(t, anti, 2)
+			for _, c := range []struct {
+				term any
+				typ  string
+				arms bool
+			}{{aff[0], same, true}, {anti[0], "", false}, {anti[1], other, true}} {
+				term := c.term.(map[string]any)["podAffinityTerm"].(map[string]any)
+				assert.Equal(t, "kubernetes.io/hostname", term["topologyKey"])
+				typ, _, _ := unstructured.NestedString(term, "labelSelector", "matchLabels", "training.kubeflow.org/replica-type")
+				assert.Equal(t, c.typ, typ, "%s %s", a.Name, rt)
+				nss, _, _ := unstructured.NestedSlice(term, "namespaceSelector", "matchExpressions")
+				if c.arms {
+					require.Len(t, nss, 1)
+					assert.Equal(t, []any{"gp-trainguard", "gp-plain", "gp-kueue"}, nss[0].(map[string]any)["values"])
+				} else {
+					assert.Empty(t, nss, "own job only")
+				}
+			}
+>>>>>>> e2epar
 		}
 	}
 	out, err := yaml.Marshal(r.job(r.cfg.Arms[0]).Object)
