@@ -15,18 +15,7 @@ import (
 	"github.com/trainguard/trainguard/test/goodput"
 )
 
-<<<<<<< HEAD
-// goodputShort (the goodput benchmark's short form): the example trainer in
-// three arms side by side (trainguard with its shipped defaults in an
-// opted-in namespace; plain Kubernetes in a namespace that is not opted in;
-// Kueue's FailureRecoveryPolicy on the pods of a third), every one of
-// goodput.ShortKinds once (E2E_GOODPUT_INTERVAL apart, 3 minutes by
-// default), the same schedule for every arm. Asserted: trainguard's ETTR is
-// above both others', and no arm's training state is corrupted (every step's
-// loss equal across incarnations and arms, no resume ahead of the progress,
-// both ranks resumed together). The figures are printed.
-=======
-// goodputShort (issue 29, short form): the example trainer in three arms
+// goodputShort (the goodput benchmark's short form): the example trainer in three arms
 // side by side (trainguard with its shipped defaults in an opted-in
 // namespace; plain Kubernetes in a namespace that is not opted in; Kueue's
 // FailureRecoveryPolicy on the pods of a third), every one of goodput.ShortKinds
@@ -36,7 +25,6 @@ import (
 // and no arm's training state is corrupted (every step's loss equal across
 // incarnations and arms, no resume ahead of the progress, both ranks
 // resumed together). The figures are printed.
->>>>>>> e2epar
 func (e *env) goodputShort(t *testing.T) {
 	ctx := context.Background()
 	// More worker nodes than ranks: a node lost is not half the cluster.

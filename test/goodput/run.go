@@ -407,13 +407,8 @@ func Script(steps int, delay float64, saveEvery int, plain bool) string {
 // ranks placed by rank (affinity), one BLAS thread (so every arm's
 // arithmetic is identical and a loss compares across arms).
 func (r *Runner) job(a Arm) *unstructured.Unstructured {
-<<<<<<< HEAD
 	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery, a.Plain)
-	spec := func() map[string]any {
-=======
-	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery)
 	spec := func(rt string) map[string]any {
->>>>>>> e2epar
 		c := map[string]any{
 			"name": "pytorch", "image": r.cfg.Image, "imagePullPolicy": r.cfg.PullPolicy,
 			"command":   []any{"/bin/sh", "-c", script},

@@ -31,10 +31,8 @@ func TestEachArmRunsTheSameJobAsItsUserWritesIt(t *testing.T) {
 			cs, _, _ := unstructured.NestedSlice(spec, "template", "spec", "containers")
 			cmd := cs[0].(map[string]any)["command"].([]any)
 			assert.Contains(t, cmd[2], "--step-delay 0.3 --save-every 20 --raise-if-exists /tmp/goodput-raise")
-<<<<<<< HEAD
 			assert.Equal(t, !a.Trainguard, strings.Contains(cmd[2].(string), " --plain --ckpt-dir /checkpoint "),
 				"%s: every arm but trainguard's runs the users' own trainer, without the SDK, saving to the claim it mounts", a.Name)
-=======
 			// placed by rank alike in every arm: with the same rank of
 			// every arm, away from the other rank of every arm
 			same, other := strings.ToLower(rt), map[string]string{"Master": "worker", "Worker": "master"}[rt]
@@ -59,7 +57,6 @@ func TestEachArmRunsTheSameJobAsItsUserWritesIt(t *testing.T) {
 					assert.Empty(t, nss, "own job only")
 				}
 			}
->>>>>>> e2epar
 		}
 	}
 	out, err := yaml.Marshal(r.job(r.cfg.Arms[0]).Object)
