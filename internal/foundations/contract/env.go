@@ -77,5 +77,12 @@ func EnvVars() []EnvVar {
 		// How long one connection to that port may take in all (a Go
 		// duration, default 2s): half-sent requests cannot pile up.
 		{Name: "TRAINGUARD_STATUS_TIMEOUT", SDK: true},
+		// In-process recovery (docs/checkpoint-protocol.md): how long a
+		// survivor waits for the group to re-form (a Go duration, default
+		// 30s), how often the supervisor restarts a trainer a signal killed
+		// (default 3), and the supervisor's mark on the trainer it started.
+		{Name: "TRAINGUARD_REFORM_TIMEOUT", SDK: true},
+		{Name: "TRAINGUARD_INPROCESS_RESTARTS", SDK: true},
+		{Name: "TRAINGUARD_SUPERVISED", SDK: true},
 	}
 }

@@ -11,6 +11,7 @@ from . import _fence as fence
 from . import _peer as peer
 from . import _periodic as periodic
 from . import _protocol as proto
+from . import _reform as reform
 from . import _status as status
 from . import _storage as storage
 from . import _wake as wake
@@ -87,6 +88,10 @@ class Migrator:
         # A peer that restarted while this rank waits on it (peer.Peers).
         self._started = time.time()  # this incarnation, in its heartbeat
         self._peers = peer.Peers()
+        # In-process recovery (_reform.py): steps() drives the loop, so an
+        # abandoned step can be taken again; no peer watch while re-forming.
+        self._driven = False
+        self._reforming = False
 
     # ------------------------------------------------------------------ API
 
@@ -147,6 +152,7 @@ class Migrator:
             log.info("trainguard: read-only: not listening for checkpoint requests in %s", cfg.checkpoint_dir)
             return self
         self._defer_agent_sigterm()
+        self._arrive()
         if proto.names_no_job(cfg.job):
             log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
                         "job-name), so %s is shared by every such pod of the namespace; set "
@@ -169,6 +175,20 @@ class Migrator:
         self._listener.start()
         self._serve_status()
         return self
+
+    def _environ(self):
+        return os.environ if self._env is None else self._env
+
+    def _arrive(self):
+        """A trainer its supervisor restarted counts itself in for its
+        generation: the survivors wait for every rank before joining."""
+        gen = reform.generation(self._environ())
+        if gen <= 1:
+            return
+        try:
+            reform.arrive(reform.connect(self._environ(), reform.timeout(self._environ())), gen)
+        except Exception as e:  # the survivors time out into the present path
+            log.warning("trainguard: cannot count in for generation %d: %s: %s", gen, type(e).__name__, e)
 
     def _defer_agent_sigterm(self):
         """Under torchrun, SIGTERM ends training at the step() boundary (or in
@@ -288,8 +308,11 @@ class Migrator:
         for key in states:
             if key not in self._objects:
                 log.warning("trainguard: checkpoint %s has %r, which nobody registered", name, key)
+        if payload.get("rng") is not None:  # a peer's: its torch RNG state too
+            storage._torch().set_rng_state(payload["rng"])
         self._step = payload["step"]
-        self._last_step_committed = self._step
+        if "from" not in payload:  # a peer's state is in no checkpoint
+            self._last_step_committed = self._step
         self._steps_at_boundary = self._optimizer_steps.count
         log.info("trainguard: resumed from %s at step %d", name, self._step)
         return {"step": payload["step"], "checkpoint": name, "saved_at": payload.get("saved_at")}
@@ -347,6 +370,8 @@ class Migrator:
             if self._termination is not None:
                 self._terminate()
             why = peer.classify(e)
+            if why is not None and self._recover(e, why):
+                return  # the group is whole again: steps() yields this step again
             if why is not None:
                 self._on_peer_lost(e, why, True, traceback=True)
                 raise SystemExit(peer.EXIT_PEER_LOST) from e
@@ -362,6 +387,32 @@ class Migrator:
             self._terminate()
         elif self._sigterm.received and self._sigterm.kept:
             self._end_on_sigterm()
+
+    def steps(self, total):
+        """The steps to train, global_step up to total: `for step in
+        migrator.steps(total): with migrator.step(): ...`. After an
+        in-process recovery (docs/checkpoint-protocol.md) the step that was
+        abandoned comes again; only a loop driven so recovers in process."""
+        self._driven = True
+        try:
+            while self._step < total:
+                yield self._step
+        finally:
+            self._driven = False
+
+    def _recover(self, exc, why):
+        """A peer is gone: re-form in process when supervised (_reform.py)."""
+        try:
+            return reform.recover(self, self._environ(), exc, why)
+        except reform.Refused as e:
+            self._peer_lost_handled = True
+            log.error("trainguard: rank %d: %s; exiting %d without a dying gasp (the returning rank runs other code): "
+                      "the job restarts from the checkpoint", self.config.rank, e, peer.EXIT_PEER_LOST)
+            exiting.flush_output()
+            raise SystemExit(peer.EXIT_PEER_LOST) from exc
+
+    def _capture_for_peer(self, obj):
+        return _capture(obj)
 
     def exit(self, info=None):
         """The default termination hook: stop the listener, finish a save in
@@ -618,6 +669,11 @@ class Migrator:
         if self._resolved is not _UNRESOLVED:
             return self._resolved
         dist = _initialized_dist()
+        if dist is not None and reform.generation(self._environ()) > 1:
+            chosen = self._from_peer(dist)
+            if chosen is not _UNRESOLVED:
+                self._resolved = chosen
+                return chosen
         if dist is not None and dist.get_world_size() > 1:
             chosen = self._pick() if dist.get_rank() == 0 else None
             box = [chosen[0] if chosen else None]
@@ -628,6 +684,21 @@ class Migrator:
             chosen = self._pick()
         self._resolved = chosen
         return chosen
+
+    def _from_peer(self, dist):
+        """A restarted trainer's state from a survivor's memory, or the
+        checkpoint when the state was refused; _UNRESOLVED: nobody holds
+        one (every trainer restarted), the checkpoint as always."""
+        what, detail = reform.exchange(dist, self._objects, self._step, False, _capture)
+        if what == "received":
+            log.info("trainguard: rank %d: the state of step %d from rank %d's memory (%d bytes), no checkpoint read",
+                     dist.get_rank(), detail["step"], detail["from"], detail["bytes"])
+            return "peer:rank%d" % detail["from"], detail
+        if what == "refused":
+            log.error("trainguard: %s; nothing of it is loaded: loading the checkpoint", detail)
+            return self._pick()  # alone: the survivors are leaving
+        log.info("trainguard: no surviving rank holds the state; loading the checkpoint")
+        return _UNRESOLVED
 
     def _pick(self):
         """Loading takes no generation: an evaluation job or a debug pod
@@ -820,6 +891,8 @@ class Migrator:
         that inherited it, a core dump in progress, a half-open connection)
         left a survivor blocked in gloo's all_reduce for its whole timeout
         (30 min by default) while the peer had restarted in place."""
+        if self._reforming:
+            return  # the restarted peer is the one awaited
         beats = {}
         for name, d in self._request_dirs():
             if name == self._own_key:
