@@ -32,8 +32,8 @@ def parse_args():
     p.add_argument("--save-every", type=int, default=0, help="periodic background checkpoint every N steps (0: off)")
     p.add_argument("--no-listen", action="store_true",
                    help="never call migrator.listening(): a trainer without trainguard's listener (tests)")
-    p.add_argument("--hidden-file", default="", metavar="PATH",
-                   help="tests: if PATH exists, --hidden is read from it (code changed between restarts)")
+    p.add_argument("--extra-if-exists", default="", metavar="PATH",
+                   help="tests: if PATH exists, register one more object (code changed between restarts)")
     p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
     p.add_argument("--dump-state", default="", help="after resume, torch.save the state to PATH.rank<R>")
     p.add_argument("--dump-final", default="", help="at the end, torch.save the state to PATH.rank<R>")
@@ -99,9 +99,6 @@ def dump(path, model, optimizer, metrics, step, rank):
 def main():
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args = parse_args()
-    if args.hidden_file and os.path.exists(args.hidden_file):
-        with open(args.hidden_file) as f:
-            args.hidden = int(f.read())
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     torch.manual_seed(args.seed)
@@ -113,6 +110,8 @@ def main():
     migrator.register("optimizer", optimizer)
     migrator.register("metrics", metrics)
     extra = {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))} if args.state_mb > 0 else None
+    if extra is None and args.extra_if_exists and os.path.exists(args.extra_if_exists):
+        extra = {"changed": True}
     if extra is not None:
         migrator.register("extra", extra)
     # Data parallel (gradients averaged by hand, below): every rank holds the

@@ -105,23 +105,23 @@ func TestInProcessRecoveryTimesOutInto138(t *testing.T) {
 }
 
 // TestInProcessRecoveryRefusesAMismatchedState: the trainer started again
-// runs other code (a hidden layer of 32, not 64). It refuses the
+// runs other code (it registers one more object). It refuses the
 // survivor's state before loading any of it, naming the mismatch, and
 // loads the checkpoint; the survivor exits 138 without a gasp (its state is
 // the old code's), so the job restarts from the checkpoint.
 func TestInProcessRecoveryRefusesAMismatchedState(t *testing.T) {
 	job := newRankPods(t)
-	hidden := filepath.Join(t.TempDir(), "hidden")
+	changed := filepath.Join(t.TempDir(), "changed")
 	ranks := job.startSupervised(t, [2][]string{},
-		"--steps", "100000", "--step-delay", "0.05", "--save-every", "10", "--hidden-file", hidden)
+		"--steps", "100000", "--step-delay", "0.05", "--save-every", "10", "--extra-if-exists", changed)
 	ranks[1].waitFor(`rank 1: completed step 25 `, 180*time.Second)
-	require.NoError(t, os.WriteFile(hidden, []byte("32"), 0o644))
+	require.NoError(t, os.WriteFile(changed, nil, 0o644))
 	require.NoError(t, syscall.Kill(trainerPid(t, job.pods[1]), syscall.SIGKILL))
 	ranks[0].wait(60 * time.Second)
 	out0 := ranks[0].out.String()
 	require.Equal(t, contract.ExitPeerLost, ranks[0].cmd.ProcessState.ExitCode(), out0)
 	assert.NotContains(t, out0, "dying gasp: committed")
-	want := `rank 1 refused the state of rank 0: model: 0.bias: float32[64] in the peer's state, float32[32] here`
+	want := `rank 1 refused the state of rank 0: extra: registered here, not in the peer's state`
 	assert.Contains(t, out0, want)
 	m := ranks[1].waitFor(`(?s)`+regexp.QuoteMeta(want)+`; nothing of it is loaded: loading the checkpoint.*rank 1: resumed from (trainguard-ckpt-\S+) at step (\d+)`, 60*time.Second)
 	t.Logf("the restarted rank refused the peer's state and resumed from %s at step %s", m[1], m[2])
