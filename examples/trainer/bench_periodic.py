@@ -48,7 +48,7 @@ def segment(model, opt, m, steps, mode, every):
         if mode == "sync" and (i + 1) % every == 0:
             m.save_ckpt()
             saves += 1
-    m._writer.wait()  # the segment's last background save belongs to it
+    m._checkpoints.writer.wait()  # the segment's last background save belongs to it
     return time.monotonic() - started, saves
 
 
@@ -65,7 +65,7 @@ def main():
     m.register("optimizer", opt)
     segment(model, opt, m.periodic(), 10, "none", args.every)  # warm-up: Adam's state exists, caches are hot
     m.save_ckpt()
-    size = m._last_bytes
+    size = m._checkpoints.last_bytes
     times = {"none": [], "background": [], "sync": []}
     saves = {"none": 0, "background": 0, "sync": 0}
     for _ in range(args.rounds):

@@ -22,6 +22,25 @@ from trainguard import _protocol as proto  # noqa: E402
 from trainguard import _storage as storage  # noqa: E402
 
 
+NONCE = "0123456789abcdef0123456789abcdef"
+
+
+class Optimizer:
+    """Counted like a torch optimizer (its type name, param_groups, step), no torch needed."""
+
+    def __init__(self):
+        self.param_groups = []
+
+    def step(self):
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, s):
+        pass
+
+
 class Counter:
     """A minimal object with the state_dict protocol, no torch needed."""
 
@@ -52,8 +71,20 @@ class Base(unittest.TestCase):
     def migrator(self, **extra):
         m = Migrator(env=self.env(**extra))
         self.addCleanup(m.close)
-        self.addCleanup(m._sigterm.restore)  # an exit test leaves its SIGTERM flag installed, as a real exit does
+        self.addCleanup(m._stopping.sigterm.restore)  # an exit test leaves its SIGTERM flag installed, as a real exit does
         return m
+
+    def parts(self, **env):
+        """The Migrator's parts, built as it builds them, without it:
+        (settings, state, checkpoints, signal dirs, requests)."""
+        from trainguard import _checkpoints, _requests, _state
+        settings = proto.Settings(self.env(TRAINGUARD_SERIALIZER="json", **env))
+        st = _state.State()
+        cps = _checkpoints.Checkpoints(settings, st)
+        self.addCleanup(cps.close)
+        dirs = _requests.SignalDirs(settings, cps.root)
+        self.addCleanup(dirs.close)
+        return settings, st, cps, dirs, _requests.Requests(settings, dirs)
 
     def write_request(self, generation, deadline_in=30.0, nonce="0123456789abcdef0123456789abcdef", signal=None):
         signal = signal or self.signal
@@ -234,12 +265,12 @@ class Protocol(Base):
         m = self.migrator(TRAINGUARD_SERIALIZER="pickle")
         m.register("s", {"v": 1})
         m.listening()
-        save = m._save
+        save = m._checkpoints.save
 
         def save_while_the_listener_scans():
-            m._scan_requests()
+            m._requests.scan()
             return save()
-        m._save = save_while_the_listener_scans
+        m._checkpoints.save = save_while_the_listener_scans
         self.write_request(3)
         first = self.step_until_ack(m, 3)
         for _ in range(3):
@@ -353,8 +384,8 @@ class Protocol(Base):
         self.assertEqual(cm.exception.code, 143)
         self.assertEqual(m.global_step, 2)
         self.assertIn("SIGTERM from torchrun's agent; ending training after step 2", "\n".join(logs.output))
-        m._sigterm.restore()  # training goes on after a termination hook: the SIGTERM is forgotten, the handler kept
-        self.assertFalse(m._sigterm.received)
+        m._stopping.sigterm.restore()  # training goes on after a termination hook: the SIGTERM is forgotten, the handler kept
+        self.assertFalse(m._stopping.sigterm.received)
         self.assertNotEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)
 
     def test_sigterm_keeps_its_default_action_outside_torchrun(self):

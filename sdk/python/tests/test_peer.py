@@ -7,12 +7,13 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import unittest
 import warnings
 from unittest import mock
 
 import test_migrator  # noqa: F401  (puts the SDK on sys.path)
-from test_migrator import Base
+from test_migrator import Base, Optimizer
 
 from trainguard import _fence as fence  # noqa: E402
 from trainguard import _peer as peer  # noqa: E402
@@ -228,7 +229,7 @@ class DyingGasp(Base):
         if replicated is not None:
             m.replicated(replicated)
         m.listening()
-        self.addCleanup(m._hooks.uninstall)
+        self.addCleanup(m._peer.hooks.uninstall)
 
         def train_step(fail=None):
             with m.step():
@@ -342,6 +343,44 @@ class DyingGasp(Base):
         with self.assertLogs("trainguard", "ERROR"), self.assertRaises(SystemExit):
             train_step(fail="before")
         self.assertIsNone(self.committed_step())
+
+
+class PeerLossTest(Base):
+    def peer_loss(self, save, **env):
+        settings, st, _, _, _ = self.parts(RANK="0", WORLD_SIZE="2", **env)
+        st.register("optimizer", Optimizer())
+        st.replicated = True
+        stopped = []
+        return st, peer.PeerLoss(settings, st, save, lambda: stopped.append(True)), stopped
+
+    def test_the_gasp_saves_the_last_completed_step_through_the_given_save(self):
+        saves = []
+        st, loss, stopped = self.peer_loss(lambda unless_step: saves.append(unless_step) or "c")
+        st.completed()
+        with self.assertLogs("trainguard", "WARNING") as logs:
+            loss.lost(RuntimeError("Connection closed by peer"), "test", False)
+            loss.lost(RuntimeError("again"), "test", False)
+        self.assertEqual(([1], [True]), (saves, stopped), "once, with the step it must not write twice")
+        self.assertIn("dying gasp: committed c, the last completed step 1", "\n".join(logs.output))
+
+    def test_a_torn_step_or_no_step_is_refused(self):
+        st, loss, _ = self.peer_loss(lambda unless_step: self.fail("saved"))
+        self.assertEqual("no step has completed yet", loss.refusal())
+        st.completed()
+        st.objects["optimizer"].step()
+        self.assertIn("the state is between two steps", loss.refusal())
+        st.replicated = False
+        self.assertIn("declared not replicated", loss.refusal())
+
+    def test_bounded_by_the_dump_timeout(self):
+        st, loss, _ = self.peer_loss(lambda unless_step: time.sleep(5), TRAINGUARD_DUMP_TIMEOUT="200ms")
+        st.completed()
+        started = time.monotonic()
+        with self.assertLogs("trainguard", "ERROR") as logs:
+            loss.dying_gasp()
+        self.assertLess(time.monotonic() - started, 2)
+        self.assertIn("not committed within 0.2s", "\n".join(logs.output))
+
 
 
 class PeersTest(unittest.TestCase):

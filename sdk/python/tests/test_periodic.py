@@ -12,6 +12,7 @@ from test_migrator import Base, Counter
 
 from trainguard import Fenced
 from trainguard import _periodic as periodic
+from trainguard import _protocol as proto
 from trainguard import _storage as storage
 
 
@@ -109,7 +110,7 @@ class Background(Base):
         self.migrator().listening()  # a newer incarnation claims its generation
         with m.step():
             pass  # the background save is refused
-        m._writer.wait()
+        m._checkpoints.writer.wait()
         with self.assertRaises(Fenced):
             with m.step():
                 pass
@@ -126,12 +127,33 @@ class Background(Base):
             self.addCleanup(setattr, storage, "write_checkpoint", storage_write)
         with m.step():
             pass
-        m._writer.wait()
+        m._checkpoints.writer.wait()
         with m.step():
             pass
-        m._writer.wait()
+        m._checkpoints.writer.wait()
         self.assertEqual(2, m.periodic_stats["failures"], "each failed save is counted, none stops training")
         self.assertEqual(2, m.global_step)
+
+
+class PeriodicTest(Base):
+    def test_due_on_global_rank_0_only_and_written_in_the_background(self):
+        settings, st, cps, _, _ = self.parts(TRAINGUARD_CHECKPOINT_EVERY_STEPS="2")
+        st.register("c", Counter())
+        p = periodic.Periodic(settings, st, cps)
+        due = []
+        for _ in range(4):
+            st.completed()
+            due.append(p.due())
+            if due[-1]:
+                p.save()
+        cps.writer.wait()
+        self.assertEqual([False, True, False, True], due)
+        self.assertEqual(2, p.stats["saves"])
+        self.assertEqual(4, cps.committed_step)
+        other = periodic.Periodic(proto.Settings(self.env(RANK="1", TRAINGUARD_CHECKPOINT_EVERY_STEPS="1")), st, cps)
+        st.completed()
+        self.assertFalse(other.due())
+
 
 
 if __name__ == "__main__":

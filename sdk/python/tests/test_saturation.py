@@ -113,7 +113,7 @@ class SaturatedRequests(Base):
                                 {"generation": MAX, "nonce": FIRST, "status": "ok"})
         m.listening()
         self.idle_steps(m, 2)
-        self.assertIsNone(m._termination)
+        self.assertIsNone(m._stopping.termination)
         self.write_request(MAX, nonce=SECOND)
         proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
                                 {"generation": MAX, "nonce": SECOND, "status": "ok"})

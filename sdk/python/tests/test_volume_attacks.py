@@ -34,7 +34,7 @@ READER = textwrap.dedent("""
     model = torch.nn.Linear(4, 1)
     m.register("model", model)
     m.register("opt", torch.optim.SGD(model.parameters(), lr=0.01))
-    if m._read_only:
+    if m._checkpoints.read_only:
         m.listening()  # does nothing
     print("resume", m.resume, flush=True)
     print("loaded", m.load_ckpt()["step"], flush=True)
@@ -195,7 +195,7 @@ class ForgedAcks(Base):
                 proto.write_json_atomic(os.path.join(self.signal, proto.ACK_FILE),
                                         {"generation": 99, "status": "ok", "nonce": ""})
                 self.idle_steps(m)  # before: SystemExit(143)
-                self.assertIsNone(m._termination)
+                self.assertIsNone(m._stopping.termination)
                 m.close()
                 os.unlink(os.path.join(self.signal, proto.ACK_FILE))
 
@@ -215,7 +215,7 @@ class ForgedAcks(Base):
     def test_an_ack_of_an_expired_request_is_not_a_termination(self):
         m = self.worker_after_an_ack(deadline_in=-1)
         self.idle_steps(m)
-        self.assertIsNone(m._termination)
+        self.assertIsNone(m._stopping.termination)
 
     def test_an_ack_of_this_pods_live_request_still_stops_it(self):
         m = self.worker_after_an_ack(deadline_in=30)

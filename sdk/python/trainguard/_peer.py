@@ -20,11 +20,17 @@ imported it.
 """
 
 import gc
+import logging
 import os
 import re
 import sys
 import threading
+import time
 import types
+
+from . import _exit as exiting
+
+log = logging.getLogger("trainguard")
 
 # 128 + SIGUSR1. kubeflow's ExitCode restart policy retries every code >= 128,
 # the rescheduler's table lists 138 as user-retryable, and no signal a
@@ -264,3 +270,133 @@ class Hooks:
         if why is not None:
             self._on_peer_lost(args.exc_value, why, False)
             os._exit(EXIT_PEER_LOST)
+
+
+class PeerLoss:
+    """What this rank does when a peer it trains with is gone: say so, take
+    the dying gasp (global rank 0 commits the last completed step), and make
+    sure the exit that follows is not stuck. lost() is what the excepthooks
+    (hooks) and the step() boundary call; watch() tells a peer that
+    restarted from the pods' heartbeats.
+
+    state: the _state.State; save(unless_step): the fenced save of the
+    state (_checkpoints.Checkpoints.save); stop(): the listener answers no
+    request any more."""
+
+    def __init__(self, settings, state, save, stop):
+        self._settings, self._state, self._save, self._stop = settings, state, save, stop
+        self.hooks = Hooks(self.lost)
+        self.peers = Peers()
+        self.started = time.time()  # this incarnation, in its heartbeat; reset when it starts listening
+        self.paused = False  # re-forming in process (_reform.py): the restarted peer is the one awaited
+        self._lost = False
+
+    def quiet(self):
+        """This rank leaves without a dying gasp (its exit is on its way)."""
+        self._lost = True
+
+    def reset_peers(self):
+        """The group re-formed: the incarnations in it now are the peers."""
+        self.peers = Peers()
+
+    def lost(self, exc, why, main, traceback=False):
+        """exc (classify() says why) failed because a peer is gone; main: in
+        the main thread, whose exit a watchdog then bounds."""
+        if self._lost:
+            return
+        self._lost = True
+        cfg = self._settings.config
+        log.error("trainguard: rank %d: a peer is gone (%s: %s: %s); exiting %d (retryable) after step %d",
+                  cfg.rank, why, type(exc).__name__, exc, EXIT_PEER_LOST, self._state.step,
+                  exc_info=exc if traceback else None)
+        self.last_words()
+        if main and cfg.exit_grace > 0:
+            exiting.start_watchdog(cfg.exit_grace, EXIT_PEER_LOST)
+        exiting.flush_output()
+
+    def last_words(self):
+        """Stop answering requests and take the dying gasp; the exit that
+        follows matters more than the gasp."""
+        self._stop()
+        try:
+            self.dying_gasp()
+        except Exception as e:
+            log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(e).__name__, e)
+
+    def refusal(self):
+        """Why rank 0 must not commit its state as the last completed step, or ""."""
+        state = self._state
+        parts = sharded(state.objects)
+        if parts:
+            return "the state is sharded (%s): rank 0 does not hold all of it" % ", ".join(parts)
+        if state.replicated is False:
+            return "the state is declared not replicated (migrator.replicated(False))"
+        if not state.replicated and data_parallel(state.objects) is None:
+            return ("the SDK cannot tell that every rank holds the same state (no DistributedDataParallel "
+                    "registered); a data-parallel trainer declares it with migrator.replicated()")
+        if state.optimizer_steps.watched == 0:
+            return "no optimizer is registered, so the SDK cannot tell a completed step from a torn one"
+        if state.torn():
+            return ("the optimizer stepped after step %d completed but the step was not marked done "
+                    "(migrator.step() block): the state is between two steps" % state.step)
+        if state.step == 0:
+            return "no step has completed yet"
+        if not os.path.isdir(self._settings.config.checkpoint_dir):
+            return "checkpoint dir %s does not exist" % self._settings.config.checkpoint_dir
+        return ""
+
+    def dying_gasp(self):
+        """Global rank 0 commits the last completed step through the fenced
+        commit path; every other rank leaves it to rank 0 (the state is
+        replicated, or nobody saves). All of it, the checks included (they
+        may walk every live object to find a DistributedDataParallel), is
+        bounded by TRAINGUARD_DUMP_TIMEOUT."""
+        cfg = self._settings.config
+        if cfg.rank != 0 or cfg.world_size < 2 or cfg.dump_timeout <= 0:
+            return
+        step, started, box = self._state.step, time.monotonic(), {}
+
+        def gasp():
+            try:
+                box["refused"] = self.refusal()
+                if not box["refused"]:
+                    # A periodic save in flight may be this very step: then None.
+                    box["name"] = self._save(unless_step=step)
+            except Exception as e:
+                box["error"] = e
+
+        self._state.phase = "saving"
+        worker = threading.Thread(target=gasp, name="trainguard-dying-gasp", daemon=True)
+        worker.start()
+        worker.join(cfg.dump_timeout)
+        took = time.monotonic() - started
+        if worker.is_alive():
+            log.error("trainguard: no dying-gasp checkpoint: step %d not committed within %gs "
+                      "(TRAINGUARD_DUMP_TIMEOUT); exiting without it", step, cfg.dump_timeout)
+        elif "error" in box:
+            log.error("trainguard: no dying-gasp checkpoint: %s: %s", type(box["error"]).__name__, box["error"])
+        elif box.get("refused"):
+            log.warning("trainguard: no dying-gasp checkpoint: %s", box["refused"])
+        elif box["name"] is None:
+            log.info("trainguard: dying gasp: step %d is already committed", step)
+        else:
+            log.warning("trainguard: dying gasp: committed %s, the last completed step %d, in %.2fs",
+                        box["name"], step, took)
+
+    def watch(self, beats):
+        """Ends this rank retryably when a peer it trained with restarted
+        (beats: pod -> heartbeat of every other pod). Its collective may
+        never fail: a peer's socket kept open (by a process that inherited
+        it, a core dump in progress, a half-open connection) left a survivor
+        blocked in gloo's all_reduce for its whole timeout (30 min by
+        default) while the peer had restarted in place."""
+        if self.paused:
+            return
+        restarted = self.peers.observe(beats, self._state.step, self.started)
+        if restarted is None:
+            return
+        exc = PeerRestarted("the trainer of %s restarted (a new incarnation started at %s) while rank %d waited "
+                            "for it after step %d" % (restarted, time.strftime("%H:%M:%S", time.gmtime(
+                                self.peers.latest[restarted])), self._settings.config.rank, self._state.step))
+        self.lost(exc, "a peer restarted", False)
+        os._exit(EXIT_PEER_LOST)

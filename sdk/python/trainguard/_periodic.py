@@ -113,3 +113,51 @@ class Writer:
         if self._fenced is not None:
             e, self._fenced = self._fenced, None
             raise e
+
+
+class Periodic:
+    """Periodic checkpoints of a trainer: when one is due and its
+    background save. checkpoints: the _checkpoints.Checkpoints written to
+    (its writer is the one background save in flight); state: the
+    _state.State copied."""
+
+    def __init__(self, settings, state, checkpoints):
+        self._settings, self._state, self._checkpoints = settings, state, checkpoints
+        self._schedule = None  # from the environment unless set() chose one
+
+    def set(self, steps=0, seconds=0.0):
+        self._schedule = Schedule(steps, seconds)
+
+    def due(self):
+        """Whether global rank 0 saves at this step boundary."""
+        cfg = self._settings.config
+        if self._schedule is None:
+            self._schedule = Schedule(cfg.every_steps, cfg.every_seconds)
+        self._schedule.begin(self._state.step - 1)  # the step this process started (or resumed) at
+        return cfg.rank == 0 and not self._checkpoints.read_only and self._schedule.due(self._state.step)
+
+    def save(self):
+        """Copy the state now (the only part training waits for, unless the
+        previous background save still writes: then it waits for that one
+        first, so every due checkpoint is taken), write it in a thread."""
+        started, writer, checkpoints = time.monotonic(), self._checkpoints.writer, self._checkpoints
+        if writer.busy():
+            writer.waited += 1
+            writer.wait()
+        writer.raise_if_fenced()
+        checkpoints.claim()
+        cfg = self._settings.config
+        payload = self._state.payload(cfg.world_size, serializer=cfg.serializer)
+        writer.stall_seconds += time.monotonic() - started
+        self._schedule.saved(self._state.step)
+
+        def write():
+            checkpoints.write(payload)
+            checkpoints.prune()
+
+        writer.start(write)
+
+    @property
+    def stats(self):
+        w = self._checkpoints.writer
+        return {"saves": w.saves, "failures": w.failures, "waited": w.waited, "stall_seconds": w.stall_seconds}

@@ -73,6 +73,8 @@ class Config:
     every_seconds: float = 0.0  # ... or every so many seconds of training (0: off)
     exit_wait: float = 60.0  # after a termination ack, how long to wait for the agent's done.json
     exit_grace: float = 10.0  # after the exit began, os._exit if the interpreter has not ended by then (0: never)
+    dump_timeout: float = 5.0  # the dying gasp's bound (0: no gasp)
+    torchrun: bool = False  # started by torchrun, whose agent SIGTERMs every worker once one died
 
     @classmethod
     def from_env(cls, env=None):
@@ -104,7 +106,27 @@ class Config:
             # The agent's whole hook, request to done.json, fits in its timeout.
             exit_wait=max(0.0, _duration_seconds(env.get("TRAINGUARD_EXIT_WAIT"), prestop)),
             exit_grace=max(0.0, _duration_seconds(env.get("TRAINGUARD_EXIT_GRACE"), 10.0)),
+            dump_timeout=max(0.0, _duration_seconds(env.get("TRAINGUARD_DUMP_TIMEOUT"), 5.0)),
+            torchrun=bool(env.get("TORCHELASTIC_RUN_ID")),
         )
+
+
+class Settings:
+    """The environment, read when first needed: the process-wide Migrator is
+    made when trainguard is imported, before a trainer sets RANK and the like."""
+
+    def __init__(self, env=None):
+        self._env, self._config = env, None
+
+    @property
+    def env(self):
+        return os.environ if self._env is None else self._env
+
+    @property
+    def config(self):
+        if self._config is None:
+            self._config = Config.from_env(self._env)
+        return self._config
 
 
 AFTER_CHECKPOINT = ("exit", "hold", "continue")

@@ -18,6 +18,8 @@ import logging
 import os
 import time
 
+from . import _exit as exiting
+from . import _peer as peer
 from . import _protocol as proto
 
 log = logging.getLogger("trainguard")
@@ -129,13 +131,13 @@ def mismatch(mine, theirs):
     return ""
 
 
-def exchange(dist, objects, step, holds, capture):
+def exchange(dist, state, holds):
     """Run by every rank of a new generation, survivors (holds: their state
-    is that of completed step `step`) and restarted ranks alike. Returns
+    is that of completed step state.step) and restarted ranks alike. Returns
     ("none", None): no rank holds a state; ("refused", why); ("sent", src)
     for a rank that needs nothing; or ("received", payload)."""
-    rank = dist.get_rank()
-    mine = signature(objects)
+    rank, step = dist.get_rank(), state.step
+    mine = signature(state.objects)
     infos = [None] * dist.get_world_size()
     dist.all_gather_object(infos, {"rank": rank, "holds": bool(holds), "step": int(step), "sig": mine})
     holders = [i for i in infos if i["holds"]]
@@ -159,7 +161,7 @@ def exchange(dist, objects, step, holds, capture):
         import torch
         buf = io.BytesIO()
         torch.save({"step": newest, "saved_at": time.time(), "rng": torch.get_rng_state(),
-                    "states": {k: capture(o) for k, o in objects.items()}}, buf)
+                    "states": state.capture()}, buf)
         box[0] = buf.getvalue()
     dist.broadcast_object_list(box, src=src)
     if not needs:
@@ -171,85 +173,162 @@ def exchange(dist, objects, step, holds, capture):
     return "received", payload
 
 
-# ----------------------------------------------------------- the survivor
+# ------------------------------------------------------------ the part
 
-def refusal(m):
-    """Why this survivor cannot hand its state on (re-forming then serves
-    nothing), or ""."""
-    if not m._driven:
-        return ("the training loop is not driven by migrator.steps(): the abandoned step could not be taken "
-                "again")
-    from . import _peer as peer
-    if peer.data_parallel(m._objects) is not None:
-        return "a DistributedDataParallel is registered: its reducer is bound to the process group that failed"
-    if peer.sharded(m._objects):
-        return "the state is sharded: this rank does not hold all of it"
-    if not m._replicated:
-        return "the state is not declared replicated (migrator.replicated())"
-    if m._optimizer_steps.watched == 0:
-        return "no optimizer is registered, so the SDK cannot tell a completed step from a torn one"
-    if m._optimizer_steps.count != m._steps_at_boundary:
-        return "the optimizer stepped after step %d completed: the state is between two steps" % m._step
-    return ""
+# Recovery.received() when this rank alone must load the checkpoint: the
+# returning rank refused the state and the survivors are leaving.
+ALONE = "alone"
+PEER_NAME = "peer:"  # a peer's state is named peer:rank<R>; no checkpoint on the volume is
+
+
+def restore_rng(payload):
+    """A peer's payload carries its torch RNG state: the returning rank draws what the survivor would."""
+    if payload.get("rng") is not None:
+        import torch
+        torch.set_rng_state(payload["rng"])
+
+
+class Recovery:
+    """The Migrator's part for in-process recovery. steps() drives the
+    training loop; recover() is what step() calls when a collective failed
+    because a peer is gone (True: the group is whole again); received() is
+    what a restarted trainer's checkpoint choice asks first (a survivor's
+    state); arrive() counts a restarted trainer in when it starts listening.
+
+    state: the _state.State; peer_loss: the _peer.PeerLoss whose heartbeat
+    watch pauses while re-forming."""
+
+    def __init__(self, settings, state, peer_loss):
+        self._settings, self._state, self._peer_loss = settings, state, peer_loss
+        self.driven = False
+
+    @property
+    def _env(self):
+        return self._settings.env
+
+    def arrive(self):
+        """A trainer its supervisor restarted counts itself in for its
+        generation: the survivors wait for every rank before joining."""
+        gen = generation(self._env)
+        if gen <= 1:
+            return
+        try:
+            arrive(connect(self._env, timeout(self._env)), gen)
+        except Exception as e:  # the survivors time out into the present path
+            log.warning("trainguard: cannot count in for generation %d: %s: %s", gen, type(e).__name__, e)
+
+    def steps(self, total):
+        self.driven = True
+        try:
+            while self._state.step < total:
+                yield self._state.step
+        finally:
+            self.driven = False
+
+    def received(self, dist):
+        """(name, payload) of a survivor's state, ALONE when it was refused
+        (load the checkpoint without the others), None when nobody holds one
+        (every trainer restarted) or this trainer was not restarted."""
+        if generation(self._env) <= 1:
+            return None
+        what, detail = exchange(dist, self._state, False)
+        if what == "received":
+            log.info("trainguard: rank %d: the state of step %d from rank %d's memory (%d bytes), no checkpoint read",
+                     dist.get_rank(), detail["step"], detail["from"], detail["bytes"])
+            return "%srank%d" % (PEER_NAME, detail["from"]), detail
+        if what == "refused":
+            log.error("trainguard: %s; nothing of it is loaded: loading the checkpoint", detail)
+            return ALONE
+        log.info("trainguard: no surviving rank holds the state; loading the checkpoint")
+        return None
+
+    def refusal(self):
+        """Why this survivor cannot hand its state on (re-forming then serves
+        nothing), or ""."""
+        state = self._state
+        if not self.driven:
+            return ("the training loop is not driven by migrator.steps(): the abandoned step could not be taken "
+                    "again")
+        if peer.data_parallel(state.objects) is not None:
+            return "a DistributedDataParallel is registered: its reducer is bound to the process group that failed"
+        if peer.sharded(state.objects):
+            return "the state is sharded: this rank does not hold all of it"
+        if not state.replicated:
+            return "the state is not declared replicated (migrator.replicated())"
+        if state.optimizer_steps.watched == 0:
+            return "no optimizer is registered, so the SDK cannot tell a completed step from a torn one"
+        if state.torn():
+            return "the optimizer stepped after step %d completed: the state is between two steps" % state.step
+        return ""
+
+    def recover(self, exc, why):
+        """A survivor's re-formation: True when the group is whole again at
+        a new generation (training goes on at the step abandoned); False for
+        the present path (dying gasp, exit 138). When the returning rank
+        refuses the state, exits 138 without a gasp."""
+        try:
+            return self._recover(exc, why)
+        except Refused as e:
+            self._peer_loss.quiet()
+            log.error("trainguard: rank %d: %s; exiting %d without a dying gasp (the returning rank runs other "
+                      "code): the job restarts from the checkpoint", self._settings.config.rank, e,
+                      peer.EXIT_PEER_LOST)
+            exiting.flush_output()
+            raise SystemExit(peer.EXIT_PEER_LOST) from exc
+
+    def _recover(self, exc, why):
+        env, cfg = self._env, self._settings.config
+        if not enabled(env):
+            return False
+        no = self.refusal()
+        if no:
+            log.warning("trainguard: rank %d: no in-process recovery: %s", cfg.rank, no)
+            return False
+        bound = timeout(env)
+        log.warning("trainguard: rank %d: a peer is gone (%s: %s); re-forming the group in this process (pid %d) "
+                    "after step %d, up to %gs (%s)", cfg.rank, why, str(exc).splitlines()[0] if str(exc) else "",
+                    os.getpid(), self._state.step, bound, ENV_TIMEOUT)
+        started = time.monotonic()
+        deadline = started + bound
+        import torch.distributed as dist
+        backend = "gloo"
+        try:
+            backend = dist.get_backend()
+            rank, world = dist.get_rank(), dist.get_world_size()
+            dist.destroy_process_group()
+        except Exception as e:  # torn down already
+            log.info("trainguard: destroy_process_group: %s: %s", type(e).__name__, e)
+            rank, world = cfg.rank, cfg.world_size
+        self._peer_loss.paused = True  # the restarted peer is the one awaited
+        try:
+            store = connect(env, bound)
+            gen = join_generation(store, rank)
+            arrive(store, gen)
+            if not wait_arrivals(store, gen, world, deadline):
+                log.error("trainguard: rank %d: the group did not re-form at generation %d within %gs (%s); "
+                          "exiting %d (retryable)", rank, gen, bound, ENV_TIMEOUT, peer.EXIT_PEER_LOST)
+                return False
+            joined = time.monotonic()
+            from torch.distributed import PrefixStore
+            # The keys an env:// init_process_group of the restarted trainer
+            # uses: torch's agent-store prefix, then its own "default_pg".
+            group_store = PrefixStore("default_pg", PrefixStore(PREFIX % gen, store))
+            dist.init_process_group(backend, store=group_store, rank=rank, world_size=world)
+            what, detail = exchange(dist, self._state, True)
+        except Exception as e:
+            log.error("trainguard: rank %d: re-forming the group failed: %s: %s", rank, type(e).__name__, e)
+            return False
+        finally:
+            self._peer_loss.paused = False
+        if what == "refused":
+            raise Refused(detail)
+        self._peer_loss.reset_peers()  # the returning rank's incarnation is a peer now, not a restart
+        log.warning("trainguard: rank %d: re-formed the group at generation %d in %.2fs (waited %.2fs for the other "
+                    "ranks); %s; training again at step %d", rank, gen, time.monotonic() - started, joined - started,
+                    "sent the state of step %d" % self._state.step if detail == rank else
+                    "rank %s sent the state" % detail, self._state.step + 1)
+        return True
 
 
 class Refused(Exception):
     """The returning rank refused the state: the job restarts from the checkpoint."""
-
-
-def recover(m, env, exc, why):
-    """A survivor's re-formation: True when the group is whole again at a
-    new generation (training goes on at the step abandoned); False for the
-    present path (dying gasp, exit 138). Raises Refused."""
-    if not enabled(env):
-        return False
-    cfg = m.config
-    no = refusal(m)
-    if no:
-        log.warning("trainguard: rank %d: no in-process recovery: %s", cfg.rank, no)
-        return False
-    bound = timeout(env)
-    log.warning("trainguard: rank %d: a peer is gone (%s: %s); re-forming the group in this process (pid %d) "
-                "after step %d, up to %gs (%s)", cfg.rank, why, str(exc).splitlines()[0] if str(exc) else "",
-                os.getpid(), m._step, bound, ENV_TIMEOUT)
-    started = time.monotonic()
-    deadline = started + bound
-    import torch.distributed as dist
-    backend = "gloo"
-    try:
-        backend = dist.get_backend()
-        rank, world = dist.get_rank(), dist.get_world_size()
-        dist.destroy_process_group()
-    except Exception as e:  # torn down already
-        log.info("trainguard: destroy_process_group: %s: %s", type(e).__name__, e)
-        rank, world = cfg.rank, cfg.world_size
-    m._reforming = True
-    try:
-        store = connect(env, bound)
-        gen = join_generation(store, rank)
-        arrive(store, gen)
-        if not wait_arrivals(store, gen, world, deadline):
-            log.error("trainguard: rank %d: the group did not re-form at generation %d within %gs (%s); exiting "
-                      "%d (retryable)", rank, gen, bound, ENV_TIMEOUT, 138)
-            return False
-        joined = time.monotonic()
-        from torch.distributed import PrefixStore
-        # The keys an env:// init_process_group of the restarted trainer uses:
-        # torch's agent-store prefix, then its own "default_pg".
-        group_store = PrefixStore("default_pg", PrefixStore(PREFIX % gen, store))
-        dist.init_process_group(backend, store=group_store, rank=rank, world_size=world)
-        what, detail = exchange(dist, m._objects, m._step, True, m._capture_for_peer)
-    except Exception as e:
-        log.error("trainguard: rank %d: re-forming the group failed: %s: %s", rank, type(e).__name__, e)
-        return False
-    finally:
-        m._reforming = False
-    if what == "refused":
-        raise Refused(detail)
-    from . import _peer as peer
-    m._peers = peer.Peers()  # the returning rank's incarnation is a peer now, not a restart
-    log.warning("trainguard: rank %d: re-formed the group at generation %d in %.2fs (waited %.2fs for the other "
-                "ranks); %s; training again at step %d", rank, gen, time.monotonic() - started, joined - started,
-                "sent the state of step %d" % m._step if detail == rank else "rank %s sent the state" % detail,
-                m._step + 1)
-    return True

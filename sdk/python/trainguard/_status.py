@@ -110,6 +110,25 @@ def host_network(hosts_file=None):
     return first == HOST_NETWORK_HOSTS_HEADER
 
 
+def serve(env, status):
+    """A Server of status() on the port env names, or None: none asked
+    (TRAINGUARD_STATUS_PORT=0), a host-network pod, or the port taken
+    (logged; training goes on)."""
+    port = port_from_env(env)
+    if port == 0:
+        return None
+    if host_network():
+        # The controller never reads a host-network pod, and the port
+        # would be open on the node's addresses.
+        log.info("trainguard: a host-network pod: not serving the work-at-risk status on port %d", port)
+        return None
+    try:
+        return Server(port, status, timeout=timeout_from_env(env))
+    except OSError as e:
+        log.warning("trainguard: not serving the work-at-risk status on port %d: %s", port, e)
+        return None
+
+
 def _response(code, reason, body=b"", content_type=None):
     head = ["HTTP/1.1 %d %s" % (code, reason), "Content-Length: %d" % len(body), "Connection: close"]
     if content_type:

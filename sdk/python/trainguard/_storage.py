@@ -60,6 +60,17 @@ def use_torch(serializer):
     return torch
 
 
+def initialized_dist():
+    """torch.distributed when the trainer initialised its process group, else None."""
+    torch = _torch()
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
 def ckpt_name(seq):
     return "%s%08d" % (proto.CKPT_PREFIX, seq)
 
