@@ -55,7 +55,7 @@ func EnvVars() []EnvVar {
 		{Name: EnvKubeflowJobName, Injected: true},
 		{Name: EnvOperatorJobName, Injected: true},
 		{Name: EnvBatchJobName, Injected: true},
-		{Name: EnvTerminationMessagePath, Injected: true, Agent: true},
+		{Name: EnvTerminationMessagePath, Injected: true, Agent: true, SDK: true},
 		// The SDK's tunables (docs/checkpoint-protocol.md).
 		{Name: "TRAINGUARD_AFTER_CHECKPOINT", SDK: true},
 		{Name: "TRAINGUARD_HOLD_TIMEOUT", SDK: true},

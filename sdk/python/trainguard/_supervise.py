@@ -8,6 +8,11 @@ recovery").
 - A trainer killed by a signal (SIGKILL of the OOM killer, a segfault) is
   started again at once, at most TRAINGUARD_INPROCESS_RESTARTS times: no
   crash-loop back-off, and the survivors never left.
+- Each restart counts toward the job's in-place cap: the webhook sets the
+  budget to the cap (0 once the cap is reached), and the supervisor's exit
+  appends "trainguard.io/inprocess-restarts <n>" to the container's
+  termination message, which trainguard's rescheduler adds to the
+  container's restart count.
 - Everything else is the trainer's as before: SIGTERM, SIGINT and SIGHUP go
   to it, a trainer that was told to stop is never restarted, and the
   supervisor exits with the trainer's code (128 + signal for a signal).
@@ -26,6 +31,8 @@ log = logging.getLogger("trainguard")
 
 ENV_RESTARTS = "TRAINGUARD_INPROCESS_RESTARTS"
 DEFAULT_RESTARTS = 3
+ENV_TERMINATION_LOG = "TRAINGUARD_TERMINATION_MESSAGE_PATH"  # the webhook's, the agent appends there too
+RESTARTS_PREFIX = "trainguard.io/inprocess-restarts "  # Go: contract.InProcessRestartsPrefix
 _FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -81,7 +88,27 @@ def run(argv, env=None):
 
     for s in _FORWARD:
         signal.signal(s, forward)
-    done = 0
+    done = [0]
+    try:
+        return _supervise(argv, env, cap, ranks, store, state, done)
+    finally:
+        _report(env, done[0])
+
+
+def _report(env, done):
+    """The restarts made, where the rescheduler reads them (the container's
+    termination message); nothing when there were none."""
+    path = env.get(ENV_TERMINATION_LOG)
+    if not done or not path:
+        return
+    try:
+        with open(path, "a") as f:
+            f.write("\n%s%d\n" % (RESTARTS_PREFIX, done))
+    except OSError as e:
+        _say("cannot report %d restarts in %s: %s", done, path, e)
+
+
+def _supervise(argv, env, cap, ranks, store, state, done):
     while True:
         child_env = dict(env)
         if store is not None:
@@ -101,13 +128,13 @@ def run(argv, env=None):
             return code
         sig = -code
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else "signal %d" % sig
-        if state["stopping"] or done >= cap:
+        if state["stopping"] or done[0] >= cap:
             if not state["stopping"]:
                 _say("the trainer (pid %d) died of %s after %.1fs; restarted %d times already (%s=%d): exiting %d",
-                     child.pid, name, time.monotonic() - started, done, ENV_RESTARTS, cap, 128 + sig)
+                     child.pid, name, time.monotonic() - started, done[0], ENV_RESTARTS, cap, 128 + sig)
             return 128 + sig
-        done += 1
-        _say("the trainer (pid %d) died of %s; starting it again (%d of %d, %s)", child.pid, name, done, cap,
+        done[0] += 1
+        _say("the trainer (pid %d) died of %s; starting it again (%d of %d, %s)", child.pid, name, done[0], cap,
              ENV_RESTARTS)
 
 
