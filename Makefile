@@ -167,10 +167,15 @@ fuzz: ## Run each fuzz target for 60s.
 	bash hack/fuzz.sh 60s
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## go vet, gofmt check and golangci-lint (.golangci.yml).
+lint: $(GOLANGCI_LINT) python-lint-tool ## go vet, gofmt check, golangci-lint (.golangci.yml) and pyflakes on every Python file.
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
+	PYTHONPATH=$(BIN)/pyflakes $(PYTHON) -m pyflakes $$(git ls-files --cached --others --exclude-standard '*.py')
+
+.PHONY: python-lint-tool
+python-lint-tool: ## Install pyflakes from Debian's python3-pyflakes into bin/pyflakes (cached), for make lint.
+	bash hack/install-pyflakes.sh
 
 .PHONY: lint-tool
 lint-tool: $(GOLANGCI_LINT) ## Install golangci-lint into bin/ (cached; .ci/run builds it beside the other tools).
@@ -188,7 +193,7 @@ run: build ## Run trainguard against your current kubeconfig, with self-signed d
 		--metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-log-level=debug
 
 .PHONY: demo
-demo: build k8s-bins $(HELM) ## Local control plane with trainguard wired in, running the sample jobs.
+demo: build k8s-bins $(HELM) ## Local control plane with trainguard wired in, running the sample jobs (first run ~25 min cold: it compiles kube-apiserver, etcd and helm).
 	bash hack/demo.sh
 
 .PHONY: help
@@ -228,7 +233,7 @@ E2E_TIMEOUT ?= 40m
 E2E_RUN     ?= TestE2E
 
 .PHONY: cluster
-cluster: build k8s-bins $(HELM) ## Real local cluster: control plane, 3 nodes (kubelet + containerd), CNI, DNS, cert-manager, training-operator, JobSet, Trainer, Kueue.
+cluster: build k8s-bins $(HELM) ## Real local cluster: control plane, 10 nodes (kubelet + containerd; NODES), CNI, DNS, cert-manager, training-operator, JobSet, Trainer, Kueue.
 	bash hack/cluster/up.sh
 
 .PHONY: cluster-down
@@ -264,7 +269,7 @@ goodput: ## ETTR of trainguard, plain Kubernetes and Kueue's recovery under a se
 # they test, and one unlucky start should not cost a whole CI run. A second
 # failure tears down what was started (unless E2E_KEEP), so no half-started
 # node keeps running.
-e2e: build k8s-bins $(HELM) ## Scenarios on the local cluster (drain, Indexed Job drain, TrainJob drain, Kueue preemption, checkpoint-aware preemption, scheduler preemption, exit codes, rank crash, trainguard down, upgrade, TrainJob node crash, partition, goodput short form (E2E_GOODPUT=0 skips it), node crash); one table. E2E_KEEP=1 keeps the cluster.
+e2e: build k8s-bins $(HELM) ## Scenarios on the local cluster, in four lanes side by side (drain, Indexed Job drain, TrainJob drain, Kueue preemption, checkpoint-aware preemption, scheduler preemption, exit codes, rank crash, trainguard down, upgrade, TrainJob node crash, partition, goodput short form (E2E_GOODPUT=0 skips it), node crash); one table. E2E_KEEP=1 keeps the cluster.
 	bash hack/cluster/up.sh || { echo "make e2e: the cluster did not start (why: above); starting it once more"; \
 		bash hack/cluster/up.sh || { [ -n "$(E2E_KEEP)" ] || bash hack/cluster/down.sh; exit 1; }; }
 	set -o pipefail; rc=0; KUBECONFIG=/tmp/trainguard-cluster/kubeconfig $(GO) test -tags e2e -count=1 -parallel 8 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/ \

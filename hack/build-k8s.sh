@@ -51,7 +51,7 @@ build_apiserver() { # VERSION
   fi
   adopt "$dir" kube-apiserver "$v" && return
   local mod; mod=$(module "$v" kube-apiserver)
-  echo "building kube-apiserver $v (first build takes ~6 min)..."
+  echo "building kube-apiserver $v (first build: about 12 min with etcd on 2 cores, docs/e2e.md#measured-cold)..."
   (cd "$mod" && CGO_ENABLED=0 go build -trimpath \
     -ldflags "$(ldflags "$v")" -o "$dir/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
   echo "$v" >"$dir/.kube-apiserver.version"
@@ -61,7 +61,7 @@ build_etcd() {
   if have "$out" etcd "$etcd_version"; then
     echo "etcd $etcd_version: cached in $out"; return
   fi
-  echo "building etcd $etcd_version (~1 min)..."
+  echo "building etcd $etcd_version (first build: 1-2 min)..."
   (cd "$root/hack/tools/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
     -o "$out/etcd" go.etcd.io/etcd/server/v3)
   echo "$etcd_version" >"$out/.etcd.version"

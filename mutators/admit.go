@@ -2,12 +2,14 @@ package mutators
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -73,10 +75,10 @@ type PodRequest struct {
 	// one of them controls was the job's to opt in.
 	Kinds jobs.Kinds
 	// Record reads the rescheduler's record of the pod's job: the nodes
-	// the pod must avoid, and whether the job's in-place restarts were
+	// the pod avoids, and whether the job's in-place restarts were
 	// stopped at its cap. It is called only for a pod that is injected.
 	// Nil: no record.
-	Record func() (avoid []string, inPlaceStopped bool, err error)
+	Record func() (avoid podspec.Avoid, inPlaceStopped bool, err error)
 }
 
 // MutatePod handles a pod: only what is decided per pod for a pod whose
@@ -92,12 +94,12 @@ func MutatePod(r PodRequest) (warnings []string, skip string, err error) {
 		if ownedByJob(r.Kinds, pod) {
 			return nil, "pod of a job that trainguard did not inject (the job opted out or predates the opt-in)", nil
 		}
-		warnings, skip = trainingPod(pod, p.TrainingContainers)
+		warnings, skip = trainingPod(pod, p)
 		if skip != "" {
 			return nil, skip, nil
 		}
 	}
-	var avoid []string
+	var avoid podspec.Avoid
 	var stopped bool
 	if r.Record != nil {
 		if avoid, stopped, err = r.Record(); err != nil {
@@ -116,22 +118,88 @@ func MutatePod(r PodRequest) (warnings []string, skip string, err error) {
 
 // trainingPod decides whether a pod nobody injected is a training pod: it
 // asked with trainguard.io/inject=enabled, a container has a training name,
-// or it carries trainguard's own policy annotations. The last is a clear
-// request for trainguard even from a pod whose container is named
-// otherwise (torchelastic's elastic-trainer-worker), so it is honoured, and
-// a warning says how the container was chosen. skip says why a pod is not one.
-func trainingPod(pod *corev1.Pod, names []string) (warnings []string, skip string) {
+// the container trainguard would inject into asks for an accelerator and
+// runs python or torchrun, or it carries trainguard's own policy
+// annotations. The last two are clear enough from a pod whose container is
+// named otherwise (a GPU pod running `python train.py`; torchelastic's
+// elastic-trainer-worker), so they are honoured, and a warning says why the
+// pod was taken and how to leave it alone. skip says why a pod is not one.
+func trainingPod(pod *corev1.Pod, p *contract.Policy) (warnings []string, skip string) {
+	names := p.TrainingContainers
 	if contract.OptedIn(pod.Annotations) || contract.HasNamedTrainingContainer(&pod.Spec, names) {
 		return nil, ""
 	}
+	first := &pod.Spec.Containers[0]
+	if res, prog := acceleratedPython(p, first); res != "" {
+		return []string{fmt.Sprintf("container %q asks for %s and runs %s, so trainguard takes the pod for a training pod and injects it; "+
+			"set %s=%s on the pod to leave it alone", first.Name, res, prog, contract.AnnotationInject, contract.InjectDisabled)}, ""
+	}
 	keys := contract.PolicyAnnotations(pod.Annotations)
 	if len(keys) == 0 {
-		return nil, "not a training pod: no container named one of " + fmt.Sprint(names) +
-			" and no " + contract.AnnotationInject + "=" + contract.InjectEnabled + " annotation"
+		return nil, NotTrainingPod(names)
 	}
 	return []string{fmt.Sprintf("no container is named one of %v, but the pod carries %s, so trainguard injects it and treats container %q as the training container; "+
 		"name the training container one of %v, or set %s=%s to say so explicitly",
-		names, strings.Join(keys, ", "), pod.Spec.Containers[0].Name, names, contract.AnnotationInject, contract.InjectEnabled)}, ""
+		names, strings.Join(keys, ", "), first.Name, names, contract.AnnotationInject, contract.InjectEnabled)}, ""
+}
+
+// NotTrainingPod is why a pod is left alone when nothing marks it as a
+// training pod; docs/annotations.md lists the same three signs.
+func NotTrainingPod(names []string) string {
+	return fmt.Sprintf("not a training pod: no container named %s, its first container does not both ask for an accelerator and run python or torchrun, "+
+		"and no %s: %s annotation", orList(names), contract.AnnotationInject, contract.InjectEnabled)
+}
+
+func orList(names []string) string {
+	switch len(names) {
+	case 0:
+		return "(none configured)"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// acceleratedPython returns the accelerator c asks for and the program
+// that shows it runs PyTorch (python, python3.N, torchrun, also inside
+// `sh -c "..."`), or "" when either is missing.
+func acceleratedPython(p *contract.Policy, c *corev1.Container) (corev1.ResourceName, string) {
+	var res corev1.ResourceName
+	for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for name := range l {
+			if isAccelerator(p, name) && (res == "" || name < res) {
+				res = name
+			}
+		}
+	}
+	if res == "" {
+		return "", ""
+	}
+	for _, list := range [][]string{c.Command, c.Args} {
+		for _, w := range list {
+			for _, tok := range strings.Fields(w) {
+				if prog := pythonProgram(tok); prog != "" {
+					return res, prog
+				}
+			}
+		}
+	}
+	return "", ""
+}
+
+// pythonProgram is tok's program name when it is python, python3,
+// python3.N or torchrun, given bare or by path.
+func pythonProgram(tok string) string {
+	base := tok[strings.LastIndexByte(tok, '/')+1:]
+	switch {
+	case base == "torchrun", base == "python", base == "python3":
+		return base
+	case strings.HasPrefix(base, "python3."):
+		if _, err := strconv.Atoi(strings.TrimPrefix(base, "python3.")); err == nil {
+			return base
+		}
+	}
+	return ""
 }
 
 // ownedByJob reports whether a job of a kind trainguard handles controls

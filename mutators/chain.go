@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -27,7 +28,7 @@ func injectTemplate(t *Target) []string {
 }
 
 // injectPerPod runs the injections decided per pod, in registry order.
-func injectPerPod(t *Target, avoid []string) {
+func injectPerPod(t *Target, avoid podspec.Avoid) {
 	for _, in := range Injections() {
 		if in.Pod != nil && t.Policy.Enabled(in.Name) && in.Pod(t) {
 			Mark(t.Meta, []string{in.Name})

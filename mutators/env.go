@@ -66,6 +66,9 @@ func ensureCheckpointEnv(t *Target, c *corev1.Container) {
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointDir, Value: dir})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvSignalDir, Value: signal})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvPreStopTimeout, Value: contract.FormatDuration(t.Policy.PreStopTimeout)})
+	if t.Policy.CheckpointInterval > 0 { // the container's own value, if any, is kept
+		ensureEnv(c, corev1.EnvVar{Name: contract.EnvCheckpointEvery, Value: contract.FormatDuration(t.Policy.CheckpointInterval)})
+	}
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvMigrationCkptPath, Value: dir})
 	ensureEnv(c, corev1.EnvVar{Name: contract.EnvMigrationSignalPath, Value: signal})
 	tmp := c.TerminationMessagePath

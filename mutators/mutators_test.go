@@ -202,19 +202,54 @@ func TestAvoidNodesNarrowsEveryTerm(t *testing.T) {
 				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}},
 			}}}}
 	}).build()
-	require.True(t, AvoidNodes(tg, []string{"node-b", "node-a"}))
+	require.True(t, AvoidNodes(tg, podspec.Avoid{Required: []string{"node-b", "node-a"}}))
 	terms := tg.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	require.Len(t, terms, 2, "no term is added: that would widen the user's selection")
 	for _, term := range terms {
 		require.Len(t, term.MatchExpressions, 2)
 		assert.Equal(t, corev1.NodeSelectorRequirement{Key: podspec.HostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-a", "node-b"}}, term.MatchExpressions[1])
 	}
-	require.True(t, AvoidNodes(tg, []string{"node-c", "node-a"}))
+	require.True(t, AvoidNodes(tg, podspec.Avoid{Required: []string{"node-c", "node-a"}}))
 	assert.Equal(t, []string{"node-a", "node-b", "node-c"}, terms[0].MatchExpressions[1].Values, "merged into the existing expression")
 	before := tg.Spec.DeepCopy()
-	AvoidNodes(tg, []string{"node-a"})
+	AvoidNodes(tg, podspec.Avoid{Required: []string{"node-a"}})
 	assert.Equal(t, before, tg.Spec, "idempotent")
-	assert.False(t, AvoidNodes(newTarget("pytorch").build(), nil))
+	assert.False(t, AvoidNodes(newTarget("pytorch").build(), podspec.Avoid{}))
+}
+
+// A node that failed the job once is only preferred against: one term of
+// the greatest weight, merged on a re-run, never a required expression, so
+// the pod still fits the node when nothing else does. A node both
+// preferred and required is written once, as required.
+func TestAvoidNodesPrefersAgainstNodesThatFailedOnce(t *testing.T) {
+	tg := newTarget("pytorch").build()
+	require.True(t, AvoidNodes(tg, podspec.Avoid{Preferred: []string{"node-b", "node-a"}}))
+	na := tg.Spec.Affinity.NodeAffinity
+	assert.Nil(t, na.RequiredDuringSchedulingIgnoredDuringExecution, "nothing is forbidden")
+	require.Len(t, na.PreferredDuringSchedulingIgnoredDuringExecution, 1)
+	term := na.PreferredDuringSchedulingIgnoredDuringExecution[0]
+	assert.Equal(t, int32(100), term.Weight)
+	assert.Equal(t, []corev1.NodeSelectorRequirement{{Key: podspec.HostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-a", "node-b"}}},
+		term.Preference.MatchExpressions)
+
+	before := tg.Spec.DeepCopy()
+	assert.False(t, AvoidNodes(tg, podspec.Avoid{Preferred: []string{"node-a"}}), "nothing new")
+	assert.Equal(t, before, tg.Spec, "idempotent")
+	require.True(t, AvoidNodes(tg, podspec.Avoid{Required: []string{"node-c"}, Preferred: []string{"node-c", "node-d"}}))
+	assert.Equal(t, []string{"node-a", "node-b", "node-d"}, na.PreferredDuringSchedulingIgnoredDuringExecution[0].Preference.MatchExpressions[0].Values,
+		"merged into the term; node-c is required instead")
+	assert.Equal(t, []string{"node-c"}, na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values)
+
+	// A user's own preference of another shape is left as it was.
+	user := corev1.PreferredSchedulingTerm{Weight: 5, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}}}}}
+	tg = newTarget("pytorch").with(func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{user}}}
+	}).build()
+	require.True(t, AvoidNodes(tg, podspec.Avoid{Preferred: []string{"node-a"}}))
+	prefs := tg.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	require.Len(t, prefs, 2)
+	assert.Equal(t, user, prefs[0])
 }
 
 func TestInjectTemplateMarkerAndSwitches(t *testing.T) {

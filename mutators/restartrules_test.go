@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
@@ -110,7 +111,7 @@ func TestRestartRulesInAJobsTemplate(t *testing.T) {
 			p := podOf(tg, pod)
 			before := p.Spec.DeepCopy()
 			beforeMeta := p.Meta.DeepCopy()
-			injectPerPod(p, nil)
+			injectPerPod(p, podspec.Avoid{})
 			if tc.podPolicy == pod || (tc.podPolicy == "" && pod == corev1.RestartPolicyOnFailure) {
 				assert.Equal(t, before, p.Spec, "template %q, pod %s: nothing left to do per pod", tc.podPolicy, pod)
 				assert.Equal(t, beforeMeta, p.Meta)
@@ -125,7 +126,7 @@ func TestRestartRulesInAJobsTemplate(t *testing.T) {
 	injectTemplate(bare)
 	assert.Nil(t, bare.Spec.Containers[0].RestartPolicyRules, "a pod: per pod only")
 	assert.NotContains(t, Marked(bare.Meta.Annotations), contract.InjectionRestartRules)
-	injectPerPod(bare, nil)
+	injectPerPod(bare, podspec.Avoid{})
 	assert.NotNil(t, bare.Spec.Containers[0].RestartPolicyRules)
 	assert.Contains(t, Marked(bare.Meta.Annotations), contract.InjectionRestartRules)
 }
@@ -137,7 +138,7 @@ func TestRestartRulesFollowThePodsPolicyOverTheTemplates(t *testing.T) {
 	tg := newTarget("pytorch").template(corev1.RestartPolicyNever).build()
 	injectTemplate(tg)
 	p := podOf(tg, corev1.RestartPolicyOnFailure)
-	injectPerPod(p, nil)
+	injectPerPod(p, podspec.Avoid{})
 	c := p.Spec.Containers[0]
 	require.NotNil(t, c.RestartPolicy)
 	assert.Equal(t, corev1.ContainerRestartPolicyOnFailure, *c.RestartPolicy)
@@ -153,7 +154,7 @@ func TestRestartRulesRestoredWhereAnOldOperatorDroppedThem(t *testing.T) {
 	injectTemplate(tg)
 	p := podOf(tg, corev1.RestartPolicyNever)
 	p.Spec.Containers[0].RestartPolicyRules = nil
-	injectPerPod(p, nil)
+	injectPerPod(p, podspec.Avoid{})
 	assert.Equal(t, contract.InPlaceRestartRules(), p.Spec.Containers[0].RestartPolicyRules)
 	assert.Empty(t, p.Warnings())
 
@@ -162,7 +163,7 @@ func TestRestartRulesRestoredWhereAnOldOperatorDroppedThem(t *testing.T) {
 		s.RestartPolicy = corev1.RestartPolicyNever
 		s.Containers[0].RestartPolicy = builders.Ptr(corev1.ContainerRestartPolicyNever)
 	}).build()
-	injectPerPod(own, nil)
+	injectPerPod(own, podspec.Avoid{})
 	assert.Nil(t, own.Spec.Containers[0].RestartPolicyRules)
 	require.Len(t, own.Warnings(), 1)
 	assert.Contains(t, own.Warnings()[0], "own restartPolicy")
@@ -203,7 +204,7 @@ func TestRestartRulesStoppedAtTheJobsCapUndoTheTemplates(t *testing.T) {
 	injectTemplate(tg)
 	p := podOf(tg, corev1.RestartPolicyNever)
 	p.InPlaceStopped = true
-	injectPerPod(p, nil)
+	injectPerPod(p, podspec.Avoid{})
 	c := &p.Spec.Containers[0]
 	assert.Nil(t, c.RestartPolicyRules)
 	assert.Nil(t, c.RestartPolicy)
@@ -221,7 +222,7 @@ func TestRestartRulesStoppedAtTheJobsCapUndoTheTemplates(t *testing.T) {
 	// same way.
 	q := podOf(tg, corev1.RestartPolicyNever)
 	q.Meta.Annotations[contract.AnnotationMindClusterRecoverStrategy] = contract.StrategyRecover
-	injectPerPod(q, nil)
+	injectPerPod(q, podspec.Avoid{})
 	assert.Nil(t, q.Spec.Containers[0].RestartPolicyRules)
 	assert.NotContains(t, Marked(q.Meta.Annotations), contract.InjectionRestartRules)
 	require.Len(t, q.Warnings(), 1)

@@ -1,7 +1,10 @@
 // Package mutators holds trainguard's injections. Each works on one pod
 // template or pod (a Target), is switchable on its own, and is idempotent:
 // applying it to its own output changes nothing, because the API server may
-// reinvoke the webhook.
+// reinvoke the webhook. admit.go is the whole chain, called once per
+// object; registry.go is the one registry of injections (name, function,
+// order) the chain and the marker come from, which tests tie to
+// contract.InjectionNames and to the chart schema's enum.
 package mutators
 
 import (

@@ -31,6 +31,9 @@ func annotationRules() []struct{ key, good, bad string } {
 		{"trainguard.io/checkpoint-path", "/devices", "/dev/shm"},
 		{"trainguard.io/checkpoint-path", "/var/run/ckpt", "/var/run/secrets/ckpt"},
 		{"trainguard.io/prestop-timeout", "90s", "-5s"},
+		{"trainguard.io/checkpoint-interval", "10m", "5s"},
+		{"trainguard.io/checkpoint-interval", "0s", "25h"},
+		{"trainguard.io/checkpoint-interval", "24h", "often"},
 		{"trainguard.io/prestop-timeout", "1h", "61m"},
 		{"trainguard.io/prestop-timeout", "5m", "five minutes"},
 		{"trainguard.io/gpu-limit", "0", "65"},
@@ -100,7 +103,7 @@ func TestUnknownTrainguardKeys(t *testing.T) {
 	meta := func(ann, labels map[string]string) *metav1.ObjectMeta {
 		return &metav1.ObjectMeta{Annotations: ann, Labels: labels}
 	}
-	errs := validateMetadata(meta(map[string]string{
+	errs := contract.ValidateMetadata(meta(map[string]string{
 		"trainguard.io/gpu-limt": "2", "trainguard.io/checkpoint-claim": "ckpt", "example.com/gpu-limt": "x", "trainguard.io/zzzzzzzz": "1",
 	}, map[string]string{"trainguard.io/manged": "true", "trainguard.io/managed": "true"}), field.NewPath("metadata"))
 	var got []string

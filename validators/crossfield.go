@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/mutators"
@@ -20,12 +20,12 @@ import (
 const strategyElasticTraining = "elastic-training"
 
 // resolve returns the effective policy for an object. Bad object annotations
-// are reported as errors by validateMetadata, so only the warnings about the
+// are reported as errors by contract.ValidateMetadata, so only the warnings about the
 // namespace's annotations (which the object's author cannot see) are kept.
 func (v *Validator) resolve(nsAnnotations, objAnnotations map[string]string) (*contract.Policy, []string) {
 	cfg := v.Config
 	if cfg == nil {
-		cfg = config.DefaultConfig()
+		cfg = configv1alpha1.Default()
 	}
 	_, nsWarnings := policy.Resolve(cfg, nsAnnotations, nil)
 	p, _ := policy.Resolve(cfg, nsAnnotations, objAnnotations)

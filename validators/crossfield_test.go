@@ -59,7 +59,7 @@ func TestTaskDPortRules(t *testing.T) {
 }
 
 func TestTaskDPortFromConfig(t *testing.T) {
-	cfg, err := config.ParseConfig([]byte("taskd:\n  port: 9700\ntrainingContainer:\n  names: [trainer]\n"))
+	cfg, _, err := config.Parse([]byte("taskd:\n  port: 9700\ntrainingContainer:\n  names: [trainer]\n"))
 	assert.NoError(t, err)
 	obj := object(pod().Injected().With(func(p *corev1.Pod) {
 		p.Spec.Containers = []corev1.Container{builders.Container("pytorch"), builders.Container("trainer")}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -17,7 +18,7 @@ func ValidateNamespace(ns *corev1.Namespace) field.ErrorList {
 	if ns == nil {
 		return nil
 	}
-	return validateMetadata(&ns.ObjectMeta, field.NewPath("metadata"))
+	return contract.ValidateMetadata(&ns.ObjectMeta, field.NewPath("metadata"))
 }
 
 func checkNamespace(raw []byte, _ map[string]string) (Result, error) {

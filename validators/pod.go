@@ -39,10 +39,10 @@ func (v *Validator) kindRules(a *jobs.Adapter, job jobs.Job) Result {
 	if a.Validate != nil {
 		return fromRules(a.Validate(job, jobs.RuleEnv{Runtimes: v.Runtimes}))
 	}
-	errs := validateMetadata(job.Meta(), field.NewPath("metadata"))
+	errs := contract.ValidateMetadata(job.Meta(), field.NewPath("metadata"))
 	for _, tpl := range job.Templates() {
 		if tpl.Path != nil { // a Pod's single template is the Pod itself
-			errs = append(errs, validateMetadata(tpl.Meta, tpl.MetaPath())...)
+			errs = append(errs, contract.ValidateMetadata(tpl.Meta, tpl.MetaPath())...)
 		}
 	}
 	return Result{Errors: errs}

@@ -3,7 +3,8 @@
 // the trainguard and MindCluster annotations, and cross-field checks on the
 // object the mutating webhook produced. The validating webhook and
 // `trainguard validate` both call Validator.Validate, so online and offline
-// answers are the same.
+// answers are the same. What the webhook acts on is a typed finding
+// (Result.EphemeralCheckpoints), never a parsed message.
 package validators
 
 import (
@@ -13,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -57,7 +58,7 @@ type RuntimeLookup = jobs.RuntimeLookup
 
 // Validator checks objects against the rules and the policy file.
 type Validator struct {
-	Config *config.Config
+	Config *configv1alpha1.Configuration
 	// Runtimes finds a TrainJob's runtime; nil skips the checks that need it.
 	Runtimes RuntimeLookup
 	// TrainJobs reads a trainer pod's TrainJob; nil checks pods on their own.
@@ -66,10 +67,10 @@ type Validator struct {
 }
 
 // New returns a Validator for cfg and the built-in kinds; a nil cfg means
-// config.DefaultConfig().
-func New(cfg *config.Config) *Validator {
+// configv1alpha1.Default().
+func New(cfg *configv1alpha1.Configuration) *Validator {
 	if cfg == nil {
-		cfg = config.DefaultConfig()
+		cfg = configv1alpha1.Default()
 	}
 	return &Validator{Config: cfg, kinds: jobs.Builtin()}
 }

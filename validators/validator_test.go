@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
@@ -136,7 +136,7 @@ func TestUpdateWithUndecodableOld(t *testing.T) {
 func TestNewNilConfigUsesDefaults(t *testing.T) {
 	v := New(nil)
 	require.NotNil(t, v.Config)
-	assert.Equal(t, int32(config.DefaultTaskDPort), *v.Config.TaskD.Port)
+	assert.Equal(t, int32(configv1alpha1.DefaultTaskDPort), *v.Config.TaskD.Port)
 	// A zero Validator must not panic either.
 	_, err := (&Validator{}).Validate(object(pod()))
 	assert.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/validators"
 )
@@ -27,13 +28,24 @@ func (s *Server) mutate(want schema.GroupVersionKind) admitFunc {
 			return allowed(nil)
 		}
 		res, err := s.injector.Inject(r.Context(), Request{GVK: want, Namespace: req.Namespace, Raw: req.Object.Raw})
+		// Before the namespace is read, only the configuration says audit.
+		audit := res.Audit || s.scope.Config.AdmissionMode == contract.ModeAudit
 		if err != nil {
-			log.Error(err, "refused: cannot mutate")
-			return errored(http.StatusBadRequest, fmt.Errorf("trainguard could not process this %s: %w", req.Kind.Kind, err))
+			log.Error(err, "refused: cannot mutate", "audit", audit)
+			return auditErrored(errored(http.StatusBadRequest, fmt.Errorf("trainguard could not process this %s: %w", req.Kind.Kind, err)), audit)
 		}
 		if res.Skipped != "" {
 			log.V(1).Info("admitted unchanged", "reason", res.Skipped)
-			return allowed(res.Warnings)
+			return allowed(append(res.Warnings, Unchanged(res.Skipped)))
+		}
+		if res.Audit {
+			if len(res.Patch) == 0 {
+				return allowed(res.Warnings)
+			}
+			what := wouldInject(req.Object.Raw, res.Patch)
+			s.audit.report(req, ReasonAuditWouldInject, "trainguard would inject "+what)
+			log.V(1).Info("admitted unchanged: audit mode", "wouldInject", what, "patchOperations", len(res.Patch))
+			return allowed(append(res.Warnings, auditWouldInject(what, len(res.Patch))))
 		}
 		resp := allowed(res.Warnings)
 		if len(res.Patch) > 0 {
@@ -64,23 +76,34 @@ func (s *Server) validate(want schema.GroupVersionKind) admitFunc {
 			return allowed(nil)
 		}
 		var nsAnn map[string]string
+		audit := s.scope.Config.AdmissionMode == contract.ModeAudit
 		// A cluster-scoped kind (ClusterTrainingRuntime) has no namespace to opt in.
 		if gvk != namespaceGVK() && !s.injector.kinds().IsClusterScoped(gvk) {
 			ann, skip, err := s.scope.Namespace(r.Context(), req.Namespace)
 			if err != nil {
 				log.Error(err, "refused: cannot read namespace")
-				return errored(http.StatusInternalServerError, fmt.Errorf("trainguard could not read namespace %q: %w", req.Namespace, err))
+				return auditErrored(errored(http.StatusInternalServerError, fmt.Errorf("trainguard could not read namespace %q: %w", req.Namespace, err)), audit)
 			}
 			if skip != "" {
 				log.V(1).Info("admitted unvalidated", "reason", skip)
 				return allowed(nil)
 			}
 			nsAnn = ann
+			audit = contract.Audited(s.scope.Config.AdmissionMode, nsAnn)
 		}
 		res, err := s.validator.Validate(validators.Object{GVK: gvk, Raw: req.Object.Raw, OldRaw: req.OldObject.Raw, SubResource: req.SubResource, NamespaceAnnotations: nsAnn})
 		if err != nil {
 			log.Error(err, "refused: cannot decode")
-			return errored(http.StatusBadRequest, fmt.Errorf("trainguard could not decode this %s: %w", req.Kind.Kind, err))
+			return auditErrored(errored(http.StatusBadRequest, fmt.Errorf("trainguard could not decode this %s: %w", req.Kind.Kind, err)), audit)
+		}
+		if audit && len(res.Errors) > 0 {
+			warnings := res.Warnings
+			for _, e := range res.Errors {
+				warnings = append(warnings, auditWouldRefuse(e.Error()))
+			}
+			s.audit.report(req, ReasonAuditWouldRefuse, "trainguard would refuse it: "+res.Errors.ToAggregate().Error())
+			log.V(1).Info("admitted: audit mode", "wouldRefuse", res.Errors.ToAggregate().Error())
+			return allowed(warnings)
 		}
 		s.durable.report(req, res)
 		if len(res.Errors) > 0 {

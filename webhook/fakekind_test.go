@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
@@ -66,7 +66,7 @@ const fakeTrainJobJSON = `{"apiVersion":"trainer.example.io/v1alpha1","kind":"Fa
          "futureField":{"kept":true}}}`
 
 func TestNewKindIsServedOverHTTPByItsAdapterAlone(t *testing.T) {
-	s := NewServer(Options{Config: config.DefaultConfig(), Kinds: fakeKinds()}, namespaces(optedIn()), nil, logr.Discard())
+	s := NewServer(Options{Config: configv1alpha1.Default(), Kinds: fakeKinds()}, namespaces(optedIn()), nil, logr.Discard())
 	gvk := fakeTrainJobKind.GVK
 	path := MutatePath(gvk)
 	assert.Equal(t, "/mutate-trainer-example-io-v1alpha1-faketrainjob", path)
@@ -91,7 +91,7 @@ func TestNewKindIsServedOverHTTPByItsAdapterAlone(t *testing.T) {
 }
 
 func TestNewKindInjectsOfflineAndInLists(t *testing.T) {
-	off := NewOffline(config.DefaultConfig())
+	off := NewOffline(configv1alpha1.Default())
 	off.Injector.Kinds = fakeKinds()
 	list := `{"apiVersion":"v1","kind":"List","items":[` + fakeTrainJobJSON + `]}`
 	out, _, err := off.InjectDocument(t.Context(), []byte(list))

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -36,7 +36,7 @@ func optedIn() map[string]map[string]string {
 
 func testServer(t testing.TB, log logr.Logger) *Server {
 	t.Helper()
-	return NewServer(Options{Config: config.DefaultConfig(), OwnNamespace: "trainguard-system"}, namespaces(optedIn()), nil, log)
+	return NewServer(Options{Config: configv1alpha1.Default(), OwnNamespace: "trainguard-system"}, namespaces(optedIn()), nil, log)
 }
 
 // pod is the handler tests' pod: one pytorch container.

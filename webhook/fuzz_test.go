@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -29,7 +29,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","kind":{"version":"v1","kind":"Pod"},"namespace":"team-a","object":{"spec":{"containers":null}}}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[`))
-	s := NewServer(Options{Config: config.DefaultConfig()}, namespaces(optedIn()), nil, logr.Discard())
+	s := NewServer(Options{Config: configv1alpha1.Default()}, namespaces(optedIn()), nil, logr.Discard())
 	handlers := s.Handlers()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for path, h := range handlers {
@@ -58,7 +58,7 @@ func FuzzInjectObject(f *testing.F) {
 			}
 		}
 	}
-	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: configv1alpha1.Default()}}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, a := range jobs.Builtin().All() {
 			res, err := inj.Inject(context.Background(), Request{GVK: a.GVK, Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
@@ -33,7 +33,7 @@ type httpGolden struct {
 	warnings  []string
 }
 
-func runHTTP(t *testing.T, cfg *config.Config, in []byte) ([]byte, []string) {
+func runHTTP(t *testing.T, cfg *configv1alpha1.Configuration, in []byte) ([]byte, []string) {
 	t.Helper()
 	g := &httpGolden{t: t, namespaces: map[string]map[string]string{}, trainJobs: NewOffline(cfg)}
 	g.server = NewServer(Options{Config: cfg, TrainJobs: g.trainJobs.trainJob}, g.lookup, nil, logr.Discard())

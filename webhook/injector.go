@@ -1,6 +1,12 @@
 // Package webhook serves trainguard's admission endpoints and holds the one
 // code path that both the webhook and `trainguard inject` use to mutate an
-// object.
+// object (Injector; Offline for the CLI): decode, ask policy.Scope whether
+// the object is trainguard's, resolve its policy, call mutators.MutateJob
+// or MutatePod once, and diff the result (admissionio.TypedDiff). Admission
+// flows one way through it: it decides whether, the mutators decide what.
+// The validators' typed findings (never their messages, which may quote a
+// tenant's values) become the ephemeral-checkpoint Event, folded to one per
+// namespace a minute (eventfold.go), and its metric.
 package webhook
 
 import (
@@ -11,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -47,6 +54,9 @@ type Result struct {
 	Patch    []jsonpatch.Operation
 	Warnings []string
 	Skipped  string
+	// Audit: the object's namespace is in audit mode (contract.Audited):
+	// the caller reports the patch and admits the object unchanged.
+	Audit bool
 }
 
 func (i *Injector) kinds() jobs.Kinds {
@@ -55,6 +65,11 @@ func (i *Injector) kinds() jobs.Kinds {
 	}
 	return *i.Kinds
 }
+
+// Unchanged is the warning, online (admission) and offline (inject,
+// validate) alike, for an object trainguard leaves as it is: it must never
+// be left alone in silence.
+func Unchanged(reason string) string { return "left unchanged by trainguard: " + reason }
 
 // Inject mutates req's object as the webhook would.
 func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
@@ -70,6 +85,13 @@ func (i *Injector) Inject(ctx context.Context, req Request) (Result, error) {
 		}
 		nsAnn = ann
 	}
+	res, err := i.injectIn(ctx, req, adapter, nsAnn)
+	res.Audit = contract.Audited(i.Config.AdmissionMode, nsAnn)
+	return res, err
+}
+
+// injectIn is Inject once the object's namespace is known to be in scope.
+func (i *Injector) injectIn(ctx context.Context, req Request, adapter *jobs.Adapter, nsAnn map[string]string) (Result, error) {
 	job, err := adapter.Decode(req.Raw)
 	if err != nil {
 		return Result{}, err

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -26,7 +27,7 @@ type Offline struct {
 }
 
 // NewOffline returns an offline injector using cfg.
-func NewOffline(cfg *config.Config) *Offline {
+func NewOffline(cfg *configv1alpha1.Configuration) *Offline {
 	kinds := jobs.Builtin()
 	o := &Offline{Injector: &Injector{Scope: policy.Scope{Config: cfg}, Kinds: &kinds}, namespaces: map[string]map[string]string{}, trainJobs: map[string]map[string]string{}}
 	o.Injector.TrainJobs = o.trainJob
@@ -108,18 +109,32 @@ func (o *Offline) inject(ctx context.Context, raw []byte, named bool) ([]byte, [
 	}
 	if o.optedOut(h) {
 		// The webhook never sees objects of a namespace that opted out.
-		return nil, []string{fmt.Sprintf("%s: left unchanged: namespace %s is annotated %s=%s", ObjectName(h), h.Metadata.Namespace, contract.AnnotationInject, contract.InjectDisabled)}, nil
+		return nil, []string{ObjectName(h) + ": " + Unchanged(fmt.Sprintf("namespace %s is annotated %s=%s", h.Metadata.Namespace, contract.AnnotationInject, contract.InjectDisabled))}, nil
+	}
+	if !o.Handles(h.GVK()) {
+		// The webhook is never sent it; the CLI says why (Handles).
+		return nil, nil, nil
 	}
 	res, err := o.Injector.Inject(ctx, Request{GVK: h.GVK(), Namespace: h.Metadata.Namespace, Raw: raw, OptedIn: true, NamespaceAnnotations: nsAnn})
 	if err != nil {
 		return nil, nil, err
 	}
 	warnings := res.Warnings
+	if res.Skipped != "" {
+		warnings = append(warnings, Unchanged(res.Skipped))
+	}
 	if named {
 		warnings = prefixWarnings(ObjectName(h), warnings)
 	}
 	if len(res.Patch) == 0 {
 		return nil, warnings, nil
+	}
+	if res.Audit {
+		w := auditWouldInject(wouldInject(raw, res.Patch), len(res.Patch))
+		if named {
+			w = ObjectName(h) + ": " + w
+		}
+		return nil, append(warnings, w), nil
 	}
 	out, err := admissionio.ApplyPatch(raw, res.Patch)
 	return out, warnings, err
@@ -149,6 +164,22 @@ func (o *Offline) injectList(ctx context.Context, raw []byte) ([]byte, []string,
 	out, err := jobs.ReplaceListItems(raw, items)
 	return out, warnings, err
 }
+
+// Handles reports whether trainguard's webhooks are sent objects of gvk;
+// `inject` and `validate` say why any other object is left unchanged.
+func (o *Offline) Handles(gvk schema.GroupVersionKind) bool {
+	_, ok := o.Injector.kinds().For(gvk)
+	return ok
+}
+
+// Audited reports whether objects in namespace ns are admitted in audit
+// mode, as the input's Namespace documents and the configuration say.
+func (o *Offline) Audited(ns string) bool {
+	return contract.Audited(o.Injector.Config.AdmissionMode, o.namespaces[ns])
+}
+
+// AuditRefusal is the warning audit mode turns a refusal into.
+func AuditRefusal(err string) string { return auditWouldRefuse(err) }
 
 // ObjectName is how every command names an object in its messages:
 // Kind/namespace/name, or Kind/name for an object without a namespace.

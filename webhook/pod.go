@@ -5,17 +5,19 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 )
 
 // fromRecord returns how the mutators ask the rescheduler's record which
 // nodes the pod must avoid and whether its job's in-place restarts were
 // stopped at the cap (nil without a record). A pod being created may not
 // carry its namespace yet; the request does.
-func (i *Injector) fromRecord(ctx context.Context, pod *corev1.Pod, namespace string) func() ([]string, bool, error) {
+func (i *Injector) fromRecord(ctx context.Context, pod *corev1.Pod, namespace string) func() (podspec.Avoid, bool, error) {
 	if i.Avoider == nil {
 		return nil
 	}
-	return func() ([]string, bool, error) {
+	return func() (podspec.Avoid, bool, error) {
 		lookup := pod
 		if pod.Namespace == "" && namespace != "" {
 			shallow := *pod
@@ -24,11 +26,11 @@ func (i *Injector) fromRecord(ctx context.Context, pod *corev1.Pod, namespace st
 		}
 		nodes, err := i.Avoider.AvoidNodes(ctx, lookup)
 		if err != nil {
-			return nil, false, fmt.Errorf("reading bad nodes for pod: %w", err)
+			return podspec.Avoid{}, false, fmt.Errorf("reading bad nodes for pod: %w", err)
 		}
 		stopped, err := i.Avoider.InPlaceStopped(ctx, lookup)
 		if err != nil {
-			return nil, false, fmt.Errorf("reading the in-place restarts of the pod's job: %w", err)
+			return podspec.Avoid{}, false, fmt.Errorf("reading the in-place restarts of the pod's job: %w", err)
 		}
 		return nodes, stopped, nil
 	}

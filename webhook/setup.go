@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -42,7 +42,7 @@ const (
 
 // Options configure the webhooks.
 type Options struct {
-	Config       *config.Config
+	Config       *configv1alpha1.Configuration
 	OwnNamespace string
 	// Avoider feeds node anti-affinity from the rescheduler's record; may be nil.
 	Avoider podspec.NodeAvoider
@@ -64,6 +64,8 @@ type Server struct {
 	log       logr.Logger
 	// durable records Events and metrics for non-durable checkpoints; nil records nothing.
 	durable *durableReporter
+	// audit records what audit mode let through; nil records nothing.
+	audit *auditReporter
 }
 
 // NewServer builds the endpoints' shared state; lookup reads namespaces.
@@ -102,6 +104,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	s := NewServer(opts, CachedNamespaces(mgr.GetCache(), mgr.GetAPIReader()), m, mgr.GetLogger().WithName("webhook"))
 	if s.durable, err = newDurableReporter(metrics.Registry, mgr.GetEventRecorder("trainguard-webhook")); err != nil {
+		return err
+	}
+	if s.audit, err = newAuditReporter(metrics.Registry, mgr.GetEventRecorder("trainguard-webhook")); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("informers-synced", cacheSynced(mgr.GetCache())); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 )
 
@@ -24,7 +24,7 @@ func BenchmarkTrainerPodMutate(b *testing.B) {
 	p.Spec.Containers[0].Name = "node"
 	raw := p.JSON()
 	tjs := &trainJobs{m: map[string]map[string]string{"team-a/llm": {}}}
-	s := NewServer(Options{Config: config.DefaultConfig(), OwnNamespace: "trainguard-system", TrainJobs: tjs.lookup}, namespaces(optedIn()), nil, logr.Discard())
+	s := NewServer(Options{Config: configv1alpha1.Default(), OwnNamespace: "trainguard-system", TrainJobs: tjs.lookup}, namespaces(optedIn()), nil, logr.Discard())
 	body := review(b, admissionv1.Create, podGVK(), "team-a", raw, false)
 	h := s.Handlers()[PathMutatePod]
 	b.SetBytes(int64(len(body)))

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -52,7 +52,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 func injectPod(t *testing.T, tjs *trainJobs, p *builders.PodWrapper) (*corev1.Pod, Result) {
 	t.Helper()
-	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig(), Namespaces: namespaces(optedIn())}, TrainJobs: tjs.lookup}
+	inj := &Injector{Scope: policy.Scope{Config: configv1alpha1.Default(), Namespaces: namespaces(optedIn())}, TrainJobs: tjs.lookup}
 	raw, err := json.Marshal(&p.Pod)
 	require.NoError(t, err)
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.Pod().GVK, Namespace: p.Namespace, Raw: raw})
@@ -142,7 +142,7 @@ func TestTrainerKindsAreValidatedNotMutated(t *testing.T) {
 	require.False(t, out.Response.Allowed)
 	assert.Contains(t, out.Response.Result.Message, "spec.mlPolicy.torch.elasticPolicy.maxNodes")
 
-	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: configv1alpha1.Default()}}
 	tj := []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"j","namespace":"team-a"},"spec":{"runtimeRef":{"name":"r"}}}`)
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.TrainJob().GVK, Raw: tj, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
@@ -185,7 +185,7 @@ func TestTrainerTypesKeepUnknownFields(t *testing.T) {
 }
 
 func mustPolicy() *contract.Policy {
-	p, _ := policy.Resolve(config.DefaultConfig(), nil, nil)
+	p, _ := policy.Resolve(configv1alpha1.Default(), nil, nil)
 	return p
 }
 
@@ -195,7 +195,7 @@ func mustPolicy() *contract.Policy {
 // pod's own annotations alone.
 func TestTrainerPodIsValidatedAgainstItsTrainJobsPolicy(t *testing.T) {
 	tjs := &trainJobs{m: map[string]map[string]string{"team-a/metrics": {contract.AnnotationTaskD: contract.InjectDisabled}}}
-	s := NewServer(Options{Config: config.DefaultConfig(), TrainJobs: tjs.lookup}, namespaces(optedIn()), nil, logr.Discard())
+	s := NewServer(Options{Config: configv1alpha1.Default(), TrainJobs: tjs.lookup}, namespaces(optedIn()), nil, logr.Discard())
 	p := trainerPod("team-a", "metrics").With(func(p *corev1.Pod) {
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9601}}
 	})
@@ -211,7 +211,7 @@ func TestTrainerPodIsValidatedAgainstItsTrainJobsPolicy(t *testing.T) {
 	assert.True(t, vout.Response.Allowed, "validated with the TrainJob's policy: %v", vout.Response.Result)
 
 	// Without its TrainJob's policy, the same pod would have been refused.
-	bare := NewServer(Options{Config: config.DefaultConfig()}, namespaces(optedIn()), nil, logr.Discard())
+	bare := NewServer(Options{Config: configv1alpha1.Default()}, namespaces(optedIn()), nil, logr.Discard())
 	_, vout = post(t, bare, PathValidatePod, bytes.NewReader(review(t, admissionv1.Create, podGVK(), "team-a", mutated, false)), -1)
 	assert.False(t, vout.Response.Allowed)
 }

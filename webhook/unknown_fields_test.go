@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -24,7 +24,7 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 "pytorchReplicaSpecs":{"Worker":{"replicas":1,"futureReplicaField":"keep-me",
 "template":{"spec":{"futurePodField":true,"containers":[{"name":"pytorch","image":"i","futureContainerField":{"a":"b"}}]}}}}},
 "status":{"conditions":[{"type":"Created","status":"True"}],"replicaStatuses":{"Worker":{"active":1}}}}`)
-	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: configv1alpha1.Default()}}
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK, Namespace: "team-a", Raw: raw, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Patch)
@@ -75,7 +75,7 @@ spec:
         spec:
           containers: [{name: pytorch, image: i}]`))
 	require.NoError(t, err)
-	inj := &Injector{Scope: policy.Scope{Config: config.DefaultConfig()}}
+	inj := &Injector{Scope: policy.Scope{Config: configv1alpha1.Default()}}
 	res, err := inj.Inject(context.Background(), Request{GVK: jobs.KubeflowPyTorchJob().GVK, Raw: in, OptedIn: true, NamespaceAnnotations: map[string]string{}})
 	require.NoError(t, err)
 	for _, op := range res.Patch {

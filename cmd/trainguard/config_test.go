@@ -16,7 +16,7 @@ func effective(t *testing.T, args ...string) *configv1alpha1.Configuration {
 	t.Helper()
 	res := runCLI(t, "", append([]string{"serve", "--print-config"}, args...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	cfg, err := config.ParseConfig([]byte(res.stdout))
+	cfg, _, err := config.Parse([]byte(res.stdout))
 	require.NoError(t, err, res.stdout)
 	return cfg
 }

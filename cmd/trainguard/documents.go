@@ -107,7 +107,7 @@ func (f *inputFlags) read(stdin io.Reader) (*input, error) {
 }
 
 // manifestExtensions are the files -f DIR reads, as kubectl's.
-var manifestExtensions = []string{".yaml", ".yml", ".json"} //nolint:gochecknoglobals // a constant list
+var manifestExtensions = []string{".yaml", ".yml", ".json"}
 
 // expandPaths turns the -f arguments into files as kubectl does: a
 // directory gives its .yaml, .yml and .json files (with recursive, those of

@@ -1,7 +1,5 @@
 package main
 
-import "errors"
-
 // exitCoder is an error that carries the process exit code the CLI contract
 // requires (validate: 1 invalid, 2 unreadable input or bad usage).
 type exitCoder interface {
@@ -19,5 +17,3 @@ func (e *exitError) ExitCode() int { return e.code }
 
 // exitWith returns an error that makes main exit with code, printing msg (if any).
 func exitWith(code int, msg string) error { return &exitError{code: code, msg: msg} }
-
-func asExitCoder(err error, target *exitCoder) bool { return errors.As(err, target) }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -12,7 +13,7 @@ import (
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		var coded exitCoder
-		if asExitCoder(err, &coded) {
+		if errors.As(err, &coded) {
 			if msg := coded.Error(); msg != "" {
 				fmt.Fprintln(os.Stderr, "error:", msg)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -217,7 +218,7 @@ func devDNSNames(o *serveOptions) []string {
 }
 
 func pflagFromZap(z *zap.Options) *pflag.FlagSet {
-	gfs := goFlagSet()
+	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	z.BindFlags(gfs)
 	fs := pflag.NewFlagSet("zap", pflag.ContinueOnError)
 	fs.AddGoFlagSet(gfs)

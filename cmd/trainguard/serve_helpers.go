@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -20,5 +19,3 @@ func ctrlContext(ctx context.Context) context.Context {
 	}()
 	return merged
 }
-
-func goFlagSet() *flag.FlagSet { return flag.NewFlagSet("zap", flag.ContinueOnError) }

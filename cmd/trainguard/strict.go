@@ -55,7 +55,7 @@ func trainguardKinds() map[string][]string {
 func apiVersionProblem(gvk schema.GroupVersionKind) string {
 	kinds := trainguardKinds()
 	if versions, ok := kinds[gvk.Kind]; ok {
-		if !contains(versions, gvk.GroupVersion().String()) {
+		if !slices.Contains(versions, gvk.GroupVersion().String()) {
 			return fmt.Sprintf("apiVersion: Unsupported value: %q: no %s is served in this version; use %s", gvk.GroupVersion().String(), gvk.Kind, strings.Join(versions, " or "))
 		}
 		return ""
@@ -70,7 +70,7 @@ func apiVersionProblem(gvk schema.GroupVersionKind) string {
 func kindTypo(gvk schema.GroupVersionKind, kinds map[string][]string) string {
 	var candidates []string
 	for kind, versions := range kinds {
-		if contains(versions, gvk.GroupVersion().String()) {
+		if slices.Contains(versions, gvk.GroupVersion().String()) {
 			candidates = append(candidates, kind)
 		}
 	}
@@ -241,12 +241,3 @@ func coveredByTypeError(line string, errs []string) bool {
 
 // trainerGroup is Kubeflow Trainer v2's API group.
 const trainerGroup = "trainer.kubeflow.org"
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -263,6 +263,9 @@ func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) docume
 		report.warnings = append(report.warnings, fmt.Sprintf("trainguard's rules not applied: namespace %s is annotated %s=%s", ns, contract.AnnotationInject, contract.InjectDisabled))
 		return report
 	}
+	if reason := unhandled(c.off, h.GVK()); reason != "" {
+		report.warnings = append(report.warnings, webhook.Unchanged(reason))
+	}
 	injected, injectWarnings, err := c.off.InjectObject(context.Background(), raw)
 	if err != nil {
 		report.errors = append(report.errors, err.Error())
@@ -278,8 +281,15 @@ func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) docume
 		report.errors = append(report.errors, err.Error())
 		return report
 	}
+	audit := c.off.Audited(h.Metadata.Namespace) && h.GVK() != namespaceGVK()
 	for _, e := range res.Errors {
-		report.errors = append(report.errors, fmt.Sprintf("%s: %s", e.Field, e.ErrorBody()))
+		line := fmt.Sprintf("%s: %s", e.Field, e.ErrorBody())
+		if audit {
+			// Online audit mode admits it with this warning.
+			report.warnings = append(report.warnings, webhook.AuditRefusal(line))
+			continue
+		}
+		report.errors = append(report.errors, line)
 	}
 	// Offline the cluster's Trainer release is unknown: fields only some
 	// releases have are warned about (the webhook sees them pruned).
@@ -292,6 +302,18 @@ func (c *checker) rules(report documentReport, h jobs.Header, raw []byte) docume
 	})
 	report.warnings = append(report.warnings, explained...)
 	return report
+}
+
+// unhandled says why an object of a kind the webhooks are never sent is
+// left unchanged, or "" for a kind they handle (they say why themselves).
+func unhandled(off *webhook.Offline, gvk schema.GroupVersionKind) string {
+	switch {
+	case gvk == namespaceGVK():
+		return "a Namespace is not injected; its " + contract.AnnotationInject + " and policy annotations apply to the objects in it"
+	case !off.Handles(gvk):
+		return "trainguard does not handle " + jobs.String(gvk)
+	}
+	return ""
 }
 
 // list checks each item of a v1 List as its own document.

@@ -5,18 +5,26 @@ uninterrupted one. Runs alone or under torchrun (DDP over gloo).
 
     PYTHONPATH=sdk/python /usr/bin/python3 examples/trainer/train.py --steps 200
     /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 examples/trainer/train.py
+
+--plain (or TRAIN_PLAIN=1) is the same trainer as users write it without
+trainguard, the baseline the goodput comparison measures against: no SDK
+at all, rank 0 saves with torch.save every --save-every steps into
+--ckpt-dir (a temporary file, then a rename), every rank loads the newest
+file that loads on start, and a rank whose peer died waits in gloo's
+collective until --gloo-timeout (PyTorch's default, 30 minutes).
 """
 
 import argparse
+import datetime
+import glob
 import logging
 import os
+import re
 import time
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-
-from trainguard import migrator
 
 
 def parse_args():
@@ -30,6 +38,8 @@ def parse_args():
     p.add_argument("--step-delay", type=float, default=float(env("TRAIN_STEP_DELAY", "0")),
                    help="seconds to sleep per step, so tests can stop it mid-run")
     p.add_argument("--save-every", type=int, default=0, help="periodic background checkpoint every N steps (0: off)")
+    p.add_argument("--zero", action="store_true",
+                   help="shard the optimizer state across ranks (torch.distributed.optim.ZeroRedundancyOptimizer)")
     p.add_argument("--no-listen", action="store_true",
                    help="never call migrator.listening(): a trainer without trainguard's listener (tests)")
     p.add_argument("--extra-if-exists", default="", metavar="PATH",
@@ -45,7 +55,53 @@ def parse_args():
                         "checkpoint dir, print each time, and exit without training")
     p.add_argument("--bench-raw-sync", action="store_true",
                    help="with --bench-raw-save: os.sync() before each timed save (clean writeback state)")
+    p.add_argument("--plain", action="store_true", default=env("TRAIN_PLAIN", "") not in ("", "0"),
+                   help="no trainguard SDK: torch.save every --save-every steps, load the newest on start")
+    p.add_argument("--ckpt-dir", default=env("CHECKPOINT_DIR", "/checkpoint"),
+                   help="--plain: where the checkpoints go (the claim)")
+    p.add_argument("--keep", type=int, default=2, help="--plain: checkpoints kept")
+    p.add_argument("--gloo-timeout", type=float, default=1800.0,
+                   help="seconds a collective waits for a peer (PyTorch's default, 30 minutes)")
     return p.parse_args()
+
+
+PLAIN_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+
+
+def plain_save(directory, step, state, keep):
+    """torch.save to a temporary file, fsync, rename: a crash leaves the
+    previous checkpoints and at worst a stray temporary file."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "ckpt-%09d.pt" % step)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    for old in plain_checkpoints(directory)[keep:]:
+        try:
+            os.unlink(old)
+        except FileNotFoundError:
+            pass
+    return path
+
+
+def plain_checkpoints(directory):
+    """The checkpoint files, newest step first."""
+    names = [os.path.basename(f) for f in glob.glob(os.path.join(directory, "ckpt-*.pt"))]
+    return [os.path.join(directory, n) for n in sorted((n for n in names if PLAIN_NAME.match(n)), reverse=True)]
+
+
+def plain_load(directory):
+    """The newest checkpoint that loads, with its path; a torn or corrupt
+    file (a copy cut short, a disk error) is skipped for the one before."""
+    for path in plain_checkpoints(directory):
+        try:
+            return path, torch.load(path)
+        except Exception as e:  # noqa: BLE001 - any unreadable file is skipped the same way
+            logging.warning("skipping %s: %s: %s", path, type(e).__name__, e)
+    return None, None
 
 
 def bench_raw_save(n, states, directory, sync=False):
@@ -103,11 +159,16 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     torch.manual_seed(args.seed)
     model = nn.Sequential(nn.Linear(16, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    # A ZeroRedundancyOptimizer needs the process group: it is made below.
+    optimizer = None if args.zero else torch.optim.Adam(model.parameters(), lr=args.lr)
     metrics = {"step": 0, "loss": None}
+    if args.plain:
+        return plain_main(args, model, optimizer, metrics, world, rank)
+    from trainguard import migrator  # not imported by --plain: the baseline has no SDK
 
     migrator.register("model", model)
-    migrator.register("optimizer", optimizer)
+    if optimizer is not None:
+        migrator.register("optimizer", optimizer)
     migrator.register("metrics", metrics)
     extra = {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))} if args.state_mb > 0 else None
     if extra is None and args.extra_if_exists and os.path.exists(args.extra_if_exists):
@@ -135,6 +196,12 @@ def main():
         migrator.periodic(steps=args.save_every)
     if world > 1:
         dist.init_process_group("gloo")
+    if args.zero:
+        # Each rank keeps the Adam state of its share of the parameters; every
+        # rank saves its part of it (docs/checkpoint-protocol.md, "Sharded state").
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=args.lr)
+        migrator.register("optimizer", optimizer)
     start = 0
     if migrator.resume:
         meta = migrator.load_ckpt()
@@ -182,6 +249,56 @@ def main():
         dump(args.dump_final, model, optimizer, metrics, args.steps, rank)
     print("rank %d: done at step %d" % (rank, args.steps), flush=True)
     if world > 1:
+        # Every rank is done before any tears the group down: a rank whose
+        # peer already closed its gloo pairs can crash in its own teardown.
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def plain_main(args, model, optimizer, metrics, world, rank):
+    """The trainer as users write it without trainguard (see the module
+    docstring); the same model, data order, step and step time as main()."""
+    if world > 1:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.gloo_timeout))
+    start = 0
+    path, state = plain_load(args.ckpt_dir)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        metrics.update(state["metrics"])
+        start = state["step"]
+        print("rank %d: resumed from %s at step %d, metrics %s" % (rank, path, start, metrics), flush=True)
+    if world > 1:
+        for p in model.parameters():
+            dist.broadcast(p.data, 0)
+    loss_fn = nn.MSELoss()
+    for step in range(start, args.steps):
+        if args.raise_if_exists and os.path.exists(args.raise_if_exists):
+            os.unlink(args.raise_if_exists)
+            raise RuntimeError("injected failure before step %d (%s)" % (step + 1, args.raise_if_exists))
+        x, y = batch_for(step, args)
+        x, y = x.chunk(world)[rank], y.chunk(world)[rank]
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if world > 1:
+            average_gradients(model, world)
+        optimizer.step()
+        metrics["step"], metrics["loss"] = step + 1, loss.item()
+        print("rank %d: completed step %d loss %.6f" % (rank, step + 1, metrics["loss"]), flush=True)
+        if args.save_every and (step + 1) % args.save_every == 0 and rank == 0:
+            saved = plain_save(args.ckpt_dir, step + 1, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                                         "metrics": dict(metrics), "step": step + 1}, args.keep)
+            print("rank %d: saved %s at step %d" % (rank, saved, step + 1), flush=True)
+        if args.step_delay:
+            time.sleep(args.step_delay)
+    if args.dump_final:
+        dump(args.dump_final, model, optimizer, metrics, args.steps, rank)
+    print("rank %d: done at step %d" % (rank, args.steps), flush=True)
+    if world > 1:
+        # Every rank is done before any tears the group down: a rank whose
+        # peer already closed its gloo pairs can crash in its own teardown.
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -35,6 +35,11 @@ cleanup_network() {
   [ -x "$CLUSTER_BIN/kube-proxy" ] && "$CLUSTER_BIN/kube-proxy" --cleanup >/dev/null 2>&1
   iptables -w -D FORWARD -j "$FW_CHAIN" 2>/dev/null
   iptables -w -F "$FW_CHAIN" 2>/dev/null; iptables -w -X "$FW_CHAIN" 2>/dev/null
+  local c
+  for c in FORWARD INPUT OUTPUT; do
+    while iptables -w -D "$c" -j "$PARTITION_CHAIN" 2>/dev/null; do :; done
+  done
+  iptables -w -F "$PARTITION_CHAIN" 2>/dev/null; iptables -w -X "$PARTITION_CHAIN" 2>/dev/null
   local t ch
   for t in filter nat mangle; do # leftovers kube-proxy --cleanup keeps (KUBE-FIREWALL, canaries)
     for ch in $(iptables -w -t "$t" -S 2>/dev/null | awk '/^-N KUBE-/{print $2}'); do
@@ -53,7 +58,7 @@ main() {
   local i
   [ -d "$CLUSTER_DIR" ] || [ -n "$(ls -d /sys/fs/cgroup/*/"$CGROUP_PREFIX"* 2>/dev/null)" ] || ip link show "$BRIDGE" >/dev/null 2>&1 ||
     { [ -z "$quiet" ] && log "nothing to remove"; return 0; }
-  for i in $(seq 1 9); do kill_node "$i"; done
+  for i in $(seq 1 "$MAX_NODES"); do kill_node "$i"; done
   # SIGKILL: the state is thrown away, and kube-apiserver may ignore SIGTERM for minutes.
   for n in kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do kill_pidfile "$n" KILL; done
   if [ -d "$CLUSTER_DIR/pids" ]; then # anything else recorded (e.g. port-forwards of the harness)
@@ -62,7 +67,7 @@ main() {
   sleep 0.5
   unmount_under "$CLUSTER_DIR"
   unmount_under "$CLUSTER_CACHE"
-  for i in $(seq 1 9); do remove_cgroups "$i"; done
+  for i in $(seq 1 "$MAX_NODES"); do remove_cgroups "$i"; done
   cleanup_network
   cleanup_network_done=1
   rm -rf --one-file-system "$CLUSTER_DIR"

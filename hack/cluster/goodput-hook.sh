@@ -4,8 +4,9 @@
 # own script with the same commands:
 #   crash NODE       the node dies (kubelet, runtime and containers gone)
 #   restore NODE     it comes back (the harness waits until it is Ready)
-#   partition NODE   its kubelet stops reporting; its containers keep running
-#   heal NODE        the kubelet reports again
+#   partition NODE   its kubelet stops reporting and its pods' traffic is
+#                    dropped; its containers keep running (and their claim)
+#   heal NODE        traffic flows and the kubelet reports again
 #   claim NS CLAIM   a ReadWriteMany claim CLAIM in namespace NS, mountable on every node
 # Node disruptions are node-ctl.sh's (the e2e scenarios' own).
 set -euo pipefail
@@ -14,7 +15,7 @@ here=$(dirname "$0")
 usage="usage: $0 crash|restore|partition|heal NODE | claim NAMESPACE CLAIM"
 action=${1:?$usage}
 index() { # tg-node-I → I
-  case "$1" in "$NODE_PREFIX"[1-9]) echo "${1#"$NODE_PREFIX"}" ;; *) die "not a node of this cluster: $1" ;; esac
+  case "$1" in "$NODE_PREFIX"[1-9] | "$NODE_PREFIX"1[0-9] | "$NODE_PREFIX"20) echo "${1#"$NODE_PREFIX"}" ;; *) die "not a node of this cluster: $1" ;; esac
 }
 case "$action" in
   crash) bash "$here/node-ctl.sh" kill "$(index "${2:?$usage}")" ;;

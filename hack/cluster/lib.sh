@@ -13,12 +13,17 @@ CLUSTER_BIN=${CLUSTER_BIN:-$root/bin/cluster} # everything else (hack/cluster/bu
 # (same images are not imported twice); `make cluster-clean` removes it too.
 CLUSTER_DIR=${CLUSTER_DIR:-/tmp/trainguard-cluster}
 CLUSTER_CACHE=${CLUSTER_CACHE:-$CLUSTER_BIN/cache}
-NODES=${NODES:-3}
+# Node 1 keeps the cluster's services; the e2e harness splits the other nine
+# into lanes of scenarios that run side by side (test/e2e/e2e_test.go).
+NODES=${NODES:-10}
+MAX_NODES=20                 # the port ranges below hold 20 nodes
 NODE_PREFIX=tg-node-
 ETCD_PORT=23790
 ETCD_PEER_PORT=23800
 APISERVER_PORT=16443
-KUBELET_PORT_BASE=10350      # node i: kubelet 10350+i, healthz 10360+i
+# Node i: kubelet 10400+i, healthz 10420+i, containerd streaming 10440+i
+# (clear of the control plane's 10349-10359).
+KUBELET_PORT_BASE=10400
 SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SVC_IP=10.96.0.1
 DNS_SVC_IP=10.96.0.10
@@ -27,6 +32,7 @@ BRIDGE=tg-cni0
 SVC_DUMMY=tg-svc0            # the service CIDR is routed here (a portless bridge): nothing leaves eth0
 CNI_NET=trainguard-e2e
 FW_CHAIN=TG-E2E-FORWARD      # drops pod traffic leaving the machine
+PARTITION_CHAIN=TG-E2E-PARTITION # node-ctl.sh freeze: drops the traffic of a partitioned node's pods
 CGROUP_PREFIX=tg-node-       # kubelet cgroupRoot /tg-node-<i>
 KUBECONFIG_OUT=$CLUSTER_DIR/kubeconfig
 IMAGE_TAG=e2e
@@ -42,5 +48,6 @@ node_name() { echo "$NODE_PREFIX$1"; }
 node_dir() { echo "$CLUSTER_DIR/nodes/$1"; }
 node_sock() { echo "$CLUSTER_DIR/nodes/$1/containerd.sock"; }
 host_ip() { ip -4 -o addr show dev "${HOST_IFACE:-eth0}" | awk '{print $4}' | cut -d/ -f1 | head -1; }
+case "$NODES" in [1-9] | 1[0-9] | 20) ;; *) echo "NODES must be 1-$MAX_NODES, got $NODES" >&2; exit 1 ;; esac
 log() { printf '%s [cluster] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 die() { log "ERROR: $*"; exit 1; }

@@ -40,7 +40,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   # root here lacks CAP_SYS_RESOURCE: without this every sandbox fails in runc.
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
-  stream_server_port = "$((10370 + i))"
+  stream_server_port = "$((KUBELET_PORT_BASE + 40 + i))"
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
@@ -67,7 +67,7 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 0.0.0.0
 port: $((KUBELET_PORT_BASE + i))
-healthzPort: $((KUBELET_PORT_BASE + 10 + i))
+healthzPort: $((KUBELET_PORT_BASE + 20 + i))
 healthzBindAddress: 127.0.0.1
 readOnlyPort: 0
 authentication:
@@ -97,16 +97,12 @@ YAML
 }
 
 start_node() { # i: containerd, images, kubelet
-  local i=$1 d sock; d=$(node_dir "$i"); sock=$(node_sock "$i")
+  local i=$1 d; d=$(node_dir "$i")
   node_cgroups "$i"
   containerd_config "$i"
   kubelet_config "$i"
   start_proc "containerd-$i" "$CLUSTER_DIR/logs/containerd-$i.log" containerd --config "$d/containerd.toml"
-  local n=0
-  until [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1; do
-    n=$((n + 1)); [ $n -gt 100 ] && die "containerd-$i did not start; see $CLUSTER_DIR/logs/containerd-$i.log"
-    sleep 0.2
-  done
+  wait_containerd "$i"
   prune_store "$i"
   import_images "$i"
   local taints="" labels="e2e.trainguard.io/node=$i"
@@ -167,7 +163,7 @@ kill_pidfile() { # NAME [SIG]: kill the recorded process, SIGKILL after 10 s
     kill "-${2:-TERM}" "$pid" 2>/dev/null
     # kube-apiserver may ignore SIGTERM for over a minute with nodes attached.
     while kill -0 "$pid" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
-    kill -KILL "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null || true # gone already: fine (up.sh runs with -e)
   fi
   rm -f "$f"
 }
@@ -199,3 +195,89 @@ kill_node() { # i: kubelet, containerd, shims, container processes
   for pid in $(cgroup_pids "$i") $(shim_pids "$(node_sock "$i")"); do kill -KILL "$pid" 2>/dev/null; done
 }
 
+
+# ---- image stores shared by hard links (up.sh) ----
+
+# seed_stores: every training node's store is a hard-linked copy of node 2's.
+# The images' content and unpacked layers are never written after import, so
+# nine training nodes cost the disk of one (about 3 GB) instead of nine; each
+# copy gets its own metadata databases (written by its own containerd) and
+# stamps, and its containers' writable layers are its own.
+seed_stores() {
+  local t=2 i f src dst
+  [ "$NODES" -ge 3 ] || return 0
+  src=$CLUSTER_CACHE/containerd-$t
+  containerd_config "$t"
+  start_proc "containerd-$t" "$CLUSTER_DIR/logs/containerd-$t.log" containerd --config "$(node_dir "$t")/containerd.toml"
+  wait_containerd "$t"
+  prune_store "$t"
+  import_images "$t"
+  kill_pidfile "containerd-$t" # quiescent: its databases are copied next
+  for i in $(seq 3 "$NODES"); do
+    dst=$CLUSTER_CACHE/containerd-$i
+    if [ -d "$dst" ] && diff -q <(cat "$src"/imported-*.stamp) <(cat "$dst"/imported-*.stamp 2>/dev/null) >/dev/null; then
+      continue # same images: keep it (import_images still checks the store lists them)
+    fi
+    rm -rf --one-file-system "$dst"
+    cp -al "$src" "$dst"
+    # What a containerd writes in place must not be shared.
+    while read -r f; do cp --remove-destination "$src/$f" "$dst/$f"; done < <(cd "$src" && find . -type f \( -name '*.db' -o -name '*.stamp' \))
+    rm -f "$dst/io.containerd.grpc.v1.introspection/uuid"
+    log "node $i: image store linked to node $t's"
+  done
+}
+
+wait_containerd() { # i
+  local i=$1 n=0 sock; sock=$(node_sock "$i")
+  until [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1; do
+    n=$((n + 1)); [ $n -gt 100 ] && die "containerd-$i did not start; see $CLUSTER_DIR/logs/containerd-$i.log"
+    sleep 0.2
+  done
+}
+
+# ---- an honest partition (node-ctl.sh freeze/thaw) ----
+
+# pod_ips i: the IPs of node i's pod sandboxes, from the node itself (its
+# containerd's sandboxes and the shared host-local allocations), not from
+# the API server's view.
+pod_ips() {
+  local i=$1 ids f id
+  ids=$(ctr -a "$(node_sock "$i")" -n k8s.io containers ls -q 2>/dev/null) || return 0
+  for f in "$CLUSTER_DIR/cni-ipam/$CNI_NET"/*.*.*.*; do
+    [ -f "$f" ] || continue
+    id=$(head -1 "$f" | tr -d '\r')
+    if grep -qxF -- "$id" <<<"$ids"; then basename "$f"; fi
+  done
+  return 0 # callers run with -e: the last sandbox not being ours is no error
+}
+
+# cut_node i: drop every packet to or from node i's pods (forwarded between
+# pods, to and from this host's services), as a partition does; the pods
+# keep running and keep their claim (a hostPath on this machine). The IPs
+# cut are recorded, so heal_node removes exactly those rules.
+cut_node() {
+  local i=$1 ip c rec=$CLUSTER_DIR/partitioned/$1
+  mkdir -p "$CLUSTER_DIR/partitioned"
+  pod_ips "$i" >"$rec"
+  # kube-proxy started after up.sh made the jumps and put its own first,
+  # with an ACCEPT of established connections: ours go back to the top.
+  for c in FORWARD INPUT OUTPUT; do
+    while iptables -w -D "$c" -j "$PARTITION_CHAIN" 2>/dev/null; do :; done
+    iptables -w -I "$c" 1 -j "$PARTITION_CHAIN"
+  done
+  while read -r ip; do
+    iptables -w -A "$PARTITION_CHAIN" -s "$ip" -j DROP
+    iptables -w -A "$PARTITION_CHAIN" -d "$ip" -j DROP
+  done <"$rec"
+  log "node $(node_name "$i"): traffic of $(wc -l <"$rec") pod IP(s) dropped: $(tr '\n' ' ' <"$rec")"
+}
+
+heal_node() { # i: undo cut_node
+  local i=$1 ip rec=$CLUSTER_DIR/partitioned/$1
+  [ -f "$rec" ] || return 0
+  while read -r ip; do
+    iptables -w -D "$PARTITION_CHAIN" -s "$ip" -j DROP 2>/dev/null
+    iptables -w -D "$PARTITION_CHAIN" -d "$ip" -j DROP 2>/dev/null
+  done <"$rec"
+  rm -f "$rec"
+}

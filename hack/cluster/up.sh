@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make cluster`: a real Kubernetes cluster on this machine. etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy and
-# NODES (default 3) nodes, each a kubelet with its own containerd; CNI bridge
+# NODES (default 10) nodes, each a kubelet with its own containerd; CNI bridge
 # networking, CoreDNS, then cert-manager and the kubeflow training-operator as
 # pods. Every binary and image is built here from Go modules / Debian
 # packages (no registry). Prints the kubeconfig path. hack/cluster/down.sh
@@ -57,6 +57,13 @@ host_network() {
   iptables -w -A "$FW_CHAIN" -s "$POD_CIDR" -d "$POD_CIDR" -j RETURN
   iptables -w -A "$FW_CHAIN" -s "$POD_CIDR" -o "${HOST_IFACE:-eth0}" -j DROP
   iptables -w -C FORWARD -j "$FW_CHAIN" 2>/dev/null || iptables -w -I FORWARD -j "$FW_CHAIN"
+  # Empty until node-ctl.sh freeze cuts a node's pods; first in every path a
+  # pod's packet takes (to another pod, to this host, from this host).
+  iptables -w -N "$PARTITION_CHAIN" 2>/dev/null || iptables -w -F "$PARTITION_CHAIN"
+  local c
+  for c in FORWARD INPUT OUTPUT; do
+    iptables -w -C "$c" -j "$PARTITION_CHAIN" 2>/dev/null || iptables -w -I "$c" -j "$PARTITION_CHAIN"
+  done
 }
 
 wait_for() { # DESCRIPTION TIMEOUT_S CMD...
@@ -79,7 +86,7 @@ start_control_plane() {
   start_proc kube-apiserver "$CLUSTER_DIR/logs/kube-apiserver.log" "$K8S_BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" --bind-address 0.0.0.0 --advertise-address "$ip" \
     --secure-port "$APISERVER_PORT" --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
-    --client-ca-file "$p/ca.crt" --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --client-ca-file "$p/ca.crt" --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction,PodNodeSelector \
     --service-cluster-ip-range "$SERVICE_CIDR" --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
     --kubelet-client-certificate "$p/apiserver-kubelet-client.crt" --kubelet-client-key "$p/apiserver-kubelet-client.key" \
@@ -128,6 +135,7 @@ main() {
   host_network
   start_control_plane
   local i
+  seed_stores
   for i in $(seq 1 "$NODES"); do log "node $(node_name "$i"): containerd, images, kubelet"; start_node "$i"; done
   wait_for "$NODES Ready nodes" 120 nodes_ready
   log "addons: CoreDNS, cert-manager, training-operator, JobSet, Kubeflow Trainer"

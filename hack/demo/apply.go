@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/trainguard/trainguard/internal/foundations/objdiff"
 	"io"
 	"os"
 	"path/filepath"
@@ -77,7 +78,7 @@ type result struct {
 	// created is the object as stored, nil if refused.
 	created  *unstructured.Unstructured
 	injected string
-	changes  []change
+	changes  []objdiff.Change
 	warnings []string
 	// refusal is the API server's error for a refused object.
 	refusal error

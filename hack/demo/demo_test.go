@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/trainguard/trainguard/internal/foundations/objdiff"
 	"github.com/trainguard/trainguard/test/chart"
 )
 
@@ -167,7 +168,7 @@ func TestDiffObjects(t *testing.T) {
 
 	var got []string
 	for _, c := range diffObjects(before, after) {
-		got = append(got, renderChange(c, c.path))
+		got = append(got, objdiff.Render(c, c.Path))
 	}
 	want := []string{
 		`+ metadata.annotations[trainguard.io/injected]: gpu`,

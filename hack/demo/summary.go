@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
+	"github.com/trainguard/trainguard/internal/foundations/objdiff"
 	"io"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
@@ -100,14 +100,14 @@ func printChanges(w io.Writer, r *result) {
 		g.lines = append(g.lines, line)
 	}
 	for _, c := range r.changes {
-		label, path := self, c.path
-		if m := replicaPath.FindStringSubmatch(c.path); m != nil {
+		label, path := self, c.Path
+		if m := replicaPath.FindStringSubmatch(c.Path); m != nil {
 			label, path = m[1]+" pod template", m[2]
 			if path == "" {
 				path = "."
 			}
 		}
-		add(label, renderChange(c, path))
+		add(label, objdiff.Render(c, path))
 	}
 	// Merge groups whose changes are identical (Master and Worker usually are).
 	var merged []*group
@@ -131,41 +131,6 @@ func printChanges(w io.Writer, r *result) {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
-}
-
-func renderChange(c change, path string) string {
-	switch c.op {
-	case '+':
-		return "+ " + path + ":" + block(c.new, len(path))
-	case '-':
-		return "- " + path + ":" + block(c.old, len(path))
-	default:
-		old, nw := compact(c.old), compact(c.new)
-		if len(path)+len(old)+len(nw) > 90 {
-			return "~ " + path + ":\n        was " + old + "\n        now " + nw
-		}
-		return "~ " + path + ": " + old + " -> " + nw
-	}
-}
-
-// block renders a value after "path:": inline when short, else a map's
-// keys one per line.
-func block(v any, pathLen int) string {
-	s := compact(v)
-	m, ok := v.(map[string]any)
-	if !ok || pathLen+len(s) <= 120 {
-		return " " + s
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString("\n        " + k + ": " + compact(m[k]))
-	}
-	return b.String()
 }
 
 func indent(s, prefix string) string {

@@ -96,7 +96,7 @@ func extract(c crd, outDir string) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(outDir, crdfields.FileNameAt(c.gvk, c.release)), append(out, '\n'), 0o644) //nolint:gosec // a source file
+		return os.WriteFile(filepath.Join(outDir, crdfields.FileNameAt(c.gvk, c.release)), append(out, '\n'), 0o644) // a source file
 	}
 	return fmt.Errorf("%s@%s %s: no version %s", c.module, c.path, c.gvk.Kind, c.gvk.Version)
 }

@@ -1,4 +1,4 @@
-// Command goodput runs the goodput benchmark (issue 29, docs/goodput.md):
+// Command goodput runs the goodput benchmark (docs/goodput.md):
 // the example trainer in three arms side by side (trainguard, plain
 // Kubernetes, Kueue's failure recovery) under a seeded chaos schedule; it
 // prints the schedule and one table, and writes the progress curves as CSV

@@ -1,4 +1,4 @@
-// Command scale is `make scale` (issue 34): trainguard on a simulated
+// Command scale is `make scale` (docs/scale.md): trainguard on a simulated
 // cluster (KWOK nodes and pods, a real kube-apiserver and etcd, the real
 // trainguard binary with the chart's configuration), each scenario printing
 // its figures. Sizes are flags; the pod counts follow -nodes unless given

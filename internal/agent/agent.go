@@ -15,7 +15,7 @@ import (
 // else of trainguard (it ships alone into every pod), so it keeps its own
 // copy of version.AppVersion, stamped by the same -ldflags (the Makefile's
 // VERSION); a test in test/install holds the two equal.
-var Version = "0.1.0" //nolint:gochecknoglobals // set by -ldflags -X
+var Version = "0.1.0" // set by -ldflags -X
 
 // Exit codes of trainguard-agent. Kubernetes ignores a preStop hook's exit
 // code for termination but records it in the pod's events, so the codes are

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -194,9 +195,9 @@ func describeHeartbeat(sig *dirFD) string {
 		return " (no heartbeat file)"
 	}
 	if age := hb.age(time.Now()); age < -maxClockSkew {
-		return " (heartbeat dated " + (-age).Round(time.Millisecond).String() + " in the future: forged or corrupt, not fresh; pid " + itoa(hb.PID) + ")"
+		return " (heartbeat dated " + (-age).Round(time.Millisecond).String() + " in the future: forged or corrupt, not fresh; pid " + strconv.Itoa(hb.PID) + ")"
 	}
-	return " (last heartbeat " + hb.age(time.Now()).Round(time.Millisecond).String() + " old, pid " + itoa(hb.PID) + ")"
+	return " (last heartbeat " + hb.age(time.Now()).Round(time.Millisecond).String() + " old, pid " + strconv.Itoa(hb.PID) + ")"
 }
 
 // sleepCtx sleeps d or until ctx ends; false means ctx ended.

@@ -148,5 +148,3 @@ func checkHeader(h string) error {
 	}
 	return nil
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -13,42 +13,28 @@ import (
 )
 
 func TestConfigIsStrict(t *testing.T) {
-	_, err := ParseConfig([]byte("checkpoint: {claim: x, preStopTimout: 30s}\n"))
+	_, err := parseConfig([]byte("checkpoint: {claim: x, preStopTimout: 30s}\n"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "preStopTimout")
-	_, err = ParseConfig([]byte("checkpoint: {path: /proc/x}\n"))
+	_, err = parseConfig([]byte("checkpoint: {path: /proc/x}\n"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "checkpoint.path")
-	_, err = ParseConfig([]byte("mutators: {gpus: false}\n"))
+	_, err = parseConfig([]byte("mutators: {gpus: false}\n"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "mutators[gpus]")
 }
 
 func TestLoadConfigErrors(t *testing.T) {
-	_, err := LoadConfig(filepath.Join(t.TempDir(), "missing.yaml"))
+	_, err := loadConfig(filepath.Join(t.TempDir(), "missing.yaml"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "reading config file")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("clusterWide: true\n"), 0o600))
-	cfg, err := LoadConfig(path)
+	cfg, err := loadConfig(path)
 	require.NoError(t, err)
 	assert.True(t, cfg.ClusterWide)
 	assert.True(t, cfg.Excluded("kube-system"), "kube-system is always excluded")
-}
-
-// Issue 31, item 4: kube-public, kube-node-lease and every other kube-*
-// namespace are never injected, whatever the list says, so cluster-wide mode
-// cannot hand trainguard's account the namespaces of Kubernetes add-ons.
-func TestKubeNamespacesAreAlwaysExcluded(t *testing.T) {
-	cfg := configv1alpha1.Default()
-	cfg.ClusterWide = true
-	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease", "kube-flannel"} {
-		assert.True(t, cfg.Excluded(ns), ns)
-	}
-	for _, ns := range []string{"ml-team", "kubeflow", "kube", "team-kube-x"} {
-		assert.False(t, cfg.Excluded(ns), ns)
-	}
 }
 
 // TestConfigReferenceShowsTheDefaults keeps docs/config-reference.yaml (in
@@ -69,6 +55,19 @@ func TestExampleConfigurationLoads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
 	assert.Equal(t, "ckpt-pvc", cfg.Checkpoint.Claim)
+}
+
+// TestExampleConfigurationShowsTheDefaults: examples/config.yaml says its
+// values are the defaults except where a comment says otherwise (only the
+// claim the demo creates), so `make demo` shows what an install does
+// (in-place restarts included).
+func TestExampleConfigurationShowsTheDefaults(t *testing.T) {
+	cfg, _, err := Load(filepath.Join("..", "..", "examples", "config.yaml"))
+	require.NoError(t, err)
+	cfg.Checkpoint.Claim = "" // "Not a default" in the file
+	want := configv1alpha1.Default()
+	want.Mutators = map[string]bool{}
+	assert.Equal(t, want, cfg, "examples/config.yaml sets a value other than the default without saying so")
 }
 
 func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
@@ -113,10 +112,10 @@ func TestConfigurationIsVersionedAndDefaulted(t *testing.T) {
 // TestZeroMeansZero: a count set to 0 in the file is 0 (or refused with
 // the field's path), never silently the default; unset takes the default.
 func TestZeroMeansZero(t *testing.T) {
-	cfg, err := ParseConfig([]byte("maxReschedules: 0\n"))
+	cfg, err := parseConfig([]byte("maxReschedules: 0\n"))
 	require.NoError(t, err)
 	assert.Equal(t, 0, *cfg.MaxReschedules, "0 means never reschedule, as trainguard.io/max-reschedules: \"0\" does")
-	cfg, err = ParseConfig([]byte("{}\n"))
+	cfg, err = parseConfig([]byte("{}\n"))
 	require.NoError(t, err)
 	assert.Equal(t, configv1alpha1.DefaultMaxReschedules, *cfg.MaxReschedules)
 	assert.Equal(t, int32(configv1alpha1.DefaultTaskDPort), *cfg.TaskD.Port)
@@ -129,7 +128,7 @@ func TestZeroMeansZero(t *testing.T) {
 		"taskd: {port: 0}\n":                    `taskd.port: Invalid value: "0": must be between 1 and 65535`,
 		"maxReschedules: 1001\n":                `maxReschedules: Invalid value: "1001": must be an integer between 0 and 1000`,
 	} {
-		_, err := ParseConfig([]byte(in))
+		_, err := parseConfig([]byte(in))
 		require.Error(t, err, in)
 		assert.Contains(t, err.Error(), want, in)
 	}
@@ -139,7 +138,7 @@ func TestZeroMeansZero(t *testing.T) {
 // are reported as an object's are: every one at once, each with its field
 // path, an unknown field with the nearest known one.
 func TestConfigErrorsAreAllListedWithPaths(t *testing.T) {
-	_, err := ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+	_, err := parseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
 kind: Configuration
 checkpoint:
   clam: team-ckpt
@@ -160,7 +159,7 @@ gpu: {defaultCount: 100}
 	} {
 		assert.Contains(t, err.Error(), want)
 	}
-	_, err = ParseConfig([]byte("gpu: {defaultCount: two}\nagent: {installCommand: /trainguard-agent}\nclusterwide: true\n"))
+	_, err = parseConfig([]byte("gpu: {defaultCount: two}\nagent: {installCommand: /trainguard-agent}\nclusterwide: true\n"))
 	require.Error(t, err)
 	for _, want := range []string{
 		`gpu.defaultCount: Invalid value: "two": must be of type integer`,
@@ -169,8 +168,20 @@ gpu: {defaultCount: 100}
 	} {
 		assert.Contains(t, err.Error(), want)
 	}
-	_, err = ParseConfig([]byte("maxReschedules: 2\nmaxReschedules: 3\n"))
+	_, err = parseConfig([]byte("maxReschedules: 2\nmaxReschedules: 3\n"))
 	require.ErrorContains(t, err, `key "maxReschedules" already set in map`)
-	_, err = ParseConfig([]byte("- a\n"))
+	_, err = parseConfig([]byte("- a\n"))
 	require.ErrorContains(t, err, "must be a mapping")
+}
+
+// parseConfig is Parse for tests with no warning to check.
+func parseConfig(data []byte) (*configv1alpha1.Configuration, error) {
+	cfg, _, err := Parse(data)
+	return cfg, err
+}
+
+// loadConfig is Load for tests with no warning to check.
+func loadConfig(path string) (*configv1alpha1.Configuration, error) {
+	cfg, _, err := Load(path)
+	return cfg, err
 }

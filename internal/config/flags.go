@@ -71,10 +71,12 @@ func BindFlags(fs *pflag.FlagSet, c *configv1alpha1.Configuration) {
 	r := &c.Rescheduler
 	b := binder{fs}
 	b.Bool(&c.ClusterWide, "clusterWide", "inject every namespace except the excluded ones, without waiting for the namespace's opt-in annotation")
+	b.String(&c.AdmissionMode, "admissionMode", "enforce (inject and refuse) or audit (admit unchanged, report what would be injected and refused); a namespace's trainguard.io/admission-mode overrides it")
 	b.StringSlice(&c.ExcludedNamespaces, "excludedNamespaces", "namespaces never mutated (kube-system, every kube-* namespace and trainguard's own are always excluded)")
 	b.String(&c.Checkpoint.Claim, "checkpoint.claim", "PVC mounted for checkpoints; empty adds no volume")
 	b.String(&c.Checkpoint.Path, "checkpoint.path", "where the checkpoint claim is mounted in the training container")
 	b.Duration(&c.Checkpoint.PreStopTimeout.Duration, "checkpoint.preStopTimeout", "how long the agent's preStop hook waits for the trainer's checkpoint")
+	b.Duration(&c.Checkpoint.Interval.Duration, "checkpoint.interval", "default periodic checkpoint interval of training pods (the SDK's TRAINGUARD_CHECKPOINT_EVERY); 0 is off")
 	b.Duration(&c.Checkpoint.GracePeriodMargin.Duration, "checkpoint.gracePeriodMargin", "added to the preStop timeout to form the minimum terminationGracePeriodSeconds")
 	b.Bool(&c.Checkpoint.RequireDurable, "checkpoint.requireDurable", "refuse training pods whose checkpoints would be lost with the pod (no claim) instead of warning")
 	b.Bool(c.TaskD.Enabled, "taskd.enabled", "inject MindCluster's TaskD port")

@@ -34,7 +34,7 @@ func TestFlagNameIsThePathInKebabCase(t *testing.T) {
 // ApplyFlags sets what was given and nothing else, lists and the
 // mutators map included, and checks the result.
 func TestApplyFlagsSetsOnlyTheGivenFlags(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
+	cfg, err := parseConfig([]byte(`apiVersion: config.trainguard.io/v1alpha1
 kind: Configuration
 trainingContainer: {names: [x]}
 mutators: {taskd: false}

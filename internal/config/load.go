@@ -1,6 +1,12 @@
 // Package config loads trainguard's configuration file into the versioned
-// v1alpha1.Configuration (strictly, with every problem's path) and binds
-// `trainguard serve`'s flags onto it (flags.go).
+// v1alpha1.Configuration (strictly, with every problem's path, through
+// typecheck) and binds `trainguard serve`'s flags onto it (flags.go:
+// BindFlags, one line per setting named by FlagName after its path;
+// ApplyFlags, the one precedence rule). Only the process links it: the
+// webhook and the controllers read the defaulted Configuration they are
+// handed, so neither the file loader nor typecheck is in their binary's
+// dependency graph (test/layers). The Configuration sits under internal/
+// like jobset's api/config: the file is the public contract, not the Go type.
 package config
 
 import (
@@ -81,16 +87,4 @@ func Parse(data []byte) (*configv1alpha1.Configuration, []string, error) {
 		return nil, nil, fmt.Errorf("invalid config file (%d problems):\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	return c, warnings, nil
-}
-
-// LoadConfig is Load for callers with no user to warn (tests, tools).
-func LoadConfig(path string) (*configv1alpha1.Configuration, error) {
-	cfg, _, err := Load(path)
-	return cfg, err
-}
-
-// ParseConfig is Parse for callers with no user to warn (tests, tools).
-func ParseConfig(data []byte) (*configv1alpha1.Configuration, error) {
-	cfg, _, err := Parse(data)
-	return cfg, err
 }

@@ -82,11 +82,11 @@ func controlledBatchJobNotMutated(job *batchv1.Job) string {
 // controller's, checked at the pod.
 func batchJobRules(job *batchv1.Job) Result {
 	metaPath, specPath := field.NewPath("metadata"), field.NewPath("spec")
-	res := Result{Errors: validateMetadata(&job.ObjectMeta, metaPath)}
+	res := Result{Errors: contract.ValidateMetadata(&job.ObjectMeta, metaPath)}
 	if metav1.GetControllerOf(job) != nil {
 		return res
 	}
-	res.Errors = append(res.Errors, validateMetadata(&job.Spec.Template.ObjectMeta, specPath.Child("template", "metadata"))...)
+	res.Errors = append(res.Errors, contract.ValidateMetadata(&job.Spec.Template.ObjectMeta, specPath.Child("template", "metadata"))...)
 	if w := batchDisruptionWarning(&job.Spec, specPath.Child("podFailurePolicy")); w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}

@@ -8,7 +8,7 @@ import (
 
 // objectJSON is admission's one codec (admissionio.JSON): case-sensitive,
 // as the API server reads objects.
-var objectJSON = admissionio.JSON() //nolint:gochecknoglobals // immutable codec, like encoding/json's own type cache.
+var objectJSON = admissionio.JSON() // immutable codec, like encoding/json's own type cache.
 
 // Decode decodes an admitted object (see objectJSON). It is the one JSON
 // decoder for admitted objects: the mutating and validating paths, online

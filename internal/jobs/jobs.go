@@ -1,8 +1,15 @@
 // Package jobs gives every kind trainguard handles one shape: a Job has
 // metadata, pod templates and an elastic policy, whatever its API. The
 // mutating webhook, `trainguard inject`, the validating webhook and
-// `trainguard validate` work on that shape only, so adding a kind is one
-// adapter file plus one line in Builtin.
+// `trainguard validate` work on that shape only; the controllers find a
+// pod's job (Kinds.KeyOf) and its owner chain through the same adapters.
+// The rest of the code reads an Adapter's fields (a nil func or a zero
+// value is a capability the kind lacks) and never switches on a kind nor
+// asserts a kind's or a job's type. The process builds one Kinds
+// (Builtin) and hands it to the webhook and every controller, so a kind
+// added to it reaches them all; adding a kind is DEVELOPERS.md's recipe
+// ("Adding a job kind": its adapter file, one line in Builtin, one in the
+// chart's kind list).
 package jobs
 
 import (
@@ -87,7 +94,7 @@ type Elastic struct {
 // value: tests add a kind with With without changing anyone else's set.
 type Kinds struct{ adapters []*Adapter }
 
-// Builtin returns the kinds trainguard handles. Adding a kind is one line here.
+// Builtin returns the kinds trainguard handles; the process calls it once.
 func Builtin() Kinds {
 	return Kinds{adapters: []*Adapter{
 		KubeflowPyTorchJob(),

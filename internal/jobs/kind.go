@@ -4,11 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // Adapter is one kind trainguard handles, its object type erased: the one
@@ -126,10 +123,4 @@ type PodOwner struct {
 	APIVersion string
 	Kind       string
 	Name       string
-}
-
-// validateMetadata is contract.ValidateMetadata: one set of metadata rules
-// for every kind (fldPath is the path of the metadata).
-func validateMetadata(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorList {
-	return contract.ValidateMetadata(meta, fldPath)
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/kubedl/v1alpha1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // Rules for KubeDL's training.kubedl.io/v1alpha1 PyTorchJob. KubeDL passes
@@ -20,11 +21,11 @@ func validateKubeDLJob(job *kubedlv1alpha1.PyTorchJob) Result {
 	metaPath, specPath := field.NewPath("metadata"), field.NewPath("spec")
 	specsPath := specPath.Child("pytorchReplicaSpecs")
 	var res Result
-	res.Errors = append(res.Errors, validateMetadata(&job.ObjectMeta, metaPath)...)
+	res.Errors = append(res.Errors, contract.ValidateMetadata(&job.ObjectMeta, metaPath)...)
 	res.Errors = append(res.Errors, validateEnableElasticAnnotation(job.Annotations, metaPath.Child("annotations"))...)
 	for _, rt := range sortedKeys(job.Spec.PyTorchReplicaSpecs) {
 		if rs := job.Spec.PyTorchReplicaSpecs[rt]; rs != nil {
-			res.Errors = append(res.Errors, validateMetadata(&rs.Template.ObjectMeta, specsPath.Key(rt).Child("template", "metadata"))...)
+			res.Errors = append(res.Errors, contract.ValidateMetadata(&rs.Template.ObjectMeta, specsPath.Key(rt).Child("template", "metadata"))...)
 		}
 	}
 	warnings, errs := validateKubeDLElastic(&job.Spec, specPath)

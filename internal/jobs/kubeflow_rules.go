@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // Rules for kubeflow.org/v1 PyTorchJob: everything the training operator's
@@ -37,7 +38,7 @@ func validateKubeflowJob(job *kubeflowv1.PyTorchJob) Result {
 	metaPath, specPath := field.NewPath("metadata"), field.NewPath("spec")
 	var res Result
 	res.Errors = append(res.Errors, validateJobName(&job.ObjectMeta, metaPath)...)
-	res.Errors = append(res.Errors, validateMetadata(&job.ObjectMeta, metaPath)...)
+	res.Errors = append(res.Errors, contract.ValidateMetadata(&job.ObjectMeta, metaPath)...)
 	res.Errors = append(res.Errors, validateNprocPerNode(job.Spec.NprocPerNode, specPath.Child("nprocPerNode"))...)
 	res.Errors = append(res.Errors, validateManagedBy(job.Spec.RunPolicy, specPath.Child("runPolicy", "managedBy"))...)
 	res.Errors = append(res.Errors, validateReplicaSpecs(job.Spec.PyTorchReplicaSpecs, specPath.Child("pytorchReplicaSpecs"))...)
@@ -155,7 +156,7 @@ func validateReplicaSpec(rt string, rs *kubeflowv1.ReplicaSpec, rolePath *field.
 	if rs.RestartPolicy != "" && !contains(restartPolicies(), rs.RestartPolicy) {
 		errs = append(errs, field.NotSupported(rolePath.Child("restartPolicy"), rs.RestartPolicy, restartPolicies()))
 	}
-	return append(errs, validateMetadata(&rs.Template.ObjectMeta, rolePath.Child("template", "metadata"))...)
+	return append(errs, contract.ValidateMetadata(&rs.Template.ObjectMeta, rolePath.Child("template", "metadata"))...)
 }
 
 // validateKubeflowElastic checks spec.elasticPolicy against itself and the replica specs.

@@ -22,26 +22,6 @@ func (k Kinds) IsClusterScoped(gvk schema.GroupVersionKind) bool {
 	return ok && a.ClusterScoped
 }
 
-// JobKey is a job's identity: what checkpoint directories and bad-node
-// records are keyed by. It is derived by trainguard, never read from a
-// tenant-written value alone.
-type JobKey struct {
-	Namespace string
-	Group     string
-	Kind      string
-	Name      string
-}
-
-// String is namespace/Kind.group/name.
-func (k JobKey) String() string {
-	return k.Namespace + "/" + k.Kind + "." + k.Group + "/" + k.Name
-}
-
-// TrainJobKey is the identity of TrainJob name in namespace.
-func TrainJobKey(namespace, name string) JobKey {
-	return JobKey{Namespace: namespace, Group: trainerv1alpha1.GroupVersion.Group, Kind: trainerv1alpha1.TrainJobKind, Name: name}
-}
-
 // runtimeJob is the part TrainingRuntime and ClusterTrainingRuntime share.
 type runtimeJob struct {
 	spec *trainerv1alpha1.TrainingRuntimeSpec

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // Rules for TrainingRuntime and ClusterTrainingRuntime: Trainer v2.0.0's
@@ -25,9 +26,9 @@ func ancestorSteps() []string {
 // runtimeRules validates a TrainingRuntime or ClusterTrainingRuntime.
 func runtimeRules(meta *metav1.ObjectMeta, spec *trainerv1alpha1.TrainingRuntimeSpec) Result {
 	specPath := field.NewPath("spec")
-	errs := validateMetadata(meta, field.NewPath("metadata"))
+	errs := contract.ValidateMetadata(meta, field.NewPath("metadata"))
 	for _, tpl := range (runtimeJob{spec}).Templates() {
-		errs = append(errs, validateMetadata(tpl.Meta, tpl.MetaPath())...)
+		errs = append(errs, contract.ValidateMetadata(tpl.Meta, tpl.MetaPath())...)
 	}
 	errs = append(errs, validateReplicatedJobs(spec.Template.Spec.ReplicatedJobs, specPath.Child("template", "spec", "replicatedJobs"))...)
 	warnings, mlErrs := validateMLPolicy(spec.MLPolicy, specPath.Child("mlPolicy"))

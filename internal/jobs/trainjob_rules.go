@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // Rules for trainer.kubeflow.org/v1alpha1 TrainJob: everything Kubeflow
@@ -52,7 +53,7 @@ func validateTrainJob(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.Trainin
 	metaPath, specPath := field.NewPath("metadata"), field.NewPath("spec")
 	var res Result
 	res.Errors = append(res.Errors, validateTrainJobName(job, metaPath)...)
-	res.Errors = append(res.Errors, validateMetadata(&job.ObjectMeta, metaPath)...)
+	res.Errors = append(res.Errors, contract.ValidateMetadata(&job.ObjectMeta, metaPath)...)
 	res.Errors = append(res.Errors, validateRuntimeRef(job.Spec.RuntimeRef, specPath.Child("runtimeRef"))...)
 	if m := job.Spec.ManagedBy; m != nil && !contains(trainJobControllers(), *m) {
 		res.Errors = append(res.Errors, field.NotSupported(specPath.Child("managedBy"), *m, trainJobControllers()))

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 func TestCheckpointKeyOnlyFromTheObject(t *testing.T) {
-	cfg := &config.Config{}
+	cfg := &configv1alpha1.Configuration{}
 	p, warnings := Resolve(cfg, map[string]string{contract.AnnotationCheckpointKey: "ns-wide"}, nil)
 	if p.CheckpointKey != "" || len(warnings) != 1 || !strings.Contains(warnings[0], "only a job or a pod") {
 		t.Fatalf("namespace key applied: %q %v", p.CheckpointKey, warnings)

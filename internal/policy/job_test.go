@@ -3,8 +3,9 @@ package policy
 import (
 	"context"
 	"errors"
-	"github.com/trainguard/trainguard/internal/config"
 	"testing"
+
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,7 +45,7 @@ func TestLayerOfATrainerPodIsItsTrainJobs(t *testing.T) {
 	assert.Equal(t, "4", layer.Annotations[contract.AnnotationGPULimit], "the pod is the more specific object")
 	assert.Equal(t, "disabled", layer.Annotations[contract.AnnotationTaskD])
 	assert.False(t, layer.TrainJobOptedOut)
-	p, _ := Resolve(config.DefaultConfig(), nil, layer.Annotations)
+	p, _ := Resolve(configv1alpha1.Default(), nil, layer.Annotations)
 	layer.Apply(p)
 	assert.Equal(t, "node", p.TrainingContainers[0])
 	assert.Equal(t, "trainjob/llm", p.JobDirectory)

@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 func TestResolveLayersConfigNamespaceObject(t *testing.T) {
-	cfg, err := config.ParseConfig([]byte("checkpoint: {claim: from-config, preStopTimeout: 30s}\ngpu: {defaultCount: 2}\n"))
+	cfg, _, err := config.Parse([]byte("checkpoint: {claim: from-config, preStopTimeout: 30s}\ngpu: {defaultCount: 2}\n"))
 	require.NoError(t, err)
 	ns := map[string]string{contract.AnnotationCheckpointClaim: "from-namespace", contract.AnnotationGPULimit: "4", contract.AnnotationTaskD: "disabled"}
 	obj := map[string]string{contract.AnnotationCheckpointClaim: "from-object", contract.AnnotationPreStopTimeout: "2m"}
@@ -26,7 +27,7 @@ func TestResolveLayersConfigNamespaceObject(t *testing.T) {
 }
 
 func TestResolveBadValueWarnsAndKeepsLowerLayer(t *testing.T) {
-	p, warnings := Resolve(config.DefaultConfig(), map[string]string{contract.AnnotationGPULimit: "3"}, map[string]string{contract.AnnotationGPULimit: "lots"})
+	p, warnings := Resolve(configv1alpha1.Default(), map[string]string{contract.AnnotationGPULimit: "3"}, map[string]string{contract.AnnotationGPULimit: "lots"})
 	assert.Equal(t, int64(3), p.GPUCount, "the namespace's value applies when the object's is bad")
 	require.Len(t, warnings, 1)
 	assert.Contains(t, warnings[0], `trainguard.io/gpu-limit="lots"`)
@@ -34,8 +35,8 @@ func TestResolveBadValueWarnsAndKeepsLowerLayer(t *testing.T) {
 }
 
 func TestResolveToleratesUndefaultedConfig(t *testing.T) {
-	p, _ := Resolve(&config.Config{}, nil, nil)
-	assert.Equal(t, config.DefaultPreStopTimeout, p.PreStopTimeout)
+	p, _ := Resolve(&configv1alpha1.Configuration{}, nil, nil)
+	assert.Equal(t, configv1alpha1.DefaultPreStopTimeout, p.PreStopTimeout)
 }
 
 // TestGPUDefaultForAndRequireDurable: gpu.defaultFor is an enum defaulting
@@ -43,7 +44,7 @@ func TestResolveToleratesUndefaultedConfig(t *testing.T) {
 func TestGPUDefaultForAndRequireDurable(t *testing.T) {
 	cfg, _, err := config.Parse([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\n"))
 	require.NoError(t, err)
-	assert.Equal(t, config.GPUDefaultForAcceleratorJobs, cfg.GPU.DefaultFor)
+	assert.Equal(t, configv1alpha1.GPUDefaultForAcceleratorJobs, cfg.GPU.DefaultFor)
 	p, _ := Resolve(cfg, nil, nil)
 	assert.False(t, p.GPUForAll)
 	assert.False(t, p.RequireDurableCheckpoints)
@@ -54,7 +55,7 @@ func TestGPUDefaultForAndRequireDurable(t *testing.T) {
 	assert.True(t, p.GPUForAll)
 	assert.True(t, p.RequireDurableCheckpoints, "an annotation can only tighten it")
 
-	p, _ = Resolve(config.DefaultConfig(), nil, map[string]string{"trainguard.io/gpu-limit": "2"})
+	p, _ = Resolve(configv1alpha1.Default(), nil, map[string]string{"trainguard.io/gpu-limit": "2"})
 	assert.True(t, p.GPUForAll, "an explicit gpu-limit asks for the default on CPU jobs too")
 
 	_, _, err = config.Parse([]byte("gpu: {defaultFor: everything}\n"))

@@ -1,7 +1,7 @@
 package policy
 
 import (
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -9,12 +9,13 @@ import (
 // annotation value never silently disappears: it is skipped, the lower layer
 // applies, and a warning names the annotation, the value and the reason
 // (contract.Policy.Overlay).
-func Resolve(cfg *config.Config, nsAnnotations, objAnnotations map[string]string) (*contract.Policy, []string) {
+func Resolve(cfg *configv1alpha1.Configuration, nsAnnotations, objAnnotations map[string]string) (*contract.Policy, []string) {
 	cfg = cfg.WithDefaults()
 	p := &contract.Policy{
 		CheckpointClaim:    cfg.Checkpoint.Claim,
 		CheckpointPath:     cfg.Checkpoint.Path,
 		PreStopTimeout:     cfg.Checkpoint.PreStopTimeout.Duration,
+		CheckpointInterval: cfg.Checkpoint.Interval.Duration,
 		GracePeriodMargin:  cfg.Checkpoint.GracePeriodMargin.Duration,
 		TaskD:              *cfg.TaskD.Enabled,
 		TaskDPort:          *cfg.TaskD.Port,
@@ -29,7 +30,7 @@ func Resolve(cfg *config.Config, nsAnnotations, objAnnotations map[string]string
 		TrainingContainers: cfg.TrainingContainer.Names,
 		MaxReschedules:     *cfg.MaxReschedules,
 	}
-	p.GPUForAll = cfg.GPU.DefaultFor == config.GPUDefaultForAllJobs
+	p.GPUForAll = cfg.GPU.DefaultFor == configv1alpha1.GPUDefaultForAllJobs
 	p.RequireDurableCheckpoints = cfg.Checkpoint.RequireDurable
 	for name, on := range cfg.Mutators {
 		if !on {

@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -39,7 +39,7 @@ func ClientNamespaces(c client.Reader) NamespaceAnnotations {
 // would be mutated, and the rescheduler acts only on pods the webhook would
 // inject (the trainguard.io/managed label alone is anyone's to set).
 type Scope struct {
-	Config *config.Config
+	Config *configv1alpha1.Configuration
 	// OwnNamespace is trainguard's namespace, never acted on.
 	OwnNamespace string
 	// Namespaces looks up namespace annotations (opt-in and overrides).

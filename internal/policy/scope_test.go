@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
@@ -43,7 +43,7 @@ func TestScopeDecidesWhetherTrainguardOwnsAnObject(t *testing.T) {
 		{name: "unknown namespace", clusterWide: true, ns: "gone", skip: "namespace gone not found", lookedUp: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.DefaultConfig()
+			cfg := configv1alpha1.Default()
 			cfg.ClusterWide = tc.clusterWide
 			var lookups []string
 			s := Scope{Config: cfg, OwnNamespace: "trainguard-system", Namespaces: func(_ context.Context, name string) (map[string]string, bool, error) {
@@ -68,7 +68,7 @@ func TestScopeDecidesWhetherTrainguardOwnsAnObject(t *testing.T) {
 // then refuses to guess, and the rescheduler retries.
 func TestScopeLookupErrorIsAnError(t *testing.T) {
 	boom := errors.New("cache not synced")
-	s := Scope{Config: config.DefaultConfig(), Namespaces: func(context.Context, string) (map[string]string, bool, error) {
+	s := Scope{Config: configv1alpha1.Default(), Namespaces: func(context.Context, string) (map[string]string, bool, error) {
 		return nil, false, boom
 	}}
 	_, skip, err := s.Object(context.Background(), "team-a", nil)

@@ -194,7 +194,7 @@ func startBurstServer(tb testing.TB, limits LimiterOptions) (string, func()) {
 func burst(tb testing.TB, url string, body []byte, n int) (peak uint64, codes map[int]int) {
 	tb.Helper()
 	client := &http.Client{Timeout: burstTimeLimit, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxIdleConnsPerHost: n, //nolint:gosec // throwaway cert
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxIdleConnsPerHost: n, // throwaway cert
 	}}
 	defer client.CloseIdleConnections()
 	runtime.GC()

@@ -41,10 +41,11 @@ type LimiterOptions struct {
 // is the client's word, and charging it before the body arrived let three
 // connections that sent headers alone (7+7+2 MiB declared, renewed before
 // the read timeout) hold the whole byte budget, and 64 of them every slot,
-// so every real review got 429 (issue 24, item 4). The body is read first,
-// under BodyReadTimeout, into buffers allocated as bytes arrive and charged
-// to a receiving budget of their own; a client that sends nothing costs a
-// goroutine and a few KiB until the timeout cuts it off, and no slot.
+// so every real review got 429 (TestHeaderOnlyClientsDoNotLockOutAdmission).
+// The body is read first, under BodyReadTimeout, into buffers allocated as
+// bytes arrive and charged to a receiving budget of their own; a client
+// that sends nothing costs a goroutine and a few KiB until the timeout cuts
+// it off, and no slot.
 type Limiter struct {
 	maxConcurrent int
 	maxBytes      int64

@@ -503,7 +503,8 @@ const (
 // refused pod (docs/history/scale-rounds.md, sixth round). So a connection
 // waits for its first request as long as a keep-alive waits for its next
 // one, counted idle meanwhile (near the cap it gives its place first, as an
-// idle keep-alive does, so unused connections lock nothing: issue 31); the
+// idle keep-alive does, so unused connections lock nothing:
+// TestUnusedConnectionsYieldAtTheCap); the
 // header timeout, and net/http's whole-request deadline, which it computed
 // from the start of the wait, start at the request's first byte instead.
 // The handshake has its own deadline, handshakeDeadline: net/http would

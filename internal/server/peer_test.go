@@ -31,7 +31,7 @@ import (
 // when the server closed it before the handshake completed.
 func dialFrom(addr, src string) *tls.Conn {
 	d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
+	c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) // throwaway cert
 	if err != nil {
 		return nil
 	}
@@ -62,7 +62,7 @@ func keepAliveRequest(t *testing.T, c *tls.Conn, r *bufio.Reader, method, path s
 // with the API server's budget (the chart's timeoutSeconds: 5 s).
 func reviewWithin(url string, body []byte) (int, time.Duration, error) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // throwaway cert
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // throwaway cert
 	}}
 	defer client.CloseIdleConnections()
 	start := time.Now()
@@ -205,7 +205,7 @@ func TestReadinessDoesNotCompeteForTheCap(t *testing.T) {
 	// A connection beyond the cap is not served: the cap is really full.
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
 	if raw, err := d.DialContext(ctx, "tcp", addr); err == nil {
-		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
+		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) // throwaway cert
 		_ = tc.SetDeadline(time.Now().Add(500 * time.Millisecond))
 		assert.Error(t, tc.Handshake(), "the cap is full: no handshake is served")
 		_ = tc.Close()

@@ -13,8 +13,8 @@ import (
 // Content-Length merely promises: reserving the declared length let a
 // client that then sent nothing hold up to 7 MiB of the budget for the
 // whole body timeout, and every review queued behind it first come first
-// served waited until its own 3 s were gone (issue 31, item 2: 3 of 10
-// legitimate reviews refused).
+// served waited until its own 3 s were gone: 3 of 10 legitimate reviews
+// were refused (TestStalledBodiesDoNotStarveReviews).
 //
 // Charging only what arrived could deadlock: bodies each holding part of
 // the budget, all waiting for more. So one body at a time, the lane, may

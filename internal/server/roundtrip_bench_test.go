@@ -60,7 +60,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for _, tc := range []struct{ name, url string }{{"trainguard-mutate-pod", url + webhook.PathMutatePod}, {"noop", noopURL}} {
 		b.Run(tc.name, func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{
-				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxIdleConnsPerHost: 25, //nolint:gosec // throwaway cert
+				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxIdleConnsPerHost: 25, // throwaway cert
 			}}
 			defer client.CloseIdleConnections()
 			b.SetParallelism(4) // 8 goroutines on 2 CPUs

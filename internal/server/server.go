@@ -1,8 +1,10 @@
 // Package server assembles the trainguard process: a controller-runtime
 // manager with the TLS webhook server, the namespace opt-in mirror, the
-// rescheduler and, optionally, self-managed certificates. `trainguard serve`,
-// the integration suite and `make demo` all build it here, so what the
-// tests run is what ships.
+// rescheduler, the checkpoint-outcome reader, the priority boost and,
+// optionally, self-managed certificates. It builds the kind set once
+// (Options.Kinds) and hands it to the webhook and every controller.
+// `trainguard serve`, the integration suite and `make demo` all build it
+// here, so what the tests run is what ships.
 package server
 
 import (
@@ -30,6 +32,7 @@ import (
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/webhook"
 )
 
@@ -44,6 +47,9 @@ type Options struct {
 	// Config is the defaulted Configuration (flags applied): the webhook's
 	// and the controllers' one source of settings, the rescheduler's too.
 	Config *configv1alpha1.Configuration
+	// Kinds are the job kinds the webhook and every controller serve; nil
+	// means jobs.Builtin(), built once here.
+	Kinds *jobs.Kinds
 	// CertDir holds tls.crt and tls.key; they are hot-reloaded.
 	CertDir  string
 	CertMode string
@@ -95,6 +101,10 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (ctrl.Manager, er
 		o.Config = configv1alpha1.Default()
 	}
 	o.Config = o.Config.WithDefaults()
+	if o.Kinds == nil {
+		builtin := jobs.Builtin()
+		o.Kinds = &builtin
+	}
 	if o.Namespace != "" && !o.Config.Excluded(o.Namespace) {
 		o.Config.ExcludedNamespaces = append(o.Config.ExcludedNamespaces, o.Namespace)
 	}
@@ -141,7 +151,7 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 		// Bounded memory: ConfigMaps of trainguard's namespace only, pods
 		// and nodes stripped to what the rescheduler reads, no managedFields.
 		Cache: cache.Options{
-			ByObject:         rescheduler.CacheByObject(o.Namespace),
+			ByObject:         rescheduler.CacheByObject(o.Namespace, *o.Kinds),
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
 		Controller: crconfig.Controller{SkipNameValidation: &o.SeveralInProcess},
@@ -176,8 +186,9 @@ func metricsOptions(o Options) metricsserver.Options {
 
 // wire registers the webhooks, controllers and probes on mgr.
 func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options) error {
-	avoider := rescheduler.NewBadNodeStore(mgr.GetCache(), o.Config.Rescheduler, o.Namespace)
-	if err := webhook.Setup(mgr, webhook.Options{Config: o.Config, OwnNamespace: o.Namespace, Avoider: avoider}); err != nil {
+	kinds := *o.Kinds
+	avoider := rescheduler.NewBadNodeStore(mgr.GetCache(), o.Config.Rescheduler, kinds, o.Namespace)
+	if err := webhook.Setup(mgr, webhook.Options{Config: o.Config, OwnNamespace: o.Namespace, Avoider: avoider, Kinds: o.Kinds}); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
 	}
 	if o.NamespaceMirror {
@@ -185,15 +196,16 @@ func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options
 			return fmt.Errorf("setting up namespace label mirror: %w", err)
 		}
 	}
-	if err := rescheduler.Setup(mgr, o.Config, o.Namespace); err != nil {
+	if err := rescheduler.Setup(mgr, o.Config, kinds, o.Namespace); err != nil {
 		return fmt.Errorf("setting up rescheduler: %w", err)
 	}
-	// Checkpoint outcomes (issue 14): shares the rescheduler's pod cache and RBAC.
-	if err := outcome.Setup(mgr, o.Config, *o.Config.Rescheduler.Enabled); err != nil {
+	// The checkpoint outcome reader and the priority boost share the
+	// rescheduler's pod cache (and the outcome reader its RBAC), so they
+	// run only with it.
+	if err := outcome.Setup(mgr, o.Config, kinds, *o.Config.Rescheduler.Enabled); err != nil {
 		return fmt.Errorf("setting up checkpoint outcome reader: %w", err)
 	}
-	// Work at risk and Kueue's priority boost (issue 30): shares the pod cache.
-	if err := boost.Setup(mgr, o.Config, o.Namespace, *o.Config.Rescheduler.Enabled); err != nil {
+	if err := boost.Setup(mgr, o.Config, kinds, o.Namespace, *o.Config.Rescheduler.Enabled); err != nil {
 		return fmt.Errorf("setting up priority boost: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

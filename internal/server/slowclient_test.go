@@ -24,7 +24,7 @@ import (
 // a body of declared bytes, and no body: the attack of issue 24 item 4.
 func headerOnly(t *testing.T, addr string, declared int64) net.Conn {
 	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // throwaway cert
 	require.NoError(t, err)
 	_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
 		webhook.PathMutatePod, declared)
@@ -58,7 +58,7 @@ func waitInFlight(t *testing.T, srv ctrlwebhook.Server, n int) {
 func realReview(t *testing.T, url string) (int, []byte, time.Duration) {
 	t.Helper()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // throwaway cert
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // throwaway cert
 	}}
 	defer client.CloseIdleConnections()
 	start := time.Now()
@@ -157,7 +157,7 @@ func TestConnectionCapHolds(t *testing.T) {
 	waiting := make(chan net.Conn, extra)
 	for range extra {
 		go func() {
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) // throwaway cert
 			if err == nil {
 				waiting <- c
 			}

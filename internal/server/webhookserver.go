@@ -65,7 +65,8 @@ const (
 	// than the API server opens (one per review in flight, HTTP/1.1).
 	DefaultMaxConnections = 1024
 	// DefaultMaxConnectionsPerSource is one source address's share of the
-	// cap: an eighth, so no single pod can hold it (issue 31, item 2). The
+	// cap: an eighth, so no single pod can hold it
+	// (TestOnePeerCannotHoldTheConnectionCap). The
 	// API server opens one connection per review in flight and keeps a few
 	// idle ones (client-go: at most 25 per host and pool); the limiter
 	// handles 64 reviews at once and refuses more within 3 s, so 128 from
@@ -320,7 +321,7 @@ func (s *webhookServer) httpServer(ctx context.Context) *http.Server {
 // its TLS configuration completes a handshake. The handshake runs in
 // memory, not over the port: a check that dialled the port competed for a
 // place under the connection cap, so a peer holding the cap also took the
-// replica out of its Service (issue 31, item 2).
+// replica out of its Service (TestReadinessDoesNotCompeteForTheCap).
 func (s *webhookServer) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		s.mu.Lock()
@@ -346,7 +347,7 @@ func handshakeInMemory(cfg *tls.Config) error {
 	_ = server.SetDeadline(deadline)
 	done := make(chan error, 1)
 	go func() { done <- tls.Server(server, cfg).Handshake() }()
-	cerr := tls.Client(client, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}).Handshake() //nolint:gosec // only checks that TLS is served
+	cerr := tls.Client(client, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}).Handshake() // only checks that TLS is served
 	_ = client.Close()
 	serr := <-done
 	if cerr != nil || serr != nil {

@@ -25,7 +25,7 @@ import (
 func TestSlowBodyIsCutOffByTheReadTimeout(t *testing.T) {
 	url, stop := startServerOpts(t, WebhookServerOptions{ReadTimeout: 300 * time.Millisecond, Log: logr.Discard()})
 	defer stop()
-	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{InsecureSkipVerify: true}) // throwaway cert
 	require.NoError(t, err)
 	defer conn.Close()
 	_, err = io.WriteString(conn, "POST "+webhook.PathMutatePod+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
@@ -65,7 +65,7 @@ func TestIdleTimeoutOutlastsTheAPIServers(t *testing.T) {
 func TestUnusedConnectionOutlastsTheHeaderTimeout(t *testing.T) {
 	url, stop := startServerOpts(t, WebhookServerOptions{ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 5 * time.Second, Log: logr.Discard()})
 	defer stop()
-	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // throwaway cert
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{InsecureSkipVerify: true}) // throwaway cert
 	require.NoError(t, err)
 	defer conn.Close()
 	time.Sleep(time.Second) // parked: past the header timeout, within the idle one

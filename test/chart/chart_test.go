@@ -55,6 +55,9 @@ func cases() []renderCase {
 		{name: "cluster-wide failing closed", release: "trainguard", namespace: "trainguard-system",
 			set:      []string{"clusterWide=true", "webhook.clusterWideFailurePolicy=Fail"},
 			fullname: "trainguard", certManager: true, clusterWide: true, rescheduler: true, workloadPolicy: admissionregistrationv1.Fail},
+		{name: "audit mode fails open", release: "trainguard", namespace: "trainguard-system",
+			set:      []string{"config.admissionMode=audit"},
+			fullname: "trainguard", certManager: true, rescheduler: true, workloadPolicy: admissionregistrationv1.Ignore},
 		{name: "custom issuer", release: "trainguard", namespace: "trainguard-system",
 			set:      []string{"certManager.issuerRef.name=corp-ca", "certManager.issuerRef.kind=ClusterIssuer"},
 			fullname: "trainguard", certManager: true, rescheduler: true, workloadPolicy: admissionregistrationv1.Fail,
@@ -239,7 +242,7 @@ func nsLabels(name string, extra map[string]string) labels.Set {
 // default (clusterWideExcludedNamespaces): those of the components whose
 // ServiceAccounts trainguard's account must never run a pod as (issue 31,
 // item 4).
-var clusterWideComponents = []string{ //nolint:gochecknoglobals // a constant list.
+var clusterWideComponents = []string{
 	"kube-public", "kube-node-lease", "cert-manager", "monitoring", "kueue-system",
 	"kubeflow", "kubeflow-system", "jobset-system", "kubedl-system", "mindx-dl", "volcano-system",
 }
@@ -709,7 +712,7 @@ func renderedConfig(t *testing.T, objs []*unstructured.Unstructured, tc renderCa
 	require.NoError(t, Into(o, cm))
 	raw, ok := cm.Data["config.yaml"]
 	require.True(t, ok)
-	cfg, err := config.ParseConfig([]byte(raw))
+	cfg, _, err := config.Parse([]byte(raw))
 	require.NoError(t, err, "the rendered policy file must load strictly:\n%s", raw)
 	return cfg, raw
 }
@@ -783,13 +786,17 @@ func TestChartOptionalSettings(t *testing.T) {
 	}
 }
 
-// The schema refuses what the chart would otherwise silently ignore or render wrong.
+// The schema refuses what the chart would otherwise silently ignore or
+// render wrong; unknown keys at the top level and under config are the
+// template's (messages_test.go), which names where they belong.
 func TestChartSchemaRejectsBadValues(t *testing.T) {
 	helm, dir := helmAndChart(t)
+	for _, set := range []string{"typo=1", "config.typo=1", "config.clusterWide=true"} {
+		_, err := Render(helm, dir, "trainguard", "trainguard-system", set)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "unknown key", set)
+	}
 	for _, set := range []string{
-		"typo=1",
-		"config.typo=1",
-		"config.clusterWide=true", // top-level value only, or file and selectors could disagree
 		"config.mutators.gpuu=false",
 		"webhook.failurePolicy=Sometimes",
 		"webhook.timeoutSeconds=31",

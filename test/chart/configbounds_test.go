@@ -35,6 +35,7 @@ config:
     claim: team-ckpt
     path: /data/ckpt
     preStopTimeout: 5m
+    interval: 15m
     gracePeriodMargin: 45s
     requireDurable: true
   taskd:
@@ -42,6 +43,7 @@ config:
     port: 9700
   recoverStrategy: recover,dump
   faultScheduling: force
+  admissionMode: audit
   gpu:
     resourceName: huawei.com/Ascend910
     defaultCount: 8
@@ -252,10 +254,13 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 		{path: "checkpoint.path", vals: []any{"/checkpoint", "/.hidden", "/opt/trainguardx", "/etc/ckpt", "/etc", "/lib64/x", "/opt/trainguard/ckpt",
 			"/proc", "/var/run/secrets/x", "/run/secrets", "ckpt", "/ckpt/", "/a/../b", "/a/./b", "/", "//ckpt"}},
 		{path: "checkpoint.preStopTimeout", vals: []any{"60s", "1h", "59m59s", "3600s", "1.5m", "2h", "3601s", "90m", "0s", "soon", "-1s"}},
+		{path: "checkpoint.interval", vals: []any{"0s", "10m", "1h", "soon", "-1s"},
+			accepted: []any{"10s", "10000ms", "24h", "1440m"}, refused: []any{"1ns", "9s", "9.999s", "24h0m1s", "25h"}},
 		{path: "checkpoint.gracePeriodMargin", vals: []any{"0s", "30s", "-1s", "later"}},
 		{path: "taskd.port", vals: []any{1, 9601, 65535, 0, 65536, -1}},
 		{path: "recoverStrategy", vals: []any{"recover", "recover,dump", "recover,recover", "recover, dump", "bogus", ""}},
 		{path: "faultScheduling", vals: []any{"grace", "off", "Grace"}},
+		{path: "admissionMode", vals: []any{"audit", "enforce", "Audit"}},
 		{path: "gpu.defaultCount", vals: []any{0, 64, 65, 100, -1}},
 		{path: "gpu.defaultFor", vals: []any{"AllJobs", "Some"}},
 		{path: "gpu.resourceName",
@@ -332,7 +337,7 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 				}
 				file, err := yaml.Marshal(fileBlock)
 				require.NoError(t, err)
-				_, binaryErr := config.ParseConfig(file)
+				_, _, binaryErr := config.Parse(file)
 				assert.Equal(t, binaryErr == nil, chartErr == nil, "binary: %v\nchart: %v", binaryErr, chartErr)
 				if ok, known := want[fmt.Sprint(v)]; known {
 					assert.Equal(t, ok, binaryErr == nil, "the binary's verdict on %v: %v", v, binaryErr)

@@ -21,7 +21,7 @@ import (
 )
 
 // apiServer is the control plane every test in the package shares.
-var apiServer struct { //nolint:gochecknoglobals // TestMain's fixture.
+var apiServer struct { // TestMain's fixture.
 	cfg *rest.Config
 	c   client.Client
 }

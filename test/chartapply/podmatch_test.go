@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,6 +63,14 @@ func podNamed(ns, name, container string, annotations map[string]string) *corev1
 	}
 }
 
+// gpuPod runs python in a container named train and asks for res.
+func gpuPod(ns, name, res string) *corev1.Pod {
+	pod := podNamed(ns, name, "train", nil)
+	pod.Spec.Containers[0].Command = []string{"python", "train.py"}
+	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(res): resource.MustParse("1")}
+	return pod
+}
+
 // sentToTrainguard dry-runs the pod's creation and says whether the API
 // server sent it to the (unserved) pod webhook.
 func sentToTrainguard(t *testing.T, pod *corev1.Pod) bool {
@@ -95,6 +104,8 @@ func TestPodMatchConditionsSendEveryInjectablePod(t *testing.T) {
 		"an ascend container":                       podNamed(tenant, "ascend", "ascend", nil),
 		"opted in by annotation":                    podNamed(tenant, "asked", "main", map[string]string{"trainguard.io/inject": "enabled"}),
 		"a trainguard policy annotation":            podNamed(tenant, "policy", "main", map[string]string{"trainguard.io/gpu-limit": "2"}),
+		"a GPU pod (python decided in Go)":          gpuPod(tenant, "gpu", "nvidia.com/gpu"),
+		"another vendor's accelerator":              gpuPod(tenant, "neuron", "aws.amazon.com/neuroncore"),
 	} {
 		assert.True(t, sentToTrainguard(t, pod), "%s must be sent to trainguard", name)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/test/chart"
 )
 
@@ -67,9 +68,9 @@ func byPolicy(err error, policy string) bool {
 // (internal/controllers/rescheduler writeRecord): in trainguard's
 // namespace, named after its job's key, labelled trainguard.io/bad-nodes.
 func badNodeRecord(ns, job string) *corev1.ConfigMap {
-	key := rescheduler.JobKey{Namespace: "ml-team", APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: job}
+	key := jobs.Key{Namespace: "ml-team", APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: job}
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.RecordName(), Labels: map[string]string{contract.LabelBadNodes: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rescheduler.RecordName(key), Labels: map[string]string{contract.LabelBadNodes: "true"}},
 		Data: map[string]string{
 			"nodes": `{"node-a":"2030-01-01T00:00:00Z"}`, "reschedules": "1",
 			"job": key.String(), "jobAPIVersion": key.APIVersion,

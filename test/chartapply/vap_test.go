@@ -23,7 +23,7 @@ import (
 )
 
 // fenceKinds are the rendered objects that define trainguard's rights.
-var fenceKinds = map[string]bool{ //nolint:gochecknoglobals // a constant set.
+var fenceKinds = map[string]bool{
 	"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }

@@ -117,7 +117,11 @@ func startTorchrun(t testing.TB, p pod, args ...string) *proc {
 }
 
 func torchrunArgv(t testing.TB, args ...string) []string {
-	return append([]string{python, "-m", "torch.distributed.run", "--nproc_per_node=2",
+	return torchrunArgvN(t, 2, args...)
+}
+
+func torchrunArgvN(t testing.TB, nproc int, args ...string) []string {
+	return append([]string{python, "-m", "torch.distributed.run", "--nproc_per_node=" + strconv.Itoa(nproc),
 		"--master_port=" + strconv.Itoa(freePort(t)), "--redirects=2", "--tee=1", "--log_dir=" + t.TempDir(),
 		"examples/trainer/train.py"}, args...)
 }

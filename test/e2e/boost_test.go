@@ -100,9 +100,7 @@ func (e *env) deleteJobs(ctx context.Context, ns string, jobs ...string) {
 // trainguard does not inject: Kueue's own choice.
 func (e *env) checkpointAwarePreemption(t *testing.T) {
 	ctx := context.Background()
-	for _, n := range []string{"tg-node-2", "tg-node-3"} {
-		_, _ = e.kubectl(ctx, "uncordon", n)
-	}
+	e.uncordon(ctx, t)
 	ns := e.namespace(ctx, t, "e2e-boost", true)
 	if err := e.localQueue(ctx, ns); err != nil {
 		t.Fatal(err)

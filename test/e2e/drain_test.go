@@ -39,9 +39,7 @@ func (e *env) drain(t *testing.T) {
 		t.Fatalf("create PyTorchJob: %v", err)
 	}
 	master, worker := job+"-master-0", job+"-worker-0"
-	for _, n := range []string{"tg-node-2", "tg-node-3"} { // a previous run may have left one cordoned
-		_, _ = e.kubectl(ctx, "uncordon", n)
-	}
+	e.uncordon(ctx, t)
 	if err := e.waitStep(ctx, ns, master, 15, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}

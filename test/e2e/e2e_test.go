@@ -6,12 +6,35 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
 
-// TestE2E runs the scenarios in order on one cluster and prints one table.
-// Each scenario asserts its outcome; figures are printed, never asserted.
+// lanes are the scenarios that run side by side: each lane runs its
+// scenarios one after another on training nodes of its own (labelled
+// laneLabel; its namespaces get them as their node selector), so a drain,
+// a node killed or frozen, a node filled by the scheduler preemption or the
+// ClusterQueue held by the Kueue scenarios never touches another lane. The
+// goodput short form gets three nodes for its 2-rank jobs, so a node lost is
+// not half of its cluster. Scenarios that act on trainguard itself (scaled
+// to 0, upgraded, reinstalled) run alone after the lanes.
+var lanes = []lane{
+	{"goodput", 3, []string{"goodput"}},
+	{"crash", 2, []string{"node-crash", "trainjob-node-crash"}},
+	{"drain", 2, []string{"drain", "indexed-job-drain", "trainjob-drain", "exit-codes", "rank-crash", "partition"}},
+	{"kueue", 2, []string{"kueue-preemption", "checkpoint-aware-preemption", "scheduler-preemption"}},
+}
+
+type lane struct {
+	name      string
+	nodes     int
+	scenarios []string
+}
+
+// TestE2E runs the scenarios on one cluster, the lanes side by side, and
+// prints one table. Each scenario asserts its outcome; figures are printed,
+// never asserted.
 func TestE2E(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -22,8 +45,12 @@ func TestE2E(t *testing.T) {
 		fmt.Fprint(os.Stdout, e.table())
 	})
 	scenario := func(name string, f func(t *testing.T)) {
-		start := time.Now()
-		ok := t.Run(name, f)
+		start, ran := time.Now(), false
+		ok := t.Run(name, func(t *testing.T) { ran = true; f(t) })
+		if !ran {
+			return // not selected by -run
+		}
+		e.timed(name, time.Since(start))
 		if !ok {
 			e.record(name, false, "failed after %s (see the log above)", time.Since(start).Round(time.Second))
 		}
@@ -39,26 +66,33 @@ func TestE2E(t *testing.T) {
 	if t.Failed() {
 		return // nothing below can work without admission
 	}
-	scenario("drain", e.drain)
-	scenario("indexed-job-drain", e.indexedJobDrain)
-	scenario("trainjob-drain", e.trainJobDrain)
-	scenario("kueue-preemption", e.kueuePreemption)
-	scenario("checkpoint-aware-preemption", e.checkpointAwarePreemption)
-	scenario("scheduler-preemption", e.schedulerPreemption)
-	scenario("exit-codes", e.exitCodes)
-	scenario("rank-crash", e.rankCrash)
+	if err := e.setupLanes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scenarios := map[string]func(*testing.T){
+		"drain": e.drain, "indexed-job-drain": e.indexedJobDrain, "trainjob-drain": e.trainJobDrain,
+		"kueue-preemption": e.kueuePreemption, "checkpoint-aware-preemption": e.checkpointAwarePreemption,
+		"scheduler-preemption": e.schedulerPreemption, "exit-codes": e.exitCodes, "rank-crash": e.rankCrash,
+		"trainjob-node-crash": e.trainJobCrash, "partition": e.partition, "node-crash": e.nodeCrash,
+		// E2E_GOODPUT=0 leaves the goodput short form (docs/goodput.md) out of a local run.
+		"goodput": e.goodputShort,
+	}
+	var wg sync.WaitGroup
+	for _, l := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, s := range l.scenarios {
+				if s == "goodput" && os.Getenv("E2E_GOODPUT") == "0" {
+					continue
+				}
+				scenario(s, scenarios[s])
+			}
+		}()
+	}
+	wg.Wait()
 	scenario("trainguard-down", e.trainguardDown)
 	scenario("upgrade-under-load", e.upgradeUnderLoad)
-	scenario("trainjob-node-crash", e.trainJobCrash)
-	scenario("partition", e.partition)
-	// The goodput short form (docs/goodput.md) disrupts nodes, so it runs
-	// after every scenario that needs them healthy, and before node crash
-	// (which uninstalls trainguard). E2E_GOODPUT=0 leaves it out of a local
-	// run (it costs about 7 minutes).
-	if os.Getenv("E2E_GOODPUT") != "0" {
-		scenario("goodput", e.goodputShort)
-	}
-	scenario("node-crash", e.nodeCrash) // uninstalls trainguard for the plain-Kubernetes half
 	scenario("install-self-managed", func(t *testing.T) {
 		if _, err := e.helm(ctx, "uninstall", releaseName, "-n", releaseNS, "--wait"); err != nil {
 			t.Logf("uninstall before the self-managed install: %v", err)

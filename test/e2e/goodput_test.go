@@ -26,6 +26,10 @@ import (
 // resumed together). The figures are printed.
 func (e *env) goodputShort(t *testing.T) {
 	ctx := context.Background()
+	// More worker nodes than ranks: a node lost is not half the cluster.
+	if n := len(e.nodesOf(t)); n < 3 {
+		t.Fatalf("the goodput short form needs at least 3 worker nodes for its 2-rank jobs, has %d", n)
+	}
 	interval := durationEnv("E2E_GOODPUT_INTERVAL", 3*time.Minute)
 	evs := goodput.Short(goodput.ShortSeed, interval, goodput.ShortKinds)
 	t.Log(goodput.Format(goodput.ShortSeed, evs))

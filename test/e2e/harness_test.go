@@ -32,6 +32,10 @@ const (
 	claimName    = "tg-checkpoints"
 	trainerImage = "localhost/pytorch:e2e"
 	infraLabel   = "e2e.trainguard.io/infra"
+	laneLabel    = "e2e.trainguard.io/lane"
+	// The API server's PodNodeSelector admission plugin (hack/cluster/up.sh)
+	// adds a namespace's selector to every pod created in it.
+	nsNodeSelector = "scheduler.alpha.kubernetes.io/node-selector"
 )
 
 var pytorchJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
@@ -45,9 +49,21 @@ type env struct {
 
 	mu      sync.Mutex
 	rows    []row
+	times   []timing
 	started time.Time
 
+	// set by setupLanes, read-only after
+	training     []string            // every training node (not infra), by index
+	laneNodes    map[string][]string // lane → its nodes
+	scenarioLane map[string]string   // scenario (top-level subtest) → lane
+
 	resumedStepNote string // node crash: the step training resumed at
+}
+
+// timing is one scenario's wall time, for the summary table.
+type timing struct {
+	scenario, lane string
+	took           time.Duration
 }
 
 // row is one line of the summary table.
@@ -84,7 +100,15 @@ func (e *env) record(scenario string, pass bool, format string, args ...any) {
 	e.rows = append(e.rows, row{scenario, pass, fmt.Sprintf(format, args...)})
 }
 
+func (e *env) timed(scenario string, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.times = append(e.times, timing{scenario, e.scenarioLane[scenario], d})
+}
+
 func (e *env) table() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| scenario | result | figures |\n|---|---|---|\n")
 	for _, r := range e.rows {
@@ -93,6 +117,14 @@ func (e *env) table() string {
 			res = "FAIL"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.scenario, res, r.figures)
+	}
+	fmt.Fprintf(&b, "\n| scenario run | lane | time |\n|---|---|---|\n")
+	for _, x := range e.times {
+		l := x.lane
+		if l == "" {
+			l = "alone"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", x.scenario, l, x.took.Round(time.Second))
 	}
 	if s, err := os.ReadFile(clusterDir + "/start-seconds"); err == nil {
 		fmt.Fprintf(&b, "| cluster start | - | %ss (make cluster, binaries and images cached) |\n", strings.TrimSpace(string(s)))
@@ -161,10 +193,13 @@ func poll(ctx context.Context, interval, timeout time.Duration, f func() (bool, 
 // backed by a hostPath PV every node can mount (the nodes are one machine).
 func (e *env) namespace(ctx context.Context, t *testing.T, name string, optIn bool) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"e2e.trainguard.io/test": "true"}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"e2e.trainguard.io/test": "true"}, Annotations: map[string]string{}}}
 	if optIn {
-		ns.Annotations = map[string]string{"trainguard.io/inject": "enabled"}
+		ns.Annotations["trainguard.io/inject"] = "enabled"
 		ns.Labels["trainguard.io/inject"] = "enabled"
+	}
+	if l := e.laneOf(t); l != "" {
+		ns.Annotations[nsNodeSelector] = laneLabel + "=" + l
 	}
 	_ = e.cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	_ = poll(ctx, time.Second, 2*time.Minute, func() (bool, error) {

@@ -52,9 +52,7 @@ func (e *env) indexedJobDrain(t *testing.T) {
 	if inj := created.Spec.Template.Annotations["trainguard.io/injected"]; !strings.Contains(inj, "prestop") {
 		t.Fatalf("the Job's template was not injected at its admission: trainguard.io/injected=%q", inj)
 	}
-	for _, n := range []string{"tg-node-2", "tg-node-3"} { // a previous run may have left one cordoned
-		_, _ = e.kubectl(ctx, "uncordon", n)
-	}
+	e.uncordon(ctx, t)
 	var rank0 *corev1.Pod
 	if err := poll(ctx, 2*time.Second, 5*time.Minute, func() (bool, error) {
 		p, err := e.rankPod(ctx, ns, job, 0)

@@ -278,9 +278,7 @@ func (e *env) localQueue(ctx context.Context, ns string) error {
 // Kubeflow Trainer TrainJob in turn.
 func (e *env) kueuePreemption(t *testing.T) {
 	ctx := context.Background()
-	for _, n := range []string{"tg-node-2", "tg-node-3"} {
-		_, _ = e.kubectl(ctx, "uncordon", n)
-	}
+	e.uncordon(ctx, t)
 	t.Run("pytorchjob", func(t *testing.T) {
 		ns := e.namespace(ctx, t, "e2e-kueue-pytorchjob", true)
 		if err := e.localQueue(ctx, ns); err != nil {

@@ -34,15 +34,13 @@ import (
 // acknowledged step.
 func (e *env) schedulerPreemption(t *testing.T) {
 	ctx := context.Background()
-	for _, n := range []string{"tg-node-2", "tg-node-3"} {
-		_, _ = e.kubectl(ctx, "uncordon", n)
-	}
+	e.uncordon(ctx, t)
 	ns := e.namespace(ctx, t, "e2e-sched-preempt", true)
 	urgentNS := e.namespace(ctx, t, "e2e-sched-urgent", false)
 	if err := e.priorityClasses(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const node, job = "tg-node-2", "sched"
+	node, job := e.nodesOf(t)[0], "sched"
 	free, err := e.freeCPU(ctx, node)
 	if err != nil {
 		t.Fatal(err)

@@ -132,9 +132,7 @@ func (e *env) trainJobDrain(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(ctx, t, "e2e-trainjob-drain", true)
 	name := "tj-drain"
-	for _, n := range []string{"tg-node-2", "tg-node-3"} {
-		_, _ = e.kubectl(ctx, "uncordon", n)
-	}
+	e.uncordon(ctx, t)
 	old := e.startTrainJob(ctx, t, ns, name, drainSteps, 0, 15)
 	if inj := old.Annotations["trainguard.io/injected"]; !strings.Contains(inj, "prestop") {
 		t.Fatalf("trainer pod not injected with the preStop hook: trainguard.io/injected=%q", inj)

@@ -35,14 +35,20 @@ type Arm struct {
 	// KueueRecovery: the pods carry kueue.x-k8s.io/safe-to-forcefully-delete
 	// (Kueue's FailureRecoveryPolicy, feature gate on in Kueue).
 	KueueRecovery bool
+	// Plain: the trainer as users write it without trainguard (its
+	// --plain mode): no SDK, torch.save every SaveEvery steps to the
+	// claim, the newest file loaded on start, survivors of a dead rank
+	// waiting in gloo until its timeout. Otherwise the trainer uses the SDK.
+	Plain bool
 }
 
-// Arms are the three arms of issue 29.
+// Arms are the three arms: trainguard's, and plain Kubernetes and Kueue's
+// recovery each running the users' own trainer (Plain).
 func Arms(prefix string) []Arm {
 	return []Arm{
 		{Name: "trainguard", Namespace: prefix + "-trainguard", Trainguard: true},
-		{Name: "plain", Namespace: prefix + "-plain"},
-		{Name: "kueue-recovery", Namespace: prefix + "-kueue", KueueRecovery: true},
+		{Name: "plain", Namespace: prefix + "-plain", Plain: true},
+		{Name: "kueue-recovery", Namespace: prefix + "-kueue", KueueRecovery: true, Plain: true},
 	}
 }
 
@@ -377,12 +383,17 @@ func (r *Runner) create(ctx context.Context, u *unstructured.Unstructured) error
 }
 
 // Script is the trainer's command: the repository's example trainer (DDP
-// over gloo through the SDK) with a fixed step time and periodic
-// checkpoints, under sh (which forwards SIGTERM: a python3 PID 1 ignores it).
-func Script(steps int, delay float64, saveEvery int) string {
+// over gloo, through the SDK or, plain, without it, saving to the claim
+// mounted at /checkpoint) with a fixed step time and periodic checkpoints,
+// under sh (which forwards SIGTERM: a python3 PID 1 ignores it).
+func Script(steps int, delay float64, saveEvery int, plain bool) string {
+	mode := ""
+	if plain {
+		mode = " --plain --ckpt-dir /checkpoint"
+	}
 	return strings.Join([]string{
-		fmt.Sprintf("python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --raise-if-exists %s & pid=$!",
-			steps, delay, saveEvery, raiseAt),
+		fmt.Sprintf("python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --raise-if-exists %s%s & pid=$!",
+			steps, delay, saveEvery, raiseAt, mode),
 		`trap 'kill -TERM $pid' TERM`,
 		`wait $pid; rc=$?`,
 		`if kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; fi`,
@@ -395,7 +406,7 @@ func Script(steps int, delay float64, saveEvery int) string {
 // ranks spread over nodes (preferred), one BLAS thread (so every arm's
 // arithmetic is identical and a loss compares across arms).
 func (r *Runner) job(a Arm) *unstructured.Unstructured {
-	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery)
+	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery, a.Plain)
 	spec := func() map[string]any {
 		c := map[string]any{
 			"name": "pytorch", "image": r.cfg.Image, "imagePullPolicy": r.cfg.PullPolicy,

@@ -2,6 +2,7 @@ package goodput
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,8 @@ func TestEachArmRunsTheSameJobAsItsUserWritesIt(t *testing.T) {
 			cs, _, _ := unstructured.NestedSlice(spec, "template", "spec", "containers")
 			cmd := cs[0].(map[string]any)["command"].([]any)
 			assert.Contains(t, cmd[2], "--step-delay 0.3 --save-every 20 --raise-if-exists /tmp/goodput-raise")
+			assert.Equal(t, !a.Trainguard, strings.Contains(cmd[2].(string), " --plain --ckpt-dir /checkpoint "),
+				"%s: every arm but trainguard's runs the users' own trainer, without the SDK, saving to the claim it mounts", a.Name)
 		}
 	}
 	out, err := yaml.Marshal(r.job(r.cfg.Arms[0]).Object)

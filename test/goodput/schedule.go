@@ -88,9 +88,9 @@ func Schedule(seed int64, duration, interval time.Duration, kinds []Kind) ([]Eve
 // hook (docs/goodput.md, "In make e2e"): the rank faults restart in place
 // in every arm alike, a Kueue or scheduler preemption holds the quota or
 // the node for a third of the interval in every arm, a drain stalled every
-// arm alike, and the local partition freezes a kubelet only, so plain
-// Kubernetes trains through it. The long form has every kind; each kind
-// also has its own e2e scenario.
+// arm alike, and the partition (its own e2e scenario) would add minutes
+// to the longest lane of make e2e. The long form has every kind; each
+// kind also has its own e2e scenario.
 var ShortKinds = []Kind{Crash}
 
 // ShortSeed is the short form's seed (the crash's slot among equally hit

@@ -16,7 +16,7 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
-var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.
+var nsCounter atomic.Int64 // unique namespace names across tests.
 
 // namespace creates a fresh namespace; opted-in when optIn is true.
 func namespace(t *testing.T, optIn bool, extra map[string]string) string {

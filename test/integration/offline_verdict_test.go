@@ -75,7 +75,7 @@ func TestOfflineVerdictIsTheClusters(t *testing.T) {
 }
 
 // offlineInput counts inputs, so each gets namespaces of its own.
-var offlineInput atomic.Int64 //nolint:gochecknoglobals // a counter shared by subtests
+var offlineInput atomic.Int64 // a counter shared by subtests
 
 // applyAll creates every document of data as kubectl apply --validate=strict
 // would, each in a fresh copy of its namespace, and returns the refusals.

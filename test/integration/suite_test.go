@@ -22,7 +22,7 @@ type suite struct {
 	probes, metrics string
 }
 
-var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
+var env suite // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.RunSuite("integration suite", m, run))

@@ -34,30 +34,69 @@ type layer struct {
 	reaches  []string
 }
 
+// controllers are the controllers, each a layer of its own: siblings never
+// reach each other, so what two of them share lives below them (the job
+// key in jobs, the outcome line in contract, the owner chains in
+// controller support) and each can be read, tested and wired alone.
+func controllers() []string {
+	return []string{"rescheduler", "outcome", "boost", "optin"}
+}
+
 // architecture is the layering, bottom up. Reading the rows is reading the
 // rules: foundations, the job kinds, the configuration and the policy reach
-// nothing above them; no controller reaches the injections, the rules or
-// the admission server; the admission server reaches no controller.
+// nothing above them; the configuration file's loader and the schema
+// checks it shares with `trainguard validate` stay out of the webhook and
+// the controllers; no controller reaches another, the injections, the
+// rules or the admission server; the admission server reaches no controller.
 func architecture() []layer {
-	return []layer{
+	base := []string{"foundations", "jobs", "configuration", "policy"}
+	out := []layer{
 		{name: "foundations", packages: []string{"internal/foundations/..."}},
+		// Checking a document against a Go type, as the API server's
+		// schema does: for files and offline input, never online.
+		{name: "schema checks", packages: []string{"internal/foundations/typecheck", "internal/foundations/crdfields"}, reaches: []string{"foundations"}},
 		{name: "jobs", packages: []string{"internal/jobs"}, reaches: []string{"foundations"}},
-		{name: "config", packages: []string{"internal/config/..."}, reaches: []string{"foundations", "jobs"}},
-		{name: "policy", packages: []string{"internal/policy"}, reaches: []string{"foundations", "jobs", "config"}},
-		{name: "injections", packages: []string{"mutators"}, reaches: []string{"foundations", "jobs", "config", "policy"}},
-		{name: "rules", packages: []string{"validators"}, reaches: []string{"foundations", "jobs", "config", "policy"}},
-		{name: "controllers", packages: []string{"internal/controllers/..."}, reaches: []string{"foundations", "jobs", "config", "policy"}},
-		{name: "admission", packages: []string{"webhook"}, reaches: []string{"foundations", "jobs", "config", "policy", "injections", "rules"}},
+		{name: "configuration", packages: []string{"internal/config/v1alpha1"}, reaches: []string{"foundations", "jobs"}},
+		{name: "configuration file", packages: []string{"internal/config"}, reaches: []string{"foundations", "schema checks", "jobs", "configuration"}},
+		{name: "policy", packages: []string{"internal/policy"}, reaches: []string{"foundations", "jobs", "configuration"}},
+		{name: "injections", packages: []string{"mutators"}, reaches: base},
+		{name: "rules", packages: []string{"validators"}, reaches: base},
+		{name: "controller support", packages: []string{"internal/controllers/ownerchain"}, reaches: []string{"foundations", "jobs"}},
+	}
+	for _, c := range controllers() {
+		out = append(out, layer{name: "controller " + c, packages: []string{"internal/controllers/" + c}, reaches: append(slices.Clone(base), "controller support")})
+	}
+	every := []string{"foundations", "schema checks", "jobs", "configuration", "configuration file", "policy", "injections", "rules", "controller support"}
+	for _, c := range controllers() {
+		every = append(every, "controller "+c)
+	}
+	return append(out,
+		layer{name: "admission", packages: []string{"webhook"}, reaches: append(slices.Clone(base), "injections", "rules")},
 		// Certificates stand alone: the process wires them in.
-		{name: "certs", packages: []string{"certs"}},
-		{name: "process", packages: []string{"internal/server", "cmd/trainguard"},
-			reaches: []string{"foundations", "jobs", "config", "policy", "injections", "rules", "controllers", "admission", "certs"}},
+		layer{name: "certs", packages: []string{"certs"}},
+		layer{name: "process", packages: []string{"internal/server", "cmd/trainguard"}, reaches: append(slices.Clone(every), "admission", "certs")},
 		// The in-pod agent ships in its own binary and needs nothing of the rest.
-		{name: "agent", packages: []string{"internal/agent", "cmd/trainguard-agent"}},
-		{name: "test support", packages: []string{"internal/testing/..."}, reaches: []string{"foundations"}},
+		layer{name: "agent", packages: []string{"internal/agent", "cmd/trainguard-agent"}},
+		layer{name: "test support", packages: []string{"internal/testing/..."}, reaches: []string{"foundations"}},
 		// Suites and tools may use anything; nothing product reaches them.
-		{name: "tests and tools", packages: []string{"test/...", "hack/..."},
-			reaches: []string{"foundations", "jobs", "config", "policy", "injections", "rules", "controllers", "admission", "certs", "process", "agent", "test support"}},
+		layer{name: "tests and tools", packages: []string{"test/...", "hack/..."},
+			reaches: append(slices.Clone(every), "admission", "certs", "process", "agent", "test support")},
+	)
+}
+
+// TestEveryControllerIsALayer: a package under internal/controllers is a
+// controller of its own layer unless it is named as controller support, so
+// a new controller cannot join a sibling's layer unnoticed.
+func TestEveryControllerIsALayer(t *testing.T) {
+	pkgs := modulePackages(t)
+	for path := range pkgs {
+		dir, ok := strings.CutPrefix(rel(path), "internal/controllers/")
+		if !ok {
+			continue
+		}
+		l, placed := layerOf(architecture(), path)
+		assert.True(t, placed && (l.name == "controller "+dir || l.name == "controller support"),
+			"%s: add it to controllers() in test/layers (or to controller support when it is shared, not a controller)", rel(path))
 	}
 }
 
@@ -126,21 +165,30 @@ func modulePackages(t *testing.T) map[string]pkg {
 	return pkgs
 }
 
-// layerOf returns the layer of a module package; ok is false outside the
-// module or for a package no layer names.
+// layerOf returns the layer of a module package: the one naming it most
+// precisely (a package named exactly, then the longest "x/..." holding
+// it); ok is false outside the module or for a package no layer names.
 func layerOf(layers []layer, importPath string) (layer, bool) {
 	path, inModule := strings.CutPrefix(importPath, module+"/")
 	if !inModule {
 		return layer{}, false
 	}
+	var best layer
+	bestLen := -1
 	for _, l := range layers {
 		for _, p := range l.packages {
-			if tree, ok := strings.CutSuffix(p, "/..."); ok && (path == tree || strings.HasPrefix(path, tree+"/")) || path == p {
-				return l, true
+			n := -1
+			if path == p {
+				n = len(p) + 1 // exact beats any tree
+			} else if tree, ok := strings.CutSuffix(p, "/..."); ok && (path == tree || strings.HasPrefix(path, tree+"/")) {
+				n = len(tree)
+			}
+			if n > bestLen {
+				best, bestLen = l, n
 			}
 		}
 	}
-	return layer{}, false
+	return best, bestLen >= 0
 }
 
 // importChain is a shortest chain of direct imports from one module

@@ -411,7 +411,7 @@ func profileAPIServer(ctx context.Context, b *testing.B, kind, setupName string,
 }
 
 // apiRest reaches kube-apiserver's non-resource paths (pprof).
-var apiRest *rest.RESTClient //nolint:gochecknoglobals // harness fixture
+var apiRest *rest.RESTClient // harness fixture
 
 func object(kind, ns, name string) client.Object {
 	if kind == "pods" {
@@ -602,7 +602,7 @@ func copies(m *admissionregistrationv1.MutatingWebhookConfiguration, v *admissio
 }
 
 // noopCalls counts the no-op webhook's answers, so the report shows it was called.
-var noopCalls atomic.Int64 //nolint:gochecknoglobals // harness counter
+var noopCalls atomic.Int64 // harness counter
 
 func splitHostPort(addr string) (string, string, error) { return net.SplitHostPort(addr) }
 

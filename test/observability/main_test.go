@@ -29,7 +29,7 @@ type suite struct {
 	cp *controlplane.ControlPlane
 }
 
-var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
+var env suite // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.RunSuite("observability suite", m, run))

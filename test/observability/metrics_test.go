@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainguard/trainguard/internal/testing/builders"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +25,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/controllers/boost"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
@@ -33,11 +34,11 @@ import (
 
 // notTrainguards are metrics the alerts and dashboard use that trainguard
 // does not export: the API server's, cert-manager's and Prometheus's own.
-var notTrainguards = regexp.MustCompile(`^(apiserver_|certmanager_)|^up$`) //nolint:gochecknoglobals // constant.
+var notTrainguards = regexp.MustCompile(`^(apiserver_|certmanager_)|^up$`)
 
 // pending are trainguard metrics another change adds (the rescheduler's
 // brake gauge); listed here until it lands, then this list empties.
-var pending = map[string]bool{} //nolint:gochecknoglobals // constant.
+var pending = map[string]bool{}
 
 // needKueue are the work-at-risk gauges (internal/controllers/boost): their
 // series exist only for admitted Kueue Workloads of training jobs whose
@@ -45,7 +46,7 @@ var pending = map[string]bool{} //nolint:gochecknoglobals // constant.
 // running trainer) cannot produce. The scenario checkpoint-aware-preemption
 // of make e2e reads them from a running trainguard; the names are checked
 // against the package's constants here.
-var needKueue = map[string]bool{ //nolint:gochecknoglobals // constant.
+var needKueue = map[string]bool{
 	boost.MetricSecondsAtRisk: true, boost.MetricStepsAtRisk: true, boost.MetricFits: true, boost.MetricBoost: true,
 }
 
@@ -196,8 +197,7 @@ func exercise(t *testing.T) {
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: ns, Annotations: map[string]string{contract.AnnotationInject: contract.InjectEnabled},
 	}}))
-	job := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprintf(jobYAML, ns)), &job.Object))
+	job := builders.MakeKubeflowJob(ns, "observed").WithExitCodeWorkers(1).Unstructured()
 	require.Eventually(t, func() bool { return c.Create(ctx, job.DeepCopy(), client.DryRunAll) == nil }, 15*time.Second, 50*time.Millisecond)
 	require.NoError(t, c.Create(ctx, job))
 	node := readyNode(t, "obs-node")
@@ -205,7 +205,7 @@ func exercise(t *testing.T) {
 	pod.Spec.NodeName = node
 	require.NoError(t, c.Create(ctx, pod))
 	require.Equal(t, "true", pod.Labels[contract.LabelManaged])
-	saved := outcome.Outcome{Outcome: outcome.Saved, Step: 10, Bytes: 5 << 20, Seconds: 2.5}
+	saved := contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 10, Bytes: 5 << 20, Seconds: 2.5}
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &corev1.Pod{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
@@ -239,23 +239,6 @@ func hasSeries(t *testing.T, name string) bool {
 	}
 	return false
 }
-
-const jobYAML = `apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata:
-  name: observed
-  namespace: %s
-spec:
-  pytorchReplicaSpecs:
-    Worker:
-      replicas: 1
-      restartPolicy: ExitCode
-      template:
-        spec:
-          containers:
-          - name: pytorch
-            image: example.com/train:1
-`
 
 // workerOf is the pod kubeflow's operator creates from the admitted job's
 // (injected) template.

@@ -11,7 +11,7 @@ import (
 )
 
 // keywords are PromQL words that look like identifiers but name no metric.
-var keywords = map[string]bool{ //nolint:gochecknoglobals // constant set.
+var keywords = map[string]bool{
 	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
 	"bool": true, "and": true, "or": true, "unless": true, "offset": true, "atan2": true, "inf": true, "nan": true,
 	// Aggregations may put their by/without clause before the parenthesis.
@@ -20,7 +20,7 @@ var keywords = map[string]bool{ //nolint:gochecknoglobals // constant set.
 }
 
 // labelListAfter are the keywords followed by a parenthesised label list.
-var labelListAfter = map[string]bool{ //nolint:gochecknoglobals // constant set.
+var labelListAfter = map[string]bool{
 	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
 }
 

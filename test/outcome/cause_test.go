@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // holdFinalizer keeps a deleted pod in the API server (deletionTimestamp
@@ -45,10 +46,10 @@ func TestStopCauseInEventAndMetrics(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := stoppedJob(t, ns, "cause-"+tc.name, tc.suspend, tc.queue)
 			pod := workerOf(t, job)
-			labels := map[string]string{"outcome": outcome.Saved, "cause": tc.cause, "namespace": ns}
+			labels := map[string]string{"outcome": contract.OutcomeSaved, "cause": tc.cause, "namespace": ns}
 			before := counterOf(t, outcome.MetricTotal, labels)
 			deleteHeld(t, pod)
-			o := outcome.Outcome{Outcome: outcome.Saved, Step: 40, Bytes: 1 << 20, Seconds: 1.5}
+			o := contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 40, Bytes: 1 << 20, Seconds: 1.5}
 			stopWith(t, pod, tc.disruption, o.Line())
 
 			jobEv := waitEvent(t, ns, job.GetUID(), outcome.ReasonSaved)
@@ -62,7 +63,7 @@ func TestStopCauseInEventAndMetrics(t *testing.T) {
 	}
 	// Every outcome and cause of an opted-in namespace exists from its first
 	// managed pod on, so the first failure is an increase from 0.
-	for _, o := range outcome.Outcomes() {
+	for _, o := range contract.CheckpointOutcomes() {
 		for _, c := range outcome.Causes() {
 			assert.Len(t, matching(t, outcome.MetricTotal, map[string]string{"outcome": o, "cause": c, "namespace": ns}), 1, "%s %s", o, c)
 		}
@@ -161,11 +162,11 @@ func TestKueuePreemptedTrainJob(t *testing.T) {
 		s.ContainerStatuses = []corev1.ContainerStatus{{
 			Name: "node", Image: "example.com/train:1", Started: ptr.To(false),
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error",
-				Message: outcome.Outcome{Outcome: outcome.Saved, Step: 7, Bytes: 1 << 20, Seconds: 2}.Line(), StartedAt: metav1.Now(), FinishedAt: metav1.Now()}},
+				Message: contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 7, Bytes: 1 << 20, Seconds: 2}.Line(), StartedAt: metav1.Now(), FinishedAt: metav1.Now()}},
 		}}
 	})
 	ev := waitEvent(t, ns, tj.GetUID(), outcome.ReasonSaved)
 	assert.Contains(t, ev.Note, `preempted by Kueue (LocalQueue "gpu-queue"`)
-	labels := map[string]string{"outcome": outcome.Saved, "cause": outcome.CausePreemption, "namespace": ns}
+	labels := map[string]string{"outcome": contract.OutcomeSaved, "cause": outcome.CausePreemption, "namespace": ns}
 	require.Eventually(t, func() bool { return counterOf(t, outcome.MetricTotal, labels) == 1 }, waitFor, tick)
 }

@@ -19,7 +19,7 @@ type suite struct {
 	c  client.Client
 }
 
-var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
+var env suite // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.RunSuite("outcome suite", m, run))

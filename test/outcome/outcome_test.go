@@ -32,22 +32,22 @@ const (
 	tick    = 25 * time.Millisecond
 )
 
-var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.
+var nsCounter atomic.Int64 // unique namespace names across tests.
 
 // Each outcome the agent can report ends up as an Event on the pod and on
 // its PyTorchJob, with the matching reason, and in the metrics.
 func TestEachOutcomeBecomesEventsAndMetrics(t *testing.T) {
 	ns := namespace(t, true)
 	cases := []struct {
-		o      outcome.Outcome
+		o      contract.CheckpointOutcome
 		reason string
 		typ    string
 		note   string
 	}{
-		{outcome.Outcome{Outcome: outcome.Saved, Step: 1200, Bytes: 3 << 30, Seconds: 12.5}, outcome.ReasonSaved, "Normal", "checkpoint saved at step 1200 (3.0 GiB) in 12.5s"},
-		{outcome.Outcome{Outcome: outcome.Timeout, Step: 800, Seconds: 60}, outcome.ReasonTimeout, "Warning", "checkpoint not acknowledged within 60.0s"},
-		{outcome.Outcome{Outcome: outcome.NoTrainer, Seconds: 0.2}, outcome.ReasonNoTrainer, "Warning", "no trainer was listening"},
-		{outcome.Outcome{Outcome: outcome.Failed, Step: 5, Seconds: 3}, outcome.ReasonFailed, "Warning", "checkpoint failed after 3.0s"},
+		{contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 1200, Bytes: 3 << 30, Seconds: 12.5}, outcome.ReasonSaved, "Normal", "checkpoint saved at step 1200 (3.0 GiB) in 12.5s"},
+		{contract.CheckpointOutcome{Outcome: contract.OutcomeTimeout, Step: 800, Seconds: 60}, outcome.ReasonTimeout, "Warning", "checkpoint not acknowledged within 60.0s"},
+		{contract.CheckpointOutcome{Outcome: contract.OutcomeNoTrainer, Seconds: 0.2}, outcome.ReasonNoTrainer, "Warning", "no trainer was listening"},
+		{contract.CheckpointOutcome{Outcome: contract.OutcomeFailed, Step: 5, Seconds: 3}, outcome.ReasonFailed, "Warning", "checkpoint failed after 3.0s"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.o.Outcome, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestEachOutcomeBecomesEventsAndMetrics(t *testing.T) {
 			assert.Equal(t, durCount+1, histCount(t, outcome.MetricDuration, tc.o.Outcome))
 			assert.InDelta(t, durSum+tc.o.Seconds, histSum(t, outcome.MetricDuration, tc.o.Outcome), 1e-9)
 			wantBytes := bytesCount
-			if tc.o.Outcome == outcome.Saved {
+			if tc.o.Outcome == contract.OutcomeSaved {
 				wantBytes++
 			}
 			assert.Equal(t, wantBytes, histCount(t, outcome.MetricBytes, ""), "bytes are observed for saved checkpoints only")
@@ -86,7 +86,7 @@ func TestKubeDLJobGetsTheEvent(t *testing.T) {
 	ns := namespace(t, true)
 	job := jobOf(t, "training.kubedl.io/v1alpha1", ns, "dl")
 	pod := workerOf(t, job)
-	terminate(t, pod, outcome.Outcome{Outcome: outcome.Saved, Step: 9, Bytes: 1 << 20, Seconds: 4}.Line(), false)
+	terminate(t, pod, contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 9, Bytes: 1 << 20, Seconds: 4}.Line(), false)
 	ev := waitEvent(t, ns, job.GetUID(), outcome.ReasonSaved)
 	assert.Equal(t, "training.kubedl.io/v1alpha1", ev.Regarding.APIVersion)
 	assert.Equal(t, "pod dl-worker-0: container pytorch: checkpoint saved at step 9 (1.0 MiB) in 4.0s", ev.Note)
@@ -97,9 +97,9 @@ func TestKubeDLJobGetsTheEvent(t *testing.T) {
 func TestReportedOncePerTermination(t *testing.T) {
 	ns := namespace(t, true)
 	pod := barePodWith(t, ns, "once", corev1.RestartPolicyOnFailure)
-	saved := outcome.Outcome{Outcome: outcome.Saved, Step: 1, Bytes: 1 << 20, Seconds: 1}
-	timeout := outcome.Outcome{Outcome: outcome.Timeout, Step: 2, Seconds: 60}
-	savedBefore, timeoutBefore := counter(t, outcome.MetricTotal, outcome.Saved), counter(t, outcome.MetricTotal, outcome.Timeout)
+	saved := contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 1, Bytes: 1 << 20, Seconds: 1}
+	timeout := contract.CheckpointOutcome{Outcome: contract.OutcomeTimeout, Step: 2, Seconds: 60}
+	savedBefore, timeoutBefore := counter(t, outcome.MetricTotal, contract.OutcomeSaved), counter(t, outcome.MetricTotal, contract.OutcomeTimeout)
 	terminate(t, pod, saved.Line(), false)
 	waitEvent(t, ns, pod.UID, outcome.ReasonSaved)
 	// The kubelet writes the status again (a condition changes, say).
@@ -113,7 +113,7 @@ func TestReportedOncePerTermination(t *testing.T) {
 		s.Phase = corev1.PodRunning
 	})
 	barrier(t, ns)
-	assert.Equal(t, savedBefore+1, counter(t, outcome.MetricTotal, outcome.Saved), "a rewritten status, or the same termination seen as lastState, is not a new checkpoint")
+	assert.Equal(t, savedBefore+1, counter(t, outcome.MetricTotal, contract.OutcomeSaved), "a rewritten status, or the same termination seen as lastState, is not a new checkpoint")
 
 	// The restarted container stops again, and this time the checkpoint times out.
 	setPodStatus(t, pod, func(s *corev1.PodStatus) {
@@ -123,8 +123,8 @@ func TestReportedOncePerTermination(t *testing.T) {
 	})
 	waitEvent(t, ns, pod.UID, outcome.ReasonTimeout)
 	barrier(t, ns)
-	assert.Equal(t, savedBefore+1, counter(t, outcome.MetricTotal, outcome.Saved))
-	assert.Equal(t, timeoutBefore+1, counter(t, outcome.MetricTotal, outcome.Timeout))
+	assert.Equal(t, savedBefore+1, counter(t, outcome.MetricTotal, contract.OutcomeSaved))
+	assert.Equal(t, timeoutBefore+1, counter(t, outcome.MetricTotal, contract.OutcomeTimeout))
 }
 
 // Outcomes outside opted-in namespaces are not reported: the managed label
@@ -136,11 +136,11 @@ func TestNotOptedInIgnored(t *testing.T) {
 		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "pytorch", Image: "example.com/train:1"}}},
 	}
 	require.NoError(t, env.c.Create(context.Background(), pod))
-	before := counter(t, outcome.MetricTotal, outcome.Saved)
-	terminate(t, pod, outcome.Outcome{Outcome: outcome.Saved, Step: 1, Bytes: 1, Seconds: 1}.Line(), false)
+	before := counter(t, outcome.MetricTotal, contract.OutcomeSaved)
+	terminate(t, pod, contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 1, Bytes: 1, Seconds: 1}.Line(), false)
 	barrier(t, namespace(t, true))
 	assert.Empty(t, eventsOf(t, ns, pod.UID), "no Event for a pod outside opted-in namespaces")
-	assert.Equal(t, before, counter(t, outcome.MetricTotal, outcome.Saved))
+	assert.Equal(t, before, counter(t, outcome.MetricTotal, contract.OutcomeSaved))
 }
 
 // A pod whose owner reference names a job by name but with another UID (a
@@ -152,7 +152,7 @@ func TestForgedOwnerGetsNoJobEvent(t *testing.T) {
 	b := workerSpecPod(t, job) // carries the managed label from the injected template
 	b.OwnerReferences[0].UID = types.UID("00000000-0000-0000-0000-000000000001")
 	require.NoError(t, env.c.Create(context.Background(), b))
-	terminate(t, b, outcome.Outcome{Outcome: outcome.Timeout, Step: 1, Seconds: 60}.Line(), false)
+	terminate(t, b, contract.CheckpointOutcome{Outcome: contract.OutcomeTimeout, Step: 1, Seconds: 60}.Line(), false)
 	ev := waitEvent(t, ns, b.UID, outcome.ReasonTimeout)
 	assert.Nil(t, ev.Related, "no job named in the pod's Event")
 	barrier(t, ns)
@@ -173,7 +173,7 @@ func TestHostileMessagesIgnored(t *testing.T) {
 		"trainguard.io/checkpoint \x00\xff\xfe",
 	}
 	totals := map[string]float64{}
-	for _, o := range outcome.Outcomes() {
+	for _, o := range contract.CheckpointOutcomes() {
 		totals[o] = counter(t, outcome.MetricTotal, o)
 	}
 	invalid := counter(t, outcome.MetricInvalid, "")
@@ -189,8 +189,8 @@ func TestHostileMessagesIgnored(t *testing.T) {
 	for _, pod := range pods {
 		assert.Empty(t, eventsOf(t, ns, pod.UID), "no Event for %s", pod.Name)
 	}
-	totals[outcome.NoTrainer]++ // the barrier's own
-	for _, o := range outcome.Outcomes() {
+	totals[contract.OutcomeNoTrainer]++ // the barrier's own
+	for _, o := range contract.CheckpointOutcomes() {
 		assert.Equal(t, totals[o], counter(t, outcome.MetricTotal, o), "outcome %s unchanged", o)
 	}
 }
@@ -202,7 +202,7 @@ func TestHostileMessagesIgnored(t *testing.T) {
 func barrier(t *testing.T, ns string) {
 	t.Helper()
 	pod := barePod(t, ns, fmt.Sprintf("barrier-%d", nsCounter.Add(1)))
-	terminate(t, pod, outcome.Outcome{Outcome: outcome.NoTrainer, Seconds: 0.01}.Line(), false)
+	terminate(t, pod, contract.CheckpointOutcome{Outcome: contract.OutcomeNoTrainer, Seconds: 0.01}.Line(), false)
 	waitEvent(t, ns, pod.UID, outcome.ReasonNoTrainer)
 }
 

@@ -28,7 +28,7 @@ func TestTrainJobGetsTheEvent(t *testing.T) {
 	js := jobSet(t, ns, "llm", controllerRef(tj))
 	job := batchJob(t, ns, "llm-node-0", ptr.To(controllerRef(js)))
 	pod := trainerPod(t, ns, "llm", jobRef(job))
-	terminateContainer(t, pod, "node", outcome.Outcome{Outcome: outcome.Saved, Step: 300, Bytes: 2 << 30, Seconds: 7.5}.Line(), false)
+	terminateContainer(t, pod, "node", contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 300, Bytes: 2 << 30, Seconds: 7.5}.Line(), false)
 
 	ev := waitEvent(t, ns, pod.UID, outcome.ReasonSaved)
 	assert.Equal(t, "container node: checkpoint saved at step 300 (2.0 GiB) in 7.5s", ev.Note)
@@ -84,7 +84,7 @@ func TestForgedTrainJobChainGetsNoJobEvent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ns := namespace(t, true)
 			pod, bystanders := build(t, ns)
-			terminateContainer(t, pod, "node", outcome.Outcome{Outcome: outcome.Timeout, Step: 1, Seconds: 60}.Line(), false)
+			terminateContainer(t, pod, "node", contract.CheckpointOutcome{Outcome: contract.OutcomeTimeout, Step: 1, Seconds: 60}.Line(), false)
 			ev := waitEvent(t, ns, pod.UID, outcome.ReasonTimeout)
 			assert.Nil(t, ev.Related, "no job named in the pod's Event")
 			barrier(t, ns)
@@ -102,7 +102,7 @@ func TestPlainJobGetsTheEventNotTheTrainJobItsPodClaims(t *testing.T) {
 	tj := trainJob(t, ns, "plain")
 	job := batchJob(t, ns, "plain-node-0", nil)
 	pod := trainerPod(t, ns, "plain", jobRef(job))
-	terminateContainer(t, pod, "node", outcome.Outcome{Outcome: outcome.Timeout, Step: 1, Seconds: 60}.Line(), false)
+	terminateContainer(t, pod, "node", contract.CheckpointOutcome{Outcome: contract.OutcomeTimeout, Step: 1, Seconds: 60}.Line(), false)
 	ev := waitEvent(t, ns, pod.UID, outcome.ReasonTimeout)
 	require.NotNil(t, ev.Related, "the pod's Event names its Job")
 	assert.Equal(t, job.UID, ev.Related.UID)

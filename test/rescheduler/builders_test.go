@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trainguard/trainguard/internal/testing/builders"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,10 +23,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -36,7 +39,7 @@ const (
 	hostnameLabel = "kubernetes.io/hostname"
 )
 
-var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.
+var nsCounter atomic.Int64 // unique namespace names across tests.
 
 // namespace creates an opted-in namespace and waits until the pod webhook
 // sees it (its namespace cache may lag a few milliseconds behind).
@@ -108,25 +111,11 @@ func setNodeReady(t *testing.T, name string, status corev1.ConditionStatus, sinc
 
 // ---- Jobs and pods.
 
-// workerSpec is a kubeflow PyTorchJob with one worker, ExitCode restarts.
-const workerSpec = `  pytorchReplicaSpecs:
-    Worker:
-      replicas: 1
-      restartPolicy: ExitCode
-      template:
-        spec:
-          containers:
-          - name: pytorch
-            image: example.com/train:1
-`
-
 // pytorchJob creates a kubeflow.org/v1 PyTorchJob through the webhooks and
 // returns it as admitted (its template injected).
 func pytorchJob(t *testing.T, ns, name string, annotations map[string]string) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	doc := fmt.Sprintf("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", name, ns, workerSpec)
-	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
+	u := builders.MakeKubeflowJob(ns, name).WithExitCodeWorkers(1).Unstructured()
 	if annotations != nil {
 		u.SetAnnotations(annotations)
 	}
@@ -427,9 +416,9 @@ type badNodeRecord struct {
 // namespace; nil when there is none.
 func record(t *testing.T, pod *corev1.Pod) *badNodeRecord {
 	t.Helper()
-	key := resched.JobKeyOf(pod)
+	key := jobs.Builtin().KeyOf(pod)
 	cm := &corev1.ConfigMap{}
-	err := env.c.Get(context.Background(), client.ObjectKey{Namespace: controlplane.Namespace, Name: key.RecordName()}, cm)
+	err := env.c.Get(context.Background(), client.ObjectKey{Namespace: controlplane.Namespace, Name: resched.RecordName(key)}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -446,9 +435,40 @@ func record(t *testing.T, pod *corev1.Pod) *badNodeRecord {
 	return rec
 }
 
-// avoidedNodes is the hostname NotIn list of the pod's required node
-// affinity; it must be the same in every node selector term.
+// avoidedNodes is every node the pod avoids, required or preferred, sorted.
 func avoidedNodes(t *testing.T, pod *corev1.Pod) []string {
+	t.Helper()
+	nodes := append(requiredAvoided(t, pod), preferredAvoided(t, pod)...)
+	slices.Sort(nodes)
+	return nodes
+}
+
+// preferredAvoided is the hostname NotIn list of the pod's preferred node
+// affinity (trainguard writes one term of it).
+func preferredAvoided(t *testing.T, pod *corev1.Pod) []string {
+	t.Helper()
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	var nodes []string
+	terms := 0
+	for _, term := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		for _, e := range term.Preference.MatchExpressions {
+			if e.Key == hostnameLabel && e.Operator == corev1.NodeSelectorOpNotIn {
+				nodes = append(nodes, e.Values...)
+				terms++
+				assert.Equal(t, int32(100), term.Weight, "the strongest preference")
+			}
+		}
+	}
+	assert.LessOrEqual(t, terms, 1, "one preferred hostname NotIn term, not one per writer")
+	return nodes
+}
+
+// requiredAvoided is the hostname NotIn list of the pod's required node
+// affinity; it must be the same in every node selector term.
+func requiredAvoided(t *testing.T, pod *corev1.Pod) []string {
 	t.Helper()
 	a := pod.Spec.Affinity
 	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {

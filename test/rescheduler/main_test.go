@@ -85,12 +85,12 @@ type suite struct {
 	shared *manager
 }
 
-var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
+var env suite // TestMain's fixture, shared by every test in the package.
 
 // childModes lets build-tagged files add process modes of their own (the
 // RSS benchmark's manager); a mode returns ok when its environment asked
 // for it.
-var childModes []func() (code int, ok bool) //nolint:gochecknoglobals // set by init() of tagged files.
+var childModes []func() (code int, ok bool) // set by init() of tagged files.
 
 func TestMain(m *testing.M) {
 	if cfgPath := os.Getenv(managerEnv); cfgPath != "" {
@@ -193,7 +193,7 @@ type manager struct {
 	err         error
 }
 
-var managerCount atomic.Int64 //nolint:gochecknoglobals // unique manager log names.
+var managerCount atomic.Int64 // unique manager log names.
 
 // startManager runs a manager process and waits until it serves TLS.
 func (s *suite) startManager(o managerOptions) (*manager, error) {

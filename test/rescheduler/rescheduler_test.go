@@ -211,7 +211,7 @@ func TestFaultSchedulingOffDoesNothing(t *testing.T) {
 	ns := namespace(t)
 	node := readyNode(t, ns, "a")
 	pod := workerOf(t, pytorchJob(t, ns, "hands-off", nil)).
-		label(contract.LabelMindClusterFaultScheduling, resched.FaultSchedulingOff).
+		label(contract.LabelMindClusterFaultScheduling, contract.FaultSchedulingOff).
 		onNode(node).create(t)
 	running(t, pod)
 	setNodeReady(t, node, corev1.ConditionUnknown, time.Now().Add(-time.Hour)) // long past the grace
@@ -226,7 +226,7 @@ func TestFaultSchedulingForceForceDeletes(t *testing.T) {
 	ns := namespace(t)
 	node := readyNode(t, ns, "a")
 	pod := workerOf(t, pytorchJob(t, ns, "forced", nil)).
-		label(contract.LabelMindClusterFaultScheduling, resched.FaultSchedulingForce).
+		label(contract.LabelMindClusterFaultScheduling, contract.FaultSchedulingForce).
 		onNode(node).create(t)
 	running(t, pod)
 	setNodeReady(t, node, corev1.ConditionUnknown, time.Now().Add(-time.Hour))
@@ -249,7 +249,7 @@ func TestForceDeleteMarksPodFailedFirst(t *testing.T) {
 	ns := namespace(t)
 	node := readyNode(t, ns, "a")
 	b := workerOf(t, pytorchJob(t, ns, "held", nil)).
-		label(contract.LabelMindClusterFaultScheduling, resched.FaultSchedulingForce).onNode(node)
+		label(contract.LabelMindClusterFaultScheduling, contract.FaultSchedulingForce).onNode(node)
 	b.pod.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
 	pod := b.create(t)
 	t.Cleanup(func() {

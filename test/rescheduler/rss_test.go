@@ -47,6 +47,7 @@ import (
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -63,7 +64,7 @@ const (
 	rssSettle = 15 * time.Second
 )
 
-func init() { childModes = append(childModes, rssChild) } //nolint:gochecknoinits // registers the child mode under the build tag.
+func init() { childModes = append(childModes, rssChild) } // registers the child mode under the build tag.
 
 type rssConfig struct {
 	managerConfig
@@ -104,7 +105,7 @@ func runRSSChild(cfg rssConfig) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	cacheOpts := cache.Options{ByObject: resched.CacheByObject(controlplane.Namespace), DefaultTransform: cache.TransformStripManagedFields()}
+	cacheOpts := cache.Options{ByObject: resched.CacheByObject(controlplane.Namespace, jobs.Builtin()), DefaultTransform: cache.TransformStripManagedFields()}
 	if cfg.Baseline {
 		cacheOpts = cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:       {Label: labels.SelectorFromSet(labels.Set{contract.LabelManaged: "true"})},
@@ -284,14 +285,14 @@ func populate(t *testing.T) {
 		return env.c.Status().Update(ctx, p)
 	})
 	parallel(t, rssRecords, func(i int) error {
-		key := resched.JobKey{Namespace: ns, APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: fmt.Sprintf("job-%04d", i)}
+		key := jobs.Key{Namespace: ns, APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: fmt.Sprintf("job-%04d", i)}
 		nodes := map[string]string{}
 		for k := range 16 {
 			nodes[fmt.Sprintf("%s-n%04d", ns, (i+k)%rssNodes)] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 		}
 		raw, _ := json.Marshal(nodes)
 		return env.c.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: key.RecordName(), Labels: map[string]string{contract.LabelBadNodes: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: resched.RecordName(key), Labels: map[string]string{contract.LabelBadNodes: "true"}},
 			Data:       map[string]string{"nodes": string(raw), "reschedules": "1", "job": key.String(), "jobAPIVersion": key.APIVersion},
 		})
 	})

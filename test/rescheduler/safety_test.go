@@ -31,6 +31,7 @@ import (
 
 	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -144,7 +145,7 @@ func TestTenantConfigMapsAreNeverActedOn(t *testing.T) {
 
 // forgedRecord writes a record into trainguard's own namespace, as a buggy
 // or compromised writer might.
-func forgedRecord(t *testing.T, key resched.JobKey, name string, data map[string]string) *corev1.ConfigMap {
+func forgedRecord(t *testing.T, key jobs.Key, name string, data map[string]string) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.Namespace, Name: name, Labels: map[string]string{contract.LabelBadNodes: "true"}},
@@ -177,20 +178,20 @@ func TestInvalidRecordsAreIgnoredWithAnEvent(t *testing.T) {
 	ctx := context.Background()
 	victim := namespace(t)
 	node := readyNode(t, victim, "a")
-	bare := func(name string) resched.JobKey {
-		return resched.JobKey{Namespace: victim, APIVersion: "v1", Kind: "Pod", Name: name}
+	bare := func(name string) jobs.Key {
+		return jobs.Key{Namespace: victim, APIVersion: "v1", Kind: "Pod", Name: name}
 	}
 	before := metricValue(t, env.shared, "trainguard_rescheduler_records_ignored_total")
 
 	// Stashes reconciled through the record watch: their pod does not exist.
-	other := forgedRecord(t, bare("elsewhere"), bare("elsewhere").RecordName(), map[string]string{"stash": stashJSON(t, "kube-system", "elsewhere", 0)})
-	big := forgedRecord(t, bare("big"), bare("big").RecordName(), map[string]string{"stash": stashJSON(t, victim, "big", 900*1024)})
+	other := forgedRecord(t, bare("elsewhere"), resched.RecordName(bare("elsewhere")), map[string]string{"stash": stashJSON(t, "kube-system", "elsewhere", 0)})
+	big := forgedRecord(t, bare("big"), resched.RecordName(bare("big")), map[string]string{"stash": stashJSON(t, victim, "big", 900*1024)})
 	// Records read when their pod is reconciled.
 	running(t, barePod(victim, "mismatch").onNode(node).create(t))
-	theirs := resched.JobKey{Namespace: plainNamespace(t), APIVersion: "v1", Kind: "Pod", Name: "mismatch"}
-	mismatch := forgedRecord(t, theirs, bare("mismatch").RecordName(), nil)
+	theirs := jobs.Key{Namespace: plainNamespace(t), APIVersion: "v1", Kind: "Pod", Name: "mismatch"}
+	mismatch := forgedRecord(t, theirs, resched.RecordName(bare("mismatch")), nil)
 	running(t, barePod(victim, "garbage").onNode(node).create(t))
-	garbage := forgedRecord(t, bare("garbage"), bare("garbage").RecordName(), map[string]string{"nodes": "{not json"})
+	garbage := forgedRecord(t, bare("garbage"), resched.RecordName(bare("garbage")), map[string]string{"nodes": "{not json"})
 	// Make both pods reconcile again now that their records exist.
 	for _, name := range []string{"mismatch", "garbage"} {
 		p := &corev1.Pod{}

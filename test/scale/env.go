@@ -266,7 +266,7 @@ func (e *env) startKWOK(ctx context.Context, group string) error {
 // kwokStages are KWOK's own stages (from its module): nodes become Ready
 // at once and their status is refreshed rarely (the Lease is renewed
 // apart from it), pods become Running at once, deletions finish.
-var kwokStages = []string{ //nolint:gochecknoglobals // a constant list
+var kwokStages = []string{
 	"kustomize/stage/node/fast/node-initialize.yaml",
 	"kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
 	"kustomize/stage/pod/fast/pod-ready.yaml",

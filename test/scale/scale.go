@@ -33,7 +33,8 @@ type Options struct {
 	ChurnPercent float64
 	// LeaseSeconds is the node Lease duration KWOK writes; trainguard's
 	// --lease-lost-after and --force-delete-after are set to it when it is
-	// not the kubelet's 40 s (the smoke run shortens it).
+	// not the kubelet's 40 s (the smoke run shortens it), and are the
+	// shipped defaults (25 s) when it is.
 	LeaseSeconds int
 	// TrainguardFlags are added to the chart's arguments of every
 	// trainguard start (printed at the top of the run): a setting a cluster

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
@@ -392,8 +393,17 @@ func (e *env) leaseFlags() []string {
 	return append(flags, "--lease-lost-after="+d, "--force-delete-after="+d)
 }
 
+// lostAfter is trainguard's --lease-lost-after in the run: the shipped
+// default beside the kubelet's 40 s Leases, else the Lease duration.
+func (e *env) lostAfter() time.Duration {
+	if e.o.LeaseSeconds == 40 {
+		return configv1alpha1.DefaultLeaseLostAfter
+	}
+	return time.Duration(e.o.LeaseSeconds) * time.Second
+}
+
 // leaseDeadlines reads the nodes' Leases: each deadline is the last
-// renewal plus the Lease duration (trainguard's --lease-lost-after).
+// renewal plus trainguard's --lease-lost-after (lostAfter).
 func (e *env) leaseDeadlines(ctx context.Context, nodes map[string]bool) (map[string]time.Time, error) {
 	var l coordinationv1.LeaseList
 	if err := e.c.List(ctx, &l, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
@@ -402,7 +412,7 @@ func (e *env) leaseDeadlines(ctx context.Context, nodes map[string]bool) (map[st
 	out := map[string]time.Time{}
 	for _, ls := range l.Items {
 		if nodes[ls.Name] && ls.Spec.RenewTime != nil {
-			out[ls.Name] = ls.Spec.RenewTime.Add(time.Duration(e.o.LeaseSeconds) * time.Second)
+			out[ls.Name] = ls.Spec.RenewTime.Add(e.lostAfter())
 		}
 	}
 	if len(out) != len(nodes) {

@@ -40,10 +40,10 @@ const (
 )
 
 // selfManagedValues render the chart for self-managed certificates.
-var selfManagedValues = []string{"certManager.enabled=false"} //nolint:gochecknoglobals // constant slice.
+var selfManagedValues = []string{"certManager.enabled=false"}
 
 // env is the fixture TestMain builds and every test shares.
-var env struct { //nolint:gochecknoglobals // TestMain's fixture.
+var env struct { // TestMain's fixture.
 	cp *controlplane.ControlPlane
 	tg *controlplane.Trainguard
 	c  client.Client

@@ -28,7 +28,7 @@ import (
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
-var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.
+var nsCounter atomic.Int64 // unique namespace names across tests.
 
 func getSecret(t *testing.T) *corev1.Secret {
 	t.Helper()
@@ -351,7 +351,7 @@ func startObserver(t *testing.T) *observer {
 		for ctx.Err() == nil {
 			// Trust is checked by hand below, against the bundle the API
 			// server holds after the handshake.
-			conn, err := tls.Dial("tcp", env.addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // verified below
+			conn, err := tls.Dial("tcp", env.addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) // verified below
 			if err != nil {
 				o.untrusted.add(fmt.Sprintf("dial: %v", err))
 				continue

@@ -31,7 +31,7 @@ type suite struct {
 	rel release // the Trainer and JobSet under test
 }
 
-var env suite //nolint:gochecknoglobals // TestMain's fixture, shared by every test in the package.
+var env suite // TestMain's fixture, shared by every test in the package.
 
 func TestMain(m *testing.M) {
 	// `go test -list` (hack/fuzz.sh discovers Fuzz targets so) needs no cluster.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
 
@@ -62,9 +63,9 @@ func TestNodeLostTrainerPodIsReplacedElsewhere(t *testing.T) {
 		return env.c.Get(context.Background(), client.ObjectKeyFromObject(pod), cur) == nil && cur.DeletionTimestamp != nil
 	}, 30*time.Second, 200*time.Millisecond, "the rescheduler deletes the pod off the lost node")
 
-	key := rescheduler.JobKey{Namespace: ns, APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "resilient"}
+	key := jobs.Key{Namespace: ns, APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "resilient"}
 	cm := &corev1.ConfigMap{}
-	require.NoError(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: controlplane.Namespace, Name: key.RecordName()}, cm), "one record for the whole JobSet, in trainguard's own namespace")
+	require.NoError(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: controlplane.Namespace, Name: rescheduler.RecordName(key)}, cm), "one record for the whole JobSet, in trainguard's own namespace")
 	assert.Contains(t, strings.Join(mapValues(cm.Data), " "), bad)
 
 	// The kubelet of a dead node never confirms; the pod goes, and the Job

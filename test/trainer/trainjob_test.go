@@ -22,7 +22,7 @@ import (
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
-var nsCounter atomic.Int64 //nolint:gochecknoglobals // unique namespace names across tests.
+var nsCounter atomic.Int64 // unique namespace names across tests.
 
 func namespace(t *testing.T, optIn bool) string {
 	t.Helper()

@@ -20,13 +20,68 @@ binary's verdicts, both ways.
 {{- $total -}}
 {{- end -}}
 
+{{- /*
+trainguard.valueKeys: the keys values.schema.json declares at the top level
+and under the objects where keys most often land under the wrong parent
+(templates cannot read the schema; test/chart holds this equal to it).
+*/ -}}
+{{- define "trainguard.valueKeys" -}}
+"": [admissionPolicy, affinity, certManager, clusterWide, clusterWideExcludedNamespaces, config, excludedNamespaces, extraArgs, fullnameOverride, global, image, imagePullSecrets, metrics, monitoring, nameOverride, networkPolicy, nodeSelector, podAnnotations, podDisruptionBudget, podLabels, priorityClassName, replicaCount, rescheduler, resources, serviceAccount, shutdownDelaySeconds, tolerations, topologySpreadConstraints, trainer, webhook]
+"config": [admissionMode, agent, checkpoint, faultScheduling, gpu, leaderElection, maxReschedules, mutators, priorityBoost, recoverStrategy, rescheduler, taskd, trainingContainer]
+"rescheduler": [enabled]
+"config.rescheduler": [backoffBase, backoffMax, badNodeTTL, concurrentReconciles, forceDeleteAfter, graceOverTime, leaseLostAfter, maxBadNodes, nodeEvictionBurst, nodeEvictionRate, nodeLostGrace, retryEvictionBurst, retryEvictionRate, unhealthyClusterThreshold, unhealthyZoneThreshold, unknownExitCodeRetryable]
+"config.checkpoint": [claim, gracePeriodMargin, path, preStopTimeout, requireDurable]
+"webhook": [clusterWideFailurePolicy, failurePolicy, podMatchConditions, reinvocationPolicy, timeoutSeconds]
+{{- end -}}
+
+{{- /*
+trainguard.checkKeys: an unknown key at the top level, under config or under
+rescheduler fails the render naming the parents that do have it (the
+schema lets these three through for that). The argument is the root context.
+*/ -}}
+{{- define "trainguard.checkKeys" -}}
+{{- $known := include "trainguard.valueKeys" . | fromYaml -}}
+{{- $checked := dict "" .Values "config" (.Values.config | default dict) "rescheduler" (.Values.rescheduler | default dict) -}}
+{{- range $parent := list "" "config" "rescheduler" -}}
+{{- $here := get $known $parent -}}
+{{- $where := ternary "the top level" $parent (eq $parent "") -}}
+{{- range $key, $_ := get $checked $parent -}}
+{{- if not (has $key $here) -}}
+{{- $path := ternary $key (printf "%s.%s" $parent $key) (eq $parent "") -}}
+{{- $elsewhere := list -}}
+{{- range $other := keys $known | sortAlpha -}}
+{{- if and (ne $other $parent) (has $key (get $known $other)) -}}
+{{- $elsewhere = append $elsewhere (ternary $key (printf "%s.%s" $other $key) (eq $other "")) -}}
+{{- end -}}
+{{- end -}}
+{{- $hint := "" -}}
+{{- if $elsewhere }}{{ $hint = printf "did you mean %s? " (join " or " $elsewhere) }}{{ end -}}
+{{- fail (printf "%s: unknown key; %s%s takes only: %s" $path $hint $where (join ", " $here)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "trainguard.checkConfig" -}}
 {{- $cfg := . -}}
 {{- $ckpt := get $cfg "checkpoint" | default dict -}}
+{{- with $ckpt.path -}}
+{{- $root := regexFind "^/(etc|usr|bin|sbin|lib[^/]*|boot|opt/trainguard|proc|sys|dev|var/run/secrets|run/secrets)(/|$)" (toString .) -}}
+{{- if $root -}}
+{{- $dir := regexReplaceAll "^/lib[^/]*" (trimSuffix "/" $root) "/lib" -}}
+{{- fail (printf "config.checkpoint.path: Invalid value: %q: must not be under the system directory %s; use e.g. /checkpoint" (toString .) $dir) -}}
+{{- end -}}
+{{- end -}}
 {{- if hasKey $ckpt "preStopTimeout" -}}
 {{- $s := include "trainguard.seconds" $ckpt.preStopTimeout | float64 -}}
 {{- if or (le $s 0.0) (gt $s 3600.0) -}}
 {{- fail (printf "config.checkpoint.preStopTimeout: Invalid value: %q: must be positive and at most 1h0m0s" (toString $ckpt.preStopTimeout)) -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey $ckpt "interval" -}}
+{{- $s := include "trainguard.seconds" $ckpt.interval | float64 -}}
+{{- if and (ne $s 0.0) (or (lt $s 10.0) (gt $s 86400.0)) -}}
+{{- fail (printf "config.checkpoint.interval: Invalid value: %q: must be 0s (off) or between 10s and 24h0m0s, such as 10m" (toString $ckpt.interval)) -}}
 {{- end -}}
 {{- end -}}
 {{- with $cfg.recoverStrategy -}}
@@ -70,7 +125,7 @@ binary's verdicts, both ways.
 {{- end -}}
 {{- /* The floors of configv1alpha1's reschedulerFloors, in its words. */ -}}
 {{- $floors := dict
-  "leaseLostAfter" (list 20.0 "20s" "kubelets renew their node Lease every 10s by default and the brakes count a node silent at half this bound, so below twice the renewal interval healthy nodes look silent and the cluster brake can hold every action, a real node loss included")
+  "leaseLostAfter" (list 20.0 "20s" "twice the kubelet's node Lease renewal interval (10s by default): the brakes count a node silent at half this bound, so below it healthy nodes look silent before each renewal and the cluster brake can hold every action, a real node loss included; set it to 20s or more (default 25s), or to twice the interval of kubelets that renew less often")
   "nodeLostGrace" (list 10.0 "10s" "a restarting kubelet reports NotReady for a few seconds and posts its status every 10s; a shorter grace moves jobs over a kubelet restart")
   "forceDeleteAfter" (list 10.0 "10s" "a force delete bypasses PodDisruptionBudgets and the kubelet's confirmation, so the node must have missed at least one kubelet heartbeat first") -}}
 {{- range $name := keys $floors | sortAlpha -}}

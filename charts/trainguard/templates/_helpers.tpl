@@ -169,10 +169,12 @@ matchExpressions:
 {{/*
 failurePolicy of the job and pod webhooks: fail closed where users opted in
 (their jobs must not start without the checkpoint hook), fail open when every
-namespace is matched.
+namespace is matched, and in audit mode, which must never block anything.
 */}}
 {{- define "trainguard.workloadFailurePolicy" -}}
-{{- if .Values.clusterWide }}
+{{- if eq ((.Values.config | default dict).admissionMode | default "enforce") "audit" }}
+{{- "Ignore" }}
+{{- else if .Values.clusterWide }}
 {{- .Values.webhook.clusterWideFailurePolicy }}
 {{- else }}
 {{- .Values.webhook.failurePolicy }}

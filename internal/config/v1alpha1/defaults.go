@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,8 @@ const (
 	DefaultGracePeriodMargin = 30 * time.Second
 	DefaultTaskDPort         = 9601
 	DefaultRecoverStrategy   = "recover-in-place,recover" // process faults restart in place, node faults reschedule
-	DefaultFaultScheduling   = "grace"
+	DefaultFaultScheduling   = contract.FaultSchedulingGrace
+	DefaultAdmissionMode     = contract.ModeEnforce
 	DefaultGPUResource       = "nvidia.com/gpu"
 	DefaultGPUCount          = 1
 	DefaultAgentImage        = version.Image // pinned to this release, never latest
@@ -46,10 +48,15 @@ const (
 	DefaultBackoffBase   = 10 * time.Second
 	DefaultBackoffMax    = 5 * time.Minute
 
-	// DefaultLeaseLostAfter is the kubelet's own node Lease duration
-	// (nodeLeaseDurationSeconds): four renewals missed in a row. A kubelet
-	// that is slow but alive renews within it and is never acted on.
-	DefaultLeaseLostAfter = 40 * time.Second
+	// DefaultLeaseLostAfter: two renewals of a kubelet's node Lease missed
+	// and half a third (renewed every 10 s, jittered by up to 4 %). The
+	// brakes count a Lease silent at half of it, 12.5 s, past one renewal
+	// with 2 s to spare for the watch, so a healthy node never counts; a
+	// stale view of many Leases engages the cluster brake, and the Lease
+	// of a lost node is read live before its pods are acted on
+	// (docs/rescheduler.md). The kubelet's own Lease duration, 40 s, was
+	// the default before those guards.
+	DefaultLeaseLostAfter = 25 * time.Second
 	// DefaultForceDeleteAfter: a node unreachable this long (its kubelet
 	// silent, or Ready not True) has its pods force-deleted, so the
 	// replacement starts without waiting for a kubelet that may never come
@@ -57,7 +64,7 @@ const (
 	// can never commit over its replacement's checkpoints (fencing,
 	// docs/checkpoint-protocol.md), and its kubelet kills it on return.
 	// Kubernetes itself waits 300 s and then only evicts.
-	DefaultForceDeleteAfter = 40 * time.Second
+	DefaultForceDeleteAfter = 25 * time.Second
 	// DefaultNodeEvictionRate is the node lifecycle controller's own
 	// default: one node every 10 s.
 	DefaultNodeEvictionRate = 0.1
@@ -168,6 +175,9 @@ func fill(c *Configuration) {
 	if c.Checkpoint.PreStopTimeout == nil {
 		c.Checkpoint.PreStopTimeout = &metav1.Duration{Duration: DefaultPreStopTimeout}
 	}
+	if c.Checkpoint.Interval == nil {
+		c.Checkpoint.Interval = &metav1.Duration{}
+	}
 	if c.Checkpoint.GracePeriodMargin == nil {
 		c.Checkpoint.GracePeriodMargin = &metav1.Duration{Duration: DefaultGracePeriodMargin}
 	}
@@ -179,6 +189,9 @@ func fill(c *Configuration) {
 	}
 	if c.RecoverStrategy == "" {
 		c.RecoverStrategy = DefaultRecoverStrategy
+	}
+	if c.AdmissionMode == "" {
+		c.AdmissionMode = DefaultAdmissionMode
 	}
 	if c.FaultScheduling == "" {
 		c.FaultScheduling = DefaultFaultScheduling
@@ -210,7 +223,7 @@ func fill(c *Configuration) {
 	if c.MaxReschedules == nil {
 		c.MaxReschedules = ptr(DefaultMaxReschedules)
 	}
-	if !contains(c.ExcludedNamespaces, "kube-system") {
+	if !slices.Contains(c.ExcludedNamespaces, "kube-system") {
 		c.ExcludedNamespaces = append(c.ExcludedNamespaces, "kube-system")
 	}
 }
@@ -276,7 +289,7 @@ func setLeaderElectionDefaults(l *LeaderElectionConfig) {
 
 // defaulted reports whether SetDefaults ran (readers need its pointers set).
 func (c *Configuration) defaulted() bool {
-	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
+	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.Checkpoint.Interval != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
 		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.NodeEvictionRate != nil &&
 		c.Rescheduler.RetryEvictionRate != nil && c.PriorityBoost.MaxBoost != nil && c.PriorityBoost.MinInterval != nil &&
 		c.LeaderElection.LeaseDuration.Duration != 0 && c.LeaderElection.RenewDeadline.Duration != 0 && c.LeaderElection.RetryPeriod.Duration != 0

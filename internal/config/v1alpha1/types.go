@@ -47,6 +47,12 @@ type Configuration struct {
 	// namespace is excluded too (Excluded).
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 
+	// AdmissionMode is enforce (inject and refuse) or audit (admit every
+	// object unchanged and report, as admission warnings, Events and a
+	// metric, what trainguard would inject and refuse); a namespace's
+	// trainguard.io/admission-mode overrides it. Roll out in audit, enforce later.
+	AdmissionMode string `json:"admissionMode,omitempty"`
+
 	Checkpoint        CheckpointConfig        `json:"checkpoint"`
 	TaskD             TaskDConfig             `json:"taskd"`
 	RecoverStrategy   string                  `json:"recoverStrategy,omitempty"`
@@ -180,6 +186,11 @@ type CheckpointConfig struct {
 	Path string `json:"path,omitempty"`
 	// PreStopTimeout bounds how long the agent waits for the trainer's checkpoint.
 	PreStopTimeout *metav1.Duration `json:"preStopTimeout,omitempty"`
+	// Interval is the default periodic checkpoint interval of every
+	// training pod (the SDK's TRAINGUARD_CHECKPOINT_EVERY): 0 is off. The
+	// annotation trainguard.io/checkpoint-interval overrides it per
+	// namespace or job; a job's own migrator.periodic() call wins over both.
+	Interval *metav1.Duration `json:"interval,omitempty"`
 	// GracePeriodMargin is added to PreStopTimeout to form the minimum
 	// terminationGracePeriodSeconds, leaving the trainer time to exit after the hook.
 	GracePeriodMargin *metav1.Duration `json:"gracePeriodMargin,omitempty"`
@@ -237,7 +248,5 @@ type TrainingContainerConfig struct {
 // training team, and cluster-wide mode must not let trainguard's account
 // create pods there (the chart's admission policy refuses it too).
 func (c *Configuration) Excluded(namespace string) bool {
-	return strings.HasPrefix(namespace, "kube-") || contains(c.ExcludedNamespaces, namespace)
+	return strings.HasPrefix(namespace, "kube-") || slices.Contains(c.ExcludedNamespaces, namespace)
 }
-
-func contains(list []string, s string) bool { return slices.Contains(list, s) }

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -86,6 +87,8 @@ func Validate(c *Configuration) field.ErrorList {
 	check(field.NewPath("checkpoint", "path"), c.Checkpoint.Path, err)
 	_, err = contract.ParsePreStopTimeout(c.Checkpoint.PreStopTimeout.Duration.String())
 	check(field.NewPath("checkpoint", "preStopTimeout"), c.Checkpoint.PreStopTimeout.Duration.String(), err)
+	_, err = contract.ParseCheckpointInterval(c.Checkpoint.Interval.Duration.String())
+	check(field.NewPath("checkpoint", "interval"), c.Checkpoint.Interval.Duration.String(), err)
 	if c.Checkpoint.GracePeriodMargin.Duration < 0 {
 		check(field.NewPath("checkpoint", "gracePeriodMargin"), c.Checkpoint.GracePeriodMargin.Duration.String(), fmt.Errorf("must not be negative"))
 	}
@@ -94,6 +97,8 @@ func Validate(c *Configuration) field.ErrorList {
 	}
 	_, err = contract.ParseRecoverStrategy(c.RecoverStrategy)
 	check(field.NewPath("recoverStrategy"), c.RecoverStrategy, err)
+	_, err = contract.ParseAdmissionMode(c.AdmissionMode)
+	check(field.NewPath("admissionMode"), c.AdmissionMode, err)
 	_, err = contract.ParseFaultScheduling(c.FaultScheduling)
 	check(field.NewPath("faultScheduling"), c.FaultScheduling, err)
 	_, err = contract.ParseGPULimit(fmt.Sprint(*c.GPU.DefaultCount))
@@ -117,7 +122,7 @@ func Validate(c *Configuration) field.ErrorList {
 		check(field.NewPath("excludedNamespaces").Index(i), ns, dnsLabel(ns, "a namespace name, not a pattern"))
 	}
 	for name := range c.Mutators {
-		if !contains(contract.InjectionNames(), name) {
+		if !slices.Contains(contract.InjectionNames(), name) {
 			check(field.NewPath("mutators").Key(name), name, fmt.Errorf("unknown injection; use one of %v", contract.InjectionNames()))
 		}
 	}
@@ -144,9 +149,10 @@ func reschedulerFloors(r *ReschedulerConfig, p *field.Path) field.ErrorList {
 		v, floor time.Duration
 		why      string
 	}{
-		{"leaseLostAfter", r.LeaseLostAfter.Duration, MinLeaseLostAfter, fmt.Sprintf("kubelets renew their node Lease every %s by default "+
-			"and the brakes count a node silent at half this bound, so below twice the renewal interval healthy nodes look silent "+
-			"and the cluster brake can hold every action, a real node loss included", KubeletLeaseRenewInterval)},
+		{"leaseLostAfter", r.LeaseLostAfter.Duration, MinLeaseLostAfter, fmt.Sprintf("twice the kubelet's node Lease renewal interval (%s by default): "+
+			"the brakes count a node silent at half this bound, so below it healthy nodes look silent before each renewal "+
+			"and the cluster brake can hold every action, a real node loss included; set it to %s or more (default %s), "+
+			"or to twice the interval of kubelets that renew less often", KubeletLeaseRenewInterval, MinLeaseLostAfter, DefaultLeaseLostAfter)},
 		{"nodeLostGrace", r.NodeLostGrace.Duration, MinNodeLostGrace, fmt.Sprintf("a restarting kubelet reports NotReady for a few seconds "+
 			"and posts its status every %s; a shorter grace moves jobs over a kubelet restart", KubeletLeaseRenewInterval)},
 		{"forceDeleteAfter", r.ForceDeleteAfter.Duration, MinForceDeleteAfter, "a force delete bypasses PodDisruptionBudgets and the kubelet's " +

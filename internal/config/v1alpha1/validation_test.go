@@ -28,14 +28,20 @@ func TestValidateRefusesValuesThatBreakTheProcess(t *testing.T) {
 		field, detail string
 	}{
 		{"leaseLostAfter 1s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = d("1s") },
-			"rescheduler.leaseLostAfter", "must be at least 20s: kubelets renew their node Lease every 10s"},
+			"rescheduler.leaseLostAfter", `Invalid value: "1s": must be at least 20s: twice the kubelet's node Lease renewal interval (10s by default)`},
 		{"leaseLostAfter 8s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = d("8s") },
-			"rescheduler.leaseLostAfter", "below twice the renewal interval healthy nodes look silent"},
+			"rescheduler.leaseLostAfter", "healthy nodes look silent before each renewal and the cluster brake can hold every action, a real node loss included; set it to 20s or more (default 25s)"},
 		{"leaseLostAfter 15s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = d("15s") },
 			"rescheduler.leaseLostAfter", "must be at least 20s"},
 		{"leaseLostAfter 19.999s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = d("19.999s") },
 			"rescheduler.leaseLostAfter", "must be at least 20s"},
 		{"leaseLostAfter 20s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = d("20s") }, "", ""},
+		{"checkpoint interval 5s", func(c *Configuration) { c.Checkpoint.Interval.Duration = d("5s") },
+			"checkpoint.interval", "must be 0s (off) or between 10s and 24h0m0s, such as 10m"},
+		{"checkpoint interval 25h", func(c *Configuration) { c.Checkpoint.Interval.Duration = d("25h") },
+			"checkpoint.interval", "must be 0s (off) or between 10s and 24h0m0s"},
+		{"checkpoint interval 10s", func(c *Configuration) { c.Checkpoint.Interval.Duration = d("10s") }, "", ""},
+		{"checkpoint interval off", func(c *Configuration) { c.Checkpoint.Interval.Duration = 0 }, "", ""},
 		{"leaseLostAfter 0s", func(c *Configuration) { c.Rescheduler.LeaseLostAfter.Duration = 0 },
 			"rescheduler.leaseLostAfter", "must be positive"},
 

@@ -23,10 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainguard/trainguard/internal/controllers/outcome"
-	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
-	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -51,8 +49,11 @@ const (
 
 // Reconciler writes the priority boost of one Workload.
 type Reconciler struct {
-	Client  ctrl.Client // the manager's cache for reads, the API server for the patch
-	Scope   *policy.Scope
+	Client ctrl.Client // the manager's cache for reads, the API server for the patch
+	Scope  *policy.Scope
+	// Kinds are the job kinds served: a Workload is looked at when one of
+	// them owns it, and their KeyOf finds the job's pods.
+	Kinds   jobs.Kinds
 	Params  Params
 	Fetch   Fetcher
 	Clock   clock.PassiveClock
@@ -73,7 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
-	job, ok := trainingJob(wl)
+	job, ok := r.trainingJob(wl)
 	if !ok {
 		return reconcile.Result{}, nil
 	}
@@ -165,8 +166,9 @@ func (r *Reconciler) current(wl *unstructured.Unstructured) State {
 }
 
 // trainingJob is the Workload's controller owner when it is a job kind
-// trainguard injects (a PyTorchJob or a TrainJob).
-func trainingJob(wl *unstructured.Unstructured) (metav1.OwnerReference, bool) {
+// trainguard injects, one a pod's owner chain ends at (a PyTorchJob, a
+// batch Job, a TrainJob: jobs.Kinds.OwningKinds).
+func (r *Reconciler) trainingJob(wl *unstructured.Unstructured) (metav1.OwnerReference, bool) {
 	ref := metav1.GetControllerOfNoCopy(wl)
 	if ref == nil {
 		return metav1.OwnerReference{}, false
@@ -175,8 +177,7 @@ func trainingJob(wl *unstructured.Unstructured) (metav1.OwnerReference, bool) {
 	if err != nil {
 		return metav1.OwnerReference{}, false
 	}
-	kinds := append(ownerchain.JobKinds(), ownerchain.TrainJobChain()[len(ownerchain.TrainJobChain())-1])
-	for _, k := range kinds {
+	for _, k := range r.Kinds.OwningKinds() {
 		if k.Group == gv.Group && k.Kind == ref.Kind {
 			return *ref, true
 		}
@@ -217,15 +218,12 @@ func (r *Reconciler) risk(ctx context.Context, ns string, job metav1.OwnerRefere
 	if err := r.Client.List(ctx, pods, ctrl.InNamespace(ns), ctrl.MatchingLabels{contract.LabelManaged: "true"}); err != nil {
 		return Risk{}, false, err
 	}
-	gv, _ := schema.ParseGroupVersion(job.APIVersion)
 	now := r.Clock.Now()
 	var risk Risk
 	var running []*corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		k := rescheduler.JobKeyOf(p)
-		kgv, _ := schema.ParseGroupVersion(k.APIVersion)
-		if k.Kind != job.Kind || kgv.Group != gv.Group || k.Name != job.Name {
+		if !r.Kinds.KeyOf(p).Is(job) {
 			continue
 		}
 		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && (risk.GraceSeconds == 0 || float64(*g) < risk.GraceSeconds) {
@@ -275,7 +273,7 @@ func measuredAck(p *corev1.Pod) float64 {
 			if t == nil {
 				continue
 			}
-			if o, err := outcome.Parse(t.Message); err == nil && o.Outcome == outcome.Saved {
+			if o, err := contract.ParseCheckpointOutcome(t.Message); err == nil && o.Outcome == contract.OutcomeSaved {
 				out = max(out, o.Seconds)
 			}
 		}

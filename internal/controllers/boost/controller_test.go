@@ -22,6 +22,7 @@ import (
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/testing/builders"
 )
@@ -61,7 +62,7 @@ func setup(t *testing.T, enabled bool, fetch Fetcher, objs ...client.Object) (*R
 	cfg := configv1alpha1.Default()
 	cfg.PriorityBoost.Enabled = enabled
 	return &Reconciler{
-		Client: c, Params: ParamsFrom(cfg), Fetch: fetch, Clock: clocktesting.NewFakePassiveClock(now),
+		Client: c, Params: ParamsFrom(cfg), Fetch: fetch, Clock: clocktesting.NewFakePassiveClock(now), Kinds: jobs.Builtin(),
 		Scope: &policy.Scope{Config: cfg, Namespaces: policy.ClientNamespaces(c)},
 	}, c
 }

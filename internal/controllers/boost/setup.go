@@ -12,6 +12,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -30,8 +31,8 @@ func ParamsFrom(cfg *configv1alpha1.Configuration) Params {
 // Setup adds the controller to the leader, when the rescheduler runs (it
 // shares its pod cache) and Kueue's Workload API is served. Without the
 // configuration's priorityBoost.enabled it still computes and exports the
-// work at risk, and writes nothing.
-func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, ownNamespace string, enabled bool) error {
+// work at risk, and writes nothing. kinds are the job kinds served.
+func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, kinds jobs.Kinds, ownNamespace string, enabled bool) error {
 	lg := mgr.GetLogger().WithName("priority-boost")
 	if !enabled {
 		return nil
@@ -56,7 +57,7 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, ownNamespace str
 		return err
 	}
 	r := &Reconciler{
-		Client: mgr.GetClient(), Params: p, Fetch: HTTPFetcher(), Clock: clock.RealClock{}, Metrics: m,
+		Client: mgr.GetClient(), Params: p, Fetch: HTTPFetcher(), Clock: clock.RealClock{}, Metrics: m, Kinds: kinds,
 		Scope: &policy.Scope{Config: cfg, OwnNamespace: ownNamespace, Namespaces: policy.ClientNamespaces(mgr.GetClient())},
 	}
 	wl := &unstructured.Unstructured{}

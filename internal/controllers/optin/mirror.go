@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -29,7 +30,7 @@ type Mirror struct {
 func SetupMirror(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("namespace-optin-mirror").
-		For(&corev1.Namespace{}, ctrlBuilderPredicates()).
+		For(&corev1.Namespace{}, builder.WithPredicates(wakeWhenOutOfStep())).
 		Complete(&Mirror{Client: mgr.GetClient()})
 }
 
@@ -53,13 +54,13 @@ func (m *Mirror) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
-// ctrlBuilderPredicates only wakes the mirror when the label is out of step.
-func ctrlBuilderPredicates() ctrlForOption {
-	return forPredicates(predicate.Funcs{
+// wakeWhenOutOfStep only wakes the mirror when the label is out of step.
+func wakeWhenOutOfStep() predicate.Predicate {
+	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { return outOfStep(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool { return outOfStep(e.ObjectNew) },
 		DeleteFunc: func(event.DeleteEvent) bool { return false },
-	})
+	}
 }
 
 func outOfStep(obj client.Object) bool {

@@ -16,7 +16,7 @@ import (
 // DeepCopy of the same pod). Most events are running pods, which cost a
 // label lookup and a loop over container statuses.
 func BenchmarkPodEvent(b *testing.B) {
-	line := Outcome{Outcome: Saved, Step: 1200, Bytes: 3 << 30, Seconds: 12.5}.Line()
+	line := contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 1200, Bytes: 3 << 30, Seconds: 12.5}.Line()
 	pod := func(state corev1.ContainerState) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "job-worker-0", UID: "u", Labels: map[string]string{contract.LabelManaged: "true"}},
@@ -41,7 +41,7 @@ func BenchmarkPodEvent(b *testing.B) {
 	b.Run("parse-after-4KiB-user-message", func(b *testing.B) {
 		msg := strings.Repeat("user log line\n", 290) + line
 		for b.Loop() {
-			if _, err := Parse(msg); err != nil {
+			if _, err := contract.ParseCheckpointOutcome(msg); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -50,7 +50,7 @@ type stopCause struct {
 }
 
 // disruptionCauses maps a DisruptionTarget reason to its cause.
-var disruptionCauses = map[string]stopCause{ //nolint:gochecknoglobals // constant table.
+var disruptionCauses = map[string]stopCause{
 	corev1.PodReasonPreemptionByScheduler: {CausePreemption, "the pod was preempted by kube-scheduler (a higher-priority pod needed its node)"},
 	reasonEvictionAPI:                     {CauseEviction, "the pod was evicted through the Eviction API (a node drain, or trainguard's rescheduler)"},
 	corev1.PodReasonTerminationByKubelet:  {CauseEviction, "the pod was stopped by its kubelet (node-pressure eviction or node shutdown)"},
@@ -111,7 +111,7 @@ func (r *Reconciler) suspended(ctx context.Context, it item) (bool, string) {
 
 // suspendPaths are the kinds whose suspension stops a training pod and
 // where each says so. They are the kinds of ownerchain, plus a plain batch Job.
-var suspendPaths = map[schema.GroupVersionKind][]string{ //nolint:gochecknoglobals // constant table.
+var suspendPaths = map[schema.GroupVersionKind][]string{
 	{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}:             {"spec", "runPolicy", "suspend"},
 	{Group: "training.kubedl.io", Version: "v1alpha1", Kind: "PyTorchJob"}: {"spec", "runPolicy", "suspend"},
 	{Group: "batch", Version: "v1", Kind: "Job"}:                           {"spec", "suspend"},
@@ -157,4 +157,12 @@ func suspendedOnChain(ctx context.Context, r client.Reader, ns string, ref metav
 		ref = *next
 	}
 	return suspended, queue, nil
+}
+
+// truncate cuts a tenant-written string for a message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -82,7 +84,9 @@ type item struct {
 // label-restricted pod cache (managed pods only) and its RBAC (pods
 // get/list/watch, PyTorchJobs get), so the chart enables both together;
 // TrainJobs, JobSets and Jobs get come with the chart's Trainer support.
-func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, enabled bool) error {
+// kinds are the job kinds the process serves: their owner chains lead a
+// pod to the job that gets the Event.
+func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, kinds jobs.Kinds, enabled bool) error {
 	if !enabled {
 		return nil
 	}
@@ -92,7 +96,7 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, enabled bool) er
 	}
 	r := &Reconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder(ControllerName), cfg: cfg, metrics: m,
+		recorder: mgr.GetEventRecorder(ControllerName), cfg: cfg, metrics: m, chains: ownerchain.New(kinds),
 		seen: map[types.UID]map[string]bool{}, inited: map[string]bool{},
 	}
 	return builder.TypedControllerManagedBy[item](mgr).
@@ -108,6 +112,8 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	cfg       *configv1alpha1.Configuration
 	metrics   *metrics
+	// chains lead a pod to its job (ownerchain.Chains.Job).
+	chains ownerchain.Chains
 
 	once    sync.Once
 	started time.Time
@@ -121,7 +127,7 @@ type Reconciler struct {
 }
 
 // handler turns pod events into items. Only terminations whose message
-// mentions LinePrefix pass, so unrelated status updates cost a string scan.
+// mentions contract.CheckpointOutcomePrefix pass, so unrelated status updates cost a string scan.
 func (r *Reconciler) handler() handler.TypedEventHandler[*corev1.Pod, item] {
 	enqueue := func(pod *corev1.Pod, q workqueue.TypedRateLimitingInterface[item]) {
 		r.once.Do(func() { r.started = time.Now() })
@@ -159,7 +165,7 @@ func itemsOf(pod *corev1.Pod) []item {
 	var out []item
 	owner := controllerOf(pod)
 	add := func(name string, restart int32, t *corev1.ContainerStateTerminated) {
-		if t == nil || restart < 0 || !strings.Contains(t.Message, strings.TrimSpace(LinePrefix)) {
+		if t == nil || restart < 0 || !strings.Contains(t.Message, strings.TrimSpace(contract.CheckpointOutcomePrefix)) {
 			return
 		}
 		out = append(out, item{
@@ -208,9 +214,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, it item) (reconcile.Result, 
 	if !r.markSeen(it) {
 		return reconcile.Result{}, nil
 	}
-	o, err := Parse(it.Message)
+	o, err := contract.ParseCheckpointOutcome(it.Message)
 	switch {
-	case err == ErrNoOutcome:
+	case err == contract.ErrNoCheckpointOutcome:
 		return reconcile.Result{}, nil
 	case err != nil:
 		r.metrics.invalid.Inc()
@@ -267,7 +273,7 @@ func (r *Reconciler) optedIn(ctx context.Context, namespace string) bool {
 }
 
 // report emits the pod's Event, the job's Event, the metrics and a log line.
-func (r *Reconciler) report(ctx context.Context, logger logr.Logger, it item, o Outcome) {
+func (r *Reconciler) report(ctx context.Context, logger logr.Logger, it item, o contract.CheckpointOutcome) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: it.Namespace, Name: it.Pod, UID: it.UID}}
 	job := r.job(ctx, it)
 	cause := r.causeOf(ctx, it)
@@ -295,13 +301,13 @@ func jobName(job *metav1.PartialObjectMetadata) string {
 }
 
 // describe words the Event.
-func describe(container string, o Outcome) (reason, eventType, note string) {
+func describe(container string, o contract.CheckpointOutcome) (reason, eventType, note string) {
 	switch o.Outcome {
-	case Saved:
+	case contract.OutcomeSaved:
 		return ReasonSaved, corev1.EventTypeNormal, fmt.Sprintf("container %s: checkpoint saved at step %d (%s) in %.1fs", container, o.Step, humanBytes(o.Bytes), o.Seconds)
-	case Timeout:
+	case contract.OutcomeTimeout:
 		return ReasonTimeout, corev1.EventTypeWarning, fmt.Sprintf("container %s: checkpoint not acknowledged within %.1fs (last step %d); the job resumes from an older checkpoint", container, o.Seconds, o.Step)
-	case NoTrainer:
+	case contract.OutcomeNoTrainer:
 		return ReasonNoTrainer, corev1.EventTypeWarning, fmt.Sprintf("container %s: no trainer was listening for the checkpoint request (%.1fs); is the trainguard SDK's migrator.listening() running?", container, o.Seconds)
 	}
 	return ReasonFailed, corev1.EventTypeWarning, fmt.Sprintf("container %s: checkpoint failed after %.1fs (step %d); see the agent log on the checkpoint volume", container, o.Seconds, o.Step)

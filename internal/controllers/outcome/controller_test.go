@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 func terminated(msg string, at time.Time) *corev1.ContainerStateTerminated {
@@ -26,7 +28,7 @@ func terminated(msg string, at time.Time) *corev1.ContainerStateTerminated {
 
 func TestItemsOf(t *testing.T) {
 	now := time.Now()
-	line := Outcome{Outcome: Saved, Step: 1, Bytes: 1, Seconds: 1}.Line()
+	line := contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 1, Bytes: 1, Seconds: 1}.Line()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1", Labels: map[string]string{contract.LabelManaged: "true"}},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
@@ -52,22 +54,22 @@ func newTestReconciler(t *testing.T, nsAnnotations map[string]string) (*Reconcil
 	m := newMetrics()
 	require.NoError(t, m.register(prometheus.NewRegistry()))
 	rec := events.NewFakeRecorder(10)
-	return &Reconciler{client: c, apiReader: c, recorder: rec, cfg: configv1alpha1.Default(), metrics: m,
+	return &Reconciler{client: c, apiReader: c, recorder: rec, cfg: configv1alpha1.Default(), metrics: m, chains: ownerchain.New(jobs.Builtin()),
 		seen: map[types.UID]map[string]bool{}, inited: map[string]bool{}, started: time.Now()}, rec
 }
 
 func TestReconcileOnceAndForget(t *testing.T) {
 	r, rec := newTestReconciler(t, map[string]string{contract.AnnotationInject: contract.InjectEnabled})
 	ctx := logr.NewContext(context.Background(), logr.Discard())
-	it := item{Namespace: "team", Pod: "p", UID: "u1", Container: "pytorch", Message: Outcome{Outcome: Timeout, Step: 3, Seconds: 60}.Line(), Finished: time.Now()}
+	it := item{Namespace: "team", Pod: "p", UID: "u1", Container: "pytorch", Message: contract.CheckpointOutcome{Outcome: contract.OutcomeTimeout, Step: 3, Seconds: 60}.Line(), Finished: time.Now()}
 	for range 3 {
 		_, err := r.Reconcile(ctx, it)
 		require.NoError(t, err)
 	}
 	require.Len(t, rec.Events, 1, "one Event however often the termination is seen")
 	assert.Contains(t, <-rec.Events, "Warning CheckpointTimeout container pytorch: checkpoint not acknowledged within 60.0s")
-	assert.Equal(t, 1.0, testutil.ToFloat64(r.metrics.total.WithLabelValues(Timeout, CauseUnknown, "team")))
-	assert.Equal(t, len(Outcomes())*len(Causes()), testutil.CollectAndCount(r.metrics.total),
+	assert.Equal(t, 1.0, testutil.ToFloat64(r.metrics.total.WithLabelValues(contract.OutcomeTimeout, CauseUnknown, "team")))
+	assert.Equal(t, len(contract.CheckpointOutcomes())*len(Causes()), testutil.CollectAndCount(r.metrics.total),
 		"every outcome and cause of the namespace exists, at zero until it happens")
 
 	_, err := r.Reconcile(ctx, item{UID: "u1", Forget: true})
@@ -77,14 +79,14 @@ func TestReconcileOnceAndForget(t *testing.T) {
 
 func TestReconcileSkips(t *testing.T) {
 	ctx := logr.NewContext(context.Background(), logr.Discard())
-	line := Outcome{Outcome: Saved, Step: 1, Bytes: 1, Seconds: 1}.Line()
+	line := contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 1, Bytes: 1, Seconds: 1}.Line()
 
 	r, rec := newTestReconciler(t, map[string]string{contract.AnnotationInject: contract.InjectEnabled})
 	old := item{Namespace: "team", Pod: "p", UID: "u1", Container: "c", Message: line, Finished: time.Now().Add(-time.Hour)}
 	_, _ = r.Reconcile(ctx, old)
 	assert.Empty(t, rec.Events, "terminations from long before the controller started are not reported again")
 
-	garbage := item{Namespace: "team", Pod: "p", UID: "u2", Container: "c", Message: LinePrefix + "{", Finished: time.Now()}
+	garbage := item{Namespace: "team", Pod: "p", UID: "u2", Container: "c", Message: contract.CheckpointOutcomePrefix + "{", Finished: time.Now()}
 	_, _ = r.Reconcile(ctx, garbage)
 	_, _ = r.Reconcile(ctx, garbage)
 	assert.Empty(t, rec.Events)
@@ -125,4 +127,16 @@ func TestCauseOf(t *testing.T) {
 		}
 		assert.Contains(t, Causes(), got.cause)
 	}
+}
+
+func TestDescribe(t *testing.T) {
+	reason, typ, note := describe("pytorch", contract.CheckpointOutcome{Outcome: contract.OutcomeSaved, Step: 1200, Bytes: 3 << 30, Seconds: 12.34})
+	assert.Equal(t, []string{ReasonSaved, "Normal", "container pytorch: checkpoint saved at step 1200 (3.0 GiB) in 12.3s"}, []string{reason, typ, note})
+	for o, want := range map[string]string{contract.OutcomeTimeout: ReasonTimeout, contract.OutcomeNoTrainer: ReasonNoTrainer, contract.OutcomeFailed: ReasonFailed} {
+		reason, typ, _ := describe("c", contract.CheckpointOutcome{Outcome: o})
+		assert.Equal(t, want, reason)
+		assert.Equal(t, "Warning", typ)
+	}
+	assert.Equal(t, "512 B", humanBytes(512))
+	assert.Equal(t, "1.5 MiB", humanBytes(3<<19))
 }

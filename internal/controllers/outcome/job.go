@@ -6,19 +6,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-
-	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
 )
 
 // job returns the pod's job, a PyTorchJob or, through its Job and JobSet, a
-// TrainJob, or nil (see ownerchain.Job: controller references only, in the
+// TrainJob, or nil (see ownerchain.Chains.Job: controller references only, in the
 // pod's own namespace, to the very UID each names). Any other owner (a
 // ReplicaSet, a bare JobSet) gets no Event.
 func (r *Reconciler) job(ctx context.Context, it item) *metav1.PartialObjectMetadata {
 	if it.Owner.Name == "" {
 		return nil
 	}
-	obj, err := ownerchain.Job(ctx, r.apiReader, it.Namespace, it.Owner)
+	obj, err := r.chains.Job(ctx, r.apiReader, it.Namespace, it.Owner)
 	if err != nil {
 		logger := log.FromContext(ctx).WithValues("owner", it.Owner.Kind+"/"+it.Namespace+"/"+it.Owner.Name)
 		if apierrors.IsForbidden(err) {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // metaOf builds an object's metadata, controlled by owner when it is set.
@@ -34,7 +35,7 @@ func metaOf(gvk schema.GroupVersionKind, ns, name string, uid types.UID, owner *
 // and the kubeflow PyTorchJob, with a REST mapper that knows them.
 func chainKinds() (jobGVK, jobSetGVK, trainJobGVK, pytorch schema.GroupVersionKind, mapper *meta.DefaultRESTMapper) {
 	chain := ownerchain.TrainJobChain()
-	pytorch = ownerchain.JobKinds()[0]
+	pytorch = jobs.KubeflowPyTorchJob().GVK
 	mapper = meta.NewDefaultRESTMapper(nil)
 	for _, gvk := range append(chain, pytorch) {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
@@ -87,7 +88,7 @@ func TestTrainJobChain(t *testing.T) {
 		objs = append(objs, unstructuredOf(o))
 	}
 	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(objs...).Build()
-	r := &Reconciler{apiReader: c}
+	r := &Reconciler{apiReader: c, chains: ownerchain.New(jobs.Builtin())}
 	ctx := logr.NewContext(context.Background(), logr.Discard())
 	forged := ref(job)
 	forged.UID = "forged"

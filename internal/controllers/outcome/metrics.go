@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/foundations/promreg"
 )
 
@@ -28,7 +30,7 @@ type metrics struct {
 
 // labels of the checkpoint count and duration. namespace is the pod's: only
 // namespaces an admin opted in ever report, so it is bounded by them.
-var labels = []string{"outcome", "cause", "namespace"} //nolint:gochecknoglobals // constant.
+var labels = []string{"outcome", "cause", "namespace"}
 
 func newMetrics() *metrics {
 	return &metrics{
@@ -78,17 +80,17 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 // sample), and panels show 0, not "no data". Durations are histograms (14
 // series each) and are created by their first observation.
 func (m *metrics) initNamespace(namespace string) {
-	for _, o := range Outcomes() {
+	for _, o := range contract.CheckpointOutcomes() {
 		for _, c := range Causes() {
 			m.total.WithLabelValues(o, c, namespace)
 		}
 	}
 }
 
-func (m *metrics) observe(o Outcome, cause, namespace string) {
+func (m *metrics) observe(o contract.CheckpointOutcome, cause, namespace string) {
 	m.total.WithLabelValues(o.Outcome, cause, namespace).Inc()
 	m.duration.WithLabelValues(o.Outcome, cause, namespace).Observe(o.Seconds)
-	if o.Outcome == Saved {
+	if o.Outcome == contract.OutcomeSaved {
 		m.bytes.Observe(float64(o.Bytes))
 	}
 }

@@ -28,31 +28,23 @@ type chain struct {
 	uncontrolled bool
 }
 
-// chains are the owner chains of the kinds trainguard handles, each the
-// kinds' adapters declare (jobs.Adapter.PodOwnerChain): fixed kinds and hops, so
-// a tenant's owner references cannot lead anywhere else. Several may start
-// at one kind (a batch Job: a TrainJob's first hop, or the job itself);
-// the longer, registered first, is tried first.
-func chains() []chain {
-	var out []chain
-	for _, a := range jobs.Builtin().All() {
-		if len(a.PodOwnerChain) > 0 {
-			out = append(out, chain{kinds: a.PodOwnerChain, uncontrolled: a.UncontrolledOnly})
-		}
-	}
-	return out
-}
+// Chains are the owner chains of a set of kinds, each its adapter declares
+// (jobs.Adapter.PodOwnerChain): fixed kinds and hops, so a tenant's owner
+// references cannot lead anywhere else. Several may start at one kind (a
+// batch Job: a TrainJob's first hop, or the job itself); the longer,
+// registered first, is tried first. Build it once (New) from the kinds
+// the process serves.
+type Chains struct{ chains []chain }
 
-// JobKinds are the jobs a pod's controller reference may name directly
-// (the PyTorchJob kinds trainguard injects, and batch Jobs).
-func JobKinds() []schema.GroupVersionKind {
-	var out []schema.GroupVersionKind
-	for _, c := range chains() {
-		if len(c.kinds) == 1 {
-			out = append(out, c.kinds[0])
+// New returns the owner chains of kinds.
+func New(kinds jobs.Kinds) Chains {
+	var c Chains
+	for _, a := range kinds.All() {
+		if len(a.PodOwnerChain) > 0 {
+			c.chains = append(c.chains, chain{kinds: a.PodOwnerChain, uncontrolled: a.UncontrolledOnly})
 		}
 	}
-	return out
+	return c
 }
 
 // TrainJobChain is how a Kubeflow Trainer v2 pod reaches its TrainJob: the
@@ -61,17 +53,17 @@ func JobKinds() []schema.GroupVersionKind {
 func TrainJobChain() []schema.GroupVersionKind { return jobs.TrainJob().PodOwnerChain }
 
 // Job returns the metadata of the job ref (a pod's controller reference)
-// leads to: a PyTorchJob, a plain batch Job, or through its Job and JobSet
-// a TrainJob. It is nil, with no error, when ref names another kind, or a
+// leads to along one of the chains: a PyTorchJob, a plain batch Job, or
+// through its Job and JobSet a TrainJob. It is nil, with no error, when ref names another kind, or a
 // hop is missing, has another UID or another controller, or its API is not
 // installed, or the batch Job is another controller's (a CronJob's). An
 // error is one the caller should report: Forbidden (RBAC lacks a hop) or
 // the API server's failure; it names the hop.
-func Job(ctx context.Context, r client.Reader, namespace string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
+func (cs Chains) Job(ctx context.Context, r client.Reader, namespace string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
 	var first *metav1.PartialObjectMetadata
 	fetched := false
-	for _, c := range chains() {
+	for _, c := range cs.chains {
 		if c.kinds[0] != gvk {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,12 +20,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // carryOut executes d: Events, metrics and the log line for every decision,
-// and the record, the eviction or the annotations it calls for. Every
-// eviction or delete passes the storm brakes first.
-func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1.Node, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
+// and the record, the eviction or the annotations it calls for. An eviction
+// or delete comes here only past the storm brakes (Reconcile).
+func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) (reconcile.Result, error) {
 	if !acts(d) {
 		// Nothing to hold any more (the node came back, the brake let
 		// go): a later hold is a new one, and news.
@@ -41,9 +44,6 @@ func (r *Reconciler) carryOut(ctx context.Context, pod *corev1.Pod, node *corev1
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
 	case d.Action == ActionNone:
 		return reconcile.Result{}, r.reportOnce(ctx, pod, key, cm, rec, d)
-	}
-	if h := r.checkBrakes(ctx, pod, node, d); h != nil {
-		return r.holdBack(ctx, pod, key, d, h), nil
 	}
 	r.held.forget(pod.UID) // a later hold is news again
 	if stale, err := r.staleCache(ctx, pod); stale || err != nil {
@@ -115,7 +115,7 @@ func (r *Reconciler) staleCache(ctx context.Context, pod *corev1.Pod) (bool, err
 // is written, counts the pods it holds (noteHeld). Either way each pod's
 // hold is a log line, at V(1) once said (make scale reads the first as
 // the pod's decision).
-func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, h *hold) reconcile.Result {
+func (r *Reconciler) holdBack(ctx context.Context, pod *corev1.Pod, key jobs.Key, d Decision, h *hold) reconcile.Result {
 	r.metrics.held.WithLabelValues(h.reason).Inc()
 	msg := h.message + "; held: " + d.Message
 	logger := log.FromContext(ctx)
@@ -215,7 +215,7 @@ func (n *heldNotes) first(pod types.UID, reason string, now time.Time) bool {
 
 // evictionBlocked: a PodDisruptionBudget refused the eviction (429). It is
 // never bypassed: the pod is retried with exponential backoff.
-func (r *Reconciler) evictionBlocked(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision, err error) reconcile.Result {
+func (r *Reconciler) evictionBlocked(ctx context.Context, pod *corev1.Pod, key jobs.Key, d Decision, err error) reconcile.Result {
 	name := client.ObjectKeyFromObject(pod)
 	r.mu.Lock()
 	b := r.blocked[name]
@@ -320,7 +320,7 @@ func (r *Reconciler) markFailed(ctx context.Context, pod *corev1.Pod) error {
 // reportOnce reports a no-action decision the first time it is made for the
 // pod; the pod's decision annotation remembers it across reconciles,
 // restarts and leader changes.
-func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) error {
 	if pod.Annotations[contract.AnnotationDecision] == d.once() {
 		return nil
 	}
@@ -344,7 +344,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, pod *corev1.Pod, key JobKey
 }
 
 // report emits the cause Event, the decision Event, the counters and the log line.
-func (r *Reconciler) report(ctx context.Context, pod *corev1.Pod, key JobKey, d Decision) {
+func (r *Reconciler) report(ctx context.Context, pod *corev1.Pod, key jobs.Key, d Decision) {
 	if d.Cause != "" && d.Cause != d.Reason {
 		r.event(pod, corev1.EventTypeWarning, d.Cause, d.Action, d.Message)
 	}
@@ -376,7 +376,7 @@ func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 // namespace, counts a new round, and for a bare pod stashes it. It writes
 // with the resourceVersion read, so a stale cache makes it fail and retry
 // instead of losing a count.
-func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) error {
 	if key.Bare() {
 		stash, err := r.stash(ctx, pod)
 		if err != nil {
@@ -390,7 +390,7 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 		rec.Stash = stash
 	}
 	now := r.clock.Now()
-	rec.AddNode(pod.Spec.NodeName, now, r.opts.BadNodeTTL.Duration, r.opts.MaxBadNodes)
+	rec.AddNode(pod.Spec.NodeName, pod.CreationTimestamp.Time, now, r.opts.BadNodeTTL.Duration, r.opts.MaxBadNodes)
 	if d.NewRound {
 		rec.Reschedules++
 		rec.RoundStart = now
@@ -406,7 +406,7 @@ func (r *Reconciler) recordBadNode(ctx context.Context, pod *corev1.Pod, key Job
 // and, at the cap, the stop in its record, and reports the stop once on
 // the job: a Warning Event and the reschedules-exhausted annotation.
 // Nothing is written when the record already says as much.
-func (r *Reconciler) recordInPlace(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record, d Decision) error {
+func (r *Reconciler) recordInPlace(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record, d Decision) error {
 	stop := d.StopInPlace && !rec.InPlaceStopped
 	if d.InPlaceRestarts <= rec.InPlaceRestarts && !stop {
 		return nil
@@ -448,13 +448,13 @@ func (r *Reconciler) jobEvent(ctx context.Context, pod *corev1.Pod, eventType, r
 // writeRecord writes rec into the job's record (created when cm is nil),
 // with the resourceVersion read: a stale cache fails and retries instead of
 // losing a count.
-func (r *Reconciler) writeRecord(ctx context.Context, pod *corev1.Pod, key JobKey, cm *corev1.ConfigMap, rec *Record) error {
+func (r *Reconciler) writeRecord(ctx context.Context, pod *corev1.Pod, key jobs.Key, cm *corev1.ConfigMap, rec *Record) error {
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		rec.JobUID = ref.UID
 	}
 	create := cm == nil
 	if create {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: key.RecordName()}}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: RecordName(key)}}
 	}
 	cm = cm.DeepCopy()
 	// No owner reference: the job lives in another namespace, and the
@@ -492,7 +492,7 @@ func (r *Reconciler) stash(ctx context.Context, pod *corev1.Pod) (*Stash, error)
 // old one is gone, from the stash trainguard itself wrote, in the old pod's
 // namespace, and only while that namespace is still opted in.
 func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedName) (reconcile.Result, error) {
-	key := JobKey{Namespace: name.Namespace, APIVersion: "v1", Kind: "Pod", Name: name.Name}
+	key := jobs.Key{Namespace: name.Namespace, APIVersion: "v1", Kind: "Pod", Name: name.Name}
 	cm, rec, err := r.loadRecord(ctx, key)
 	if err != nil || cm == nil || rec.Stash == nil {
 		return reconcile.Result{}, err
@@ -501,7 +501,8 @@ func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedN
 		return reconcile.Result{}, err
 	}
 	now := r.clock.Now()
-	pod := replacementFor(rec.Stash, rec.Active(now, r.opts.MaxBadNodes))
+	avoid := rec.Avoid(now, r.opts.MaxBadNodes)
+	pod := replacementFor(rec.Stash, avoid)
 	err = r.client.Create(ctx, pod)
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -520,7 +521,7 @@ func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedN
 	default:
 		r.metrics.recreated.Inc()
 		r.event(pod, corev1.EventTypeNormal, ReasonBarePodRecreated, "Recreate",
-			fmt.Sprintf("bare pod recreated without its node; avoids %v", rec.Active(now, r.opts.MaxBadNodes)))
+			"bare pod recreated without its node; "+describeAvoid(avoid))
 		log.FromContext(ctx).Info("rescheduler decision", "pod", name.String(), "decision", ReasonBarePodRecreated, "job", key.String())
 	}
 	return reconcile.Result{}, r.clearStash(ctx, key, cm, &rec)
@@ -528,7 +529,7 @@ func (r *Reconciler) recreatePending(ctx context.Context, name types.NamespacedN
 
 // clearStash drops the stash once the replacement exists, so a later
 // delete of the replacement never resurrects it.
-func (r *Reconciler) clearStash(ctx context.Context, key JobKey, cm *corev1.ConfigMap, rec *Record) error {
+func (r *Reconciler) clearStash(ctx context.Context, key jobs.Key, cm *corev1.ConfigMap, rec *Record) error {
 	rec.Stash = nil
 	cm = cm.DeepCopy()
 	if err := rec.encodeInto(cm, key); err != nil {
@@ -557,4 +558,19 @@ func annotationPatch(k, v string) ([]byte, error) {
 		return nil, fmt.Errorf("encoding annotation patch: %w", err)
 	}
 	return patch, nil
+}
+
+// describeAvoid says how a replacement avoids the job's bad nodes.
+func describeAvoid(a podspec.Avoid) string {
+	var parts []string
+	if len(a.Required) > 0 {
+		parts = append(parts, fmt.Sprintf("avoids %v (failed the job again)", a.Required))
+	}
+	if len(a.Preferred) > 0 {
+		parts = append(parts, fmt.Sprintf("prefers other nodes than %v (failed the job once)", a.Preferred))
+	}
+	if len(parts) == 0 {
+		return "avoids no node"
+	}
+	return strings.Join(parts, "; ")
 }

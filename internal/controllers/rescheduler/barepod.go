@@ -32,12 +32,12 @@ func stashOf(pod *corev1.Pod) *Stash {
 // stashed pod's own namespace (checked against the record's key when the
 // stash was decoded): the same name, labels, annotations and spec, without
 // the node and the fields admission plugins fill in (they fill them again
-// and some refuse a pre-set value), plus a required node anti-affinity to
-// the job's bad nodes. The anti-affinity is added here too, so the
+// and some refuse a pre-set value), plus the node anti-affinity to the
+// job's bad nodes (podspec.Avoid). The anti-affinity is added here too, so the
 // replacement avoids the nodes even when the pod webhook is down or has
 // failurePolicy Ignore. The replacement goes through admission like any pod
 // (Pod Security, quotas, trainguard's own webhook).
-func replacementFor(s *Stash, avoid []string) *corev1.Pod {
+func replacementFor(s *Stash, avoid podspec.Avoid) *corev1.Pod {
 	p := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -56,7 +56,7 @@ func replacementFor(s *Stash, avoid []string) *corev1.Pod {
 	spec.PreemptionPolicy = nil
 	spec.Overhead = nil
 	dropServiceAccountToken(spec)
-	podspec.RequireNotOnNodes(spec, avoid)
+	avoid.Apply(spec)
 	return p
 }
 
@@ -81,7 +81,7 @@ func unrecreatable(s *Stash) string {
 	if s.Labels[contract.LabelManaged] != "true" || !contract.Injected(s.Annotations) {
 		why = append(why, "it lacks trainguard's marker ("+contract.LabelManaged+" label, "+contract.AnnotationInjected+" annotation)")
 	}
-	r := replacementFor(s, nil)
+	r := replacementFor(s, podspec.Avoid{})
 	why = append(why, unconfined(r.Annotations, &r.Spec)...)
 	if len(why) == 0 {
 		return ""
@@ -97,7 +97,7 @@ func Unrecreatable(pod *corev1.Pod) string { return unrecreatable(stashOf(pod)) 
 
 // Replacement is the pod trainguard would create for a bare pod as the API
 // server returns it (avoiding no node), for test/chartapply.
-func Replacement(pod *corev1.Pod) *corev1.Pod { return replacementFor(stashOf(pod), nil) }
+func Replacement(pod *corev1.Pod) *corev1.Pod { return replacementFor(stashOf(pod), podspec.Avoid{}) }
 
 func dropServiceAccountToken(spec *corev1.PodSpec) {
 	var dropped []string

@@ -31,33 +31,25 @@ import (
 // cluster-wide brake (--unhealthy-cluster-threshold) for when a large share
 // of all carrier nodes, or of all node Leases, look dead at once: that is
 // the control plane's problem, or trainguard's own view gone stale, and
-// small zones never reach the zone brake's minimum of 3 (issue 31, item 3:
+// small zones never reach the zone brake's minimum of 3 (TestClusterBrake:
 // 3 zones of 2 nodes, no Lease update seen for 41 s, all 6 healthy pods
-// evicted and 4 force-deleted).
-
-// minUnhealthyNodes is NLC's rule: a zone is partially disrupted only with
-// more than 2 unhealthy nodes, so one or two failed nodes in a small zone
-// are always handled.
-const minUnhealthyNodes = 3
-
-// minSilentClusterNodes: the cluster brake needs at least two nodes (or
-// Leases) silent, so the loss of the one node of a tiny cluster is handled.
-const minSilentClusterNodes = 2
+// were evicted and 4 force-deleted before it).
+//
+// judgeArea (brake_judge.go) says whether the zone and cluster brakes are
+// engaged; the brakes type counts the carriers it judges from, records and
+// exports what it says, restarts the silence a released brake covered,
+// keeps the buckets and reads a lost node's Lease live.
 
 // brakeSilence is how long a Lease must be silent to count against the
 // zone and cluster brakes: half of --lease-lost-after, two missed renewals
 // of a kubelet renewing every quarter of it. Silence that starts at once
 // (a stall, a partition) passes the bound over a whole renewal interval,
 // node after node; counting only Leases past the bound admitted the first
-// nodes before the share reached the threshold (issue 34: 30 pods evicted
-// in a 200-node stall). At half the bound, every Lease that stopped with
+// nodes before the share reached the threshold (make scale's stall at 200
+// nodes: 30 pods evicted). At half the bound, every Lease that stopped with
 // the first one already counts when the first is acted on. Counting more
 // can only hold more: the brakes never act.
 func brakeSilence(lostAfter time.Duration) time.Duration { return lostAfter / 2 }
-
-// clusterZone labels the cluster brake in trainguard_rescheduler_brake_engaged;
-// parentheses cannot occur in a zone label's value.
-const clusterZone = "(cluster)"
 
 // admittedFor is how long a node, once it took a token, stays admitted: its
 // other pods are acted on without a new token.
@@ -67,198 +59,169 @@ const admittedFor = 10 * time.Minute
 // recounted (it walks every node and the carrier index).
 const areaStateTTL = time.Second
 
-// brakeRecheck is how soon a held pod looks again: the node lifecycle
-// controller's --node-monitor-period.
-const brakeRecheck = 5 * time.Second
+// brakeInputs are what the brakes read and write besides their own state,
+// given once at construction.
+type brakeInputs struct {
+	// cache reads the nodes; apiReader a lost node's Lease, live.
+	cache, apiReader client.Reader
+	// leases is the reconciler's view of the kubelets' silence: the brakes
+	// count it, confirm it and restart it.
+	leases *leases
+	// carrierKeys lists IndexCarrier's values: which nodes carry managed
+	// pods of which namespaces.
+	carrierKeys func(context.Context) ([]string, error)
+	// scope is the webhook's opt-in, asked of each carrier's namespace.
+	scope   policy.Scope
+	metrics *metrics
+	clock   clock.PassiveClock
+	// lostAfter is --lease-lost-after.
+	lostAfter time.Duration
+}
 
+// brakes are the storm brakes' state and what acts on judgeArea's verdict.
+// Every worker of the reconciler asks them; mu guards the state.
 type brakes struct {
-	mu        sync.Mutex
-	clock     clock.PassiveClock
-	limiter   *rate.Limiter
-	stopped   bool // --node-eviction-rate=0
-	admitted  map[string]time.Time
-	threshold float64
-	engaged   map[string]bool
-	lastOn    map[string]time.Time // when each brake was last judged engaged
+	brakeInputs
+	limits
+
+	mu       sync.Mutex
+	limiter  *rate.Limiter
+	stopped  bool // --node-eviction-rate=0
+	admitted map[string]time.Time
+	// engaged is every engaged brake (clusterZone for the cluster's) and
+	// when it was last judged engaged.
+	engaged map[string]time.Time
 	// said is, per brake, the pods it held and what its Event said
 	// (noteHeld).
 	said map[string]*brakeNote
 	// area is the last count of carriers (areaState); countMu lets one
 	// worker make it at a time.
-	area             area
-	countMu          sync.Mutex
-	clusterThreshold float64
+	area    area
+	countMu sync.Mutex
 	// retries are the per-namespace buckets on pods retried for their
 	// exit, apart from the node bucket: one tenant's cheap jobs exiting 137
 	// must not use up the budget another tenant's pod on a really lost
-	// node needs (issue 31, item 10).
+	// node needs (TestRetriesDoNotDrainTheNodeBucket).
 	retries      map[string]*rate.Limiter
 	retryRate    rate.Limit
 	retryBurst   int
 	retryStopped bool // --retry-eviction-rate=0
-	metrics      *metrics
 }
 
-type zoneState struct {
-	unhealthy, carrier int
-	// silentLeases of leases (the cluster brake only).
-	silentLeases, leases int
-}
-
-func (z zoneState) fraction() float64 {
-	if z.carrier == 0 {
-		return 0
-	}
-	return float64(z.unhealthy) / float64(z.carrier)
-}
-
-func newBrakes(opts Options, clk clock.PassiveClock, m *metrics) *brakes {
+func newBrakes(opts Options, in brakeInputs) *brakes {
 	return &brakes{
-		clock:     clk,
-		limiter:   rate.NewLimiter(rate.Limit(*opts.NodeEvictionRate), opts.NodeEvictionBurst),
-		stopped:   *opts.NodeEvictionRate == 0,
-		admitted:  map[string]time.Time{},
-		threshold: opts.UnhealthyZoneThreshold,
-		engaged:   map[string]bool{},
-		lastOn:    map[string]time.Time{},
-		said:      map[string]*brakeNote{},
+		brakeInputs: in,
+		limits:      limits{threshold: opts.UnhealthyZoneThreshold, clusterThreshold: opts.UnhealthyClusterThreshold},
+		limiter:     rate.NewLimiter(rate.Limit(*opts.NodeEvictionRate), opts.NodeEvictionBurst),
+		stopped:     *opts.NodeEvictionRate == 0,
+		admitted:    map[string]time.Time{},
+		engaged:     map[string]time.Time{},
+		said:        map[string]*brakeNote{},
 
-		clusterThreshold: opts.UnhealthyClusterThreshold,
-		retries:          map[string]*rate.Limiter{},
-		retryRate:        rate.Limit(*opts.RetryEvictionRate),
-		retryBurst:       opts.RetryEvictionBurst,
-		retryStopped:     *opts.RetryEvictionRate == 0,
-		metrics:          m,
+		retries:      map[string]*rate.Limiter{},
+		retryRate:    rate.Limit(*opts.RetryEvictionRate),
+		retryBurst:   opts.RetryEvictionBurst,
+		retryStopped: *opts.RetryEvictionRate == 0,
 	}
 }
 
-// hold is why an action must wait, and for how long.
-type hold struct {
-	reason, message string
-	after           time.Duration
-	// brake is the zone (clusterZone: the cluster) whose brake holds the
-	// pod: its Event is the brake's, not the pod's (noteHeld). "" for a
-	// hold of this pod alone (a token, a Lease read, a budget).
-	brake string
-}
-
-// checkBrakes says whether pod, decided d, may be evicted or deleted now;
-// a nil hold means yes. node is nil when the Node object is gone (it has no
-// zone to judge). A lost node takes a token of the node bucket, after a
-// live read of its Lease confirmed the silence the cache showed; any other
-// cause (a retryable exit) takes one of its namespace's bucket.
-func (r *Reconciler) checkBrakes(ctx context.Context, pod *corev1.Pod, node *corev1.Node, d Decision) *hold {
-	if h := r.areaBrakes(ctx, node); h != nil {
+// check says whether pod, decided d, may be evicted or deleted now; a nil
+// hold means yes. node is nil when the Node object is gone (it has no zone
+// to judge). The area brakes first (areaHold), then admit.
+func (b *brakes) check(ctx context.Context, pod *corev1.Pod, node *corev1.Node, d Decision) *hold {
+	if h := b.areaHold(ctx, node); h != nil {
 		return h
 	}
-	b := r.brakes
+	return b.admit(ctx, pod, d)
+}
+
+// admit is check past the area brakes: a lost node takes a token of the
+// node bucket, after a live read of its Lease confirmed the silence the
+// cache showed; any other cause (a retryable exit) takes one of its
+// namespace's bucket.
+func (b *brakes) admit(ctx context.Context, pod *corev1.Pod, d Decision) *hold {
 	if d.Cause != ReasonNodeLost {
 		return b.takeRetry(pod.Namespace)
 	}
-	if h := r.confirmSilence(ctx, pod.Spec.NodeName); h != nil {
+	if h := b.confirmSilence(ctx, pod.Spec.NodeName); h != nil {
 		return h
 	}
 	return b.take(pod.Spec.NodeName)
 }
 
-// areaBrakes judges the cluster brake and node's zone brake: a hold while
+// areaHold judges the cluster brake and node's zone brake: a hold while
 // either is engaged (or was just released, to restart the silence it
 // covered), nil otherwise. It takes no token and reads only the cache, so
 // Reconcile asks it before the job's policy (an API read) for a pod on a
 // lost node: a brake holds every pod of a zone whatever its job's policy,
 // and a zone of 500 nodes is thousands of pods.
-func (r *Reconciler) areaBrakes(ctx context.Context, node *corev1.Node) *hold {
-	b := r.brakes
-	a, err := r.areaState(ctx)
+func (b *brakes) areaHold(ctx context.Context, node *corev1.Node) *hold {
+	a, err := b.areaState(ctx)
 	if err != nil {
 		return &hold{reason: ReasonPartitionSuspected, message: "cannot judge the cluster's and zones' health: " + err.Error(), after: brakeRecheck,
 			brake: clusterZone}
 	}
-	wasOn, covered := b.engagedSince(clusterZone)
-	if h := b.judgeCluster(ctx, a.cluster); h != nil {
-		return h
-	}
-	if wasOn {
-		if h := r.restartSilence(ctx, clusterZone, covered, node); h != nil {
-			return h
-		}
-	}
+	scope := []string{clusterZone}
 	if node != nil {
-		zone := zoneOf(node)
-		wasOn, covered := b.engagedSince(zone)
-		if h := b.judgeZone(ctx, zone, a.zones[zone]); h != nil {
-			return h
-		}
-		if wasOn {
-			return r.restartSilence(ctx, zone, covered, node)
+		scope = append(scope, zoneOf(node))
+	}
+	h, ts := judgeArea(a, scope, b.engagedBrakes(), b.limits)
+	for _, t := range ts {
+		if held := b.record(ctx, t, node); held != nil {
+			return held
 		}
 	}
-	return nil
+	return h
 }
 
-// releaseBrakes judges every engaged brake again from the cache and
-// releases the ones whose cluster or zone is healthy: the leader calls it
-// with each look at the Leases. Judged only when a held pod looked again,
-// a brake stayed engaged after its nodes recovered (nothing needs an
-// action on healthy nodes): trainguard_rescheduler_brake_engaged said 1
-// for a cluster long healthy, and the release came with the next
-// incident, whose nodes' silence it then restarted (issue 34's smoke run:
-// a zone outage after a stall was decided 20 s late and its zone brake not
-// yet engaged when looked at).
-func (r *Reconciler) releaseBrakes(ctx context.Context) {
-	engaged := r.brakes.engagedZones()
+// release judges every engaged brake again from the cache and releases
+// the ones whose cluster or zone is healthy: the leader calls it with each
+// look at the Leases. Judged only when a held pod looked again, a brake
+// stayed engaged after its nodes recovered (nothing needs an action on
+// healthy nodes): trainguard_rescheduler_brake_engaged said 1 for a cluster
+// long healthy, and the release came with the next incident, whose nodes'
+// silence it then restarted (make scale's smoke run: a zone outage after a
+// stall was decided 20 s late and its zone brake not yet engaged when
+// looked at).
+func (b *brakes) release(ctx context.Context) {
+	engaged := b.engagedBrakes()
 	if len(engaged) == 0 {
 		return
 	}
-	a, err := r.areaState(ctx)
+	a, err := b.areaState(ctx)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "judging the engaged brakes; they stay engaged until a held pod looks again")
 		return
 	}
-	for zone, covered := range engaged {
-		var h *hold
-		if zone == clusterZone {
-			h = r.brakes.judgeCluster(ctx, a.cluster)
-		} else {
-			h = r.brakes.judgeZone(ctx, zone, a.zones[zone])
-		}
-		if h == nil {
-			r.restartSilence(ctx, zone, covered, nil)
+	for brake := range engaged { // one at a time: judgeArea stops at a brake that holds
+		_, ts := judgeArea(a, []string{brake}, engaged, b.limits)
+		for _, t := range ts {
+			b.record(ctx, t, nil)
 		}
 	}
 }
 
-// judgeCluster engages or releases the cluster brake and reports the
-// change once: more than --unhealthy-cluster-threshold of the nodes that
-// carry managed pods unhealthy, or of all node Leases silent, and at
-// least minSilentClusterNodes of them.
-func (b *brakes) judgeCluster(ctx context.Context, c zoneState) *hold {
-	share := func(n, of int) float64 {
-		if of == 0 {
-			return 0
-		}
-		return float64(n) / float64(of)
-	}
-	carriers := c.unhealthy >= minSilentClusterNodes && share(c.unhealthy, c.carrier) > b.clusterThreshold
-	leases := c.silentLeases >= minSilentClusterNodes && share(c.silentLeases, c.leases) > b.clusterThreshold
-	on := b.clusterThreshold < 1 && (carriers || leases)
-	changed := b.setEngaged(clusterZone, on, c.unhealthy)
-	msg := fmt.Sprintf("%d of %d nodes carrying managed pods are unhealthy and %d of %d node Leases silent for --lease-lost-after, cluster-wide "+
-		"(threshold %.0f%%, at least %d)", c.unhealthy, c.carrier, c.silentLeases, c.leases, 100*b.clusterThreshold, minSilentClusterNodes)
-	if changed {
-		if on {
+// record keeps and exports a brake's state as judged, logs a change once
+// and, when the brake released, restarts the silence it covered; the
+// hold is for the pod on node whose silence restarted (restartSilence).
+func (b *brakes) record(ctx context.Context, t transition, node *corev1.Node) *hold {
+	if b.setEngaged(t.brake, t.on, t.unhealthy) {
+		switch {
+		case t.on && t.brake == clusterZone:
 			log.FromContext(ctx).Info("rescheduler cluster brake engaged: so many nodes at once look dead that the control plane or trainguard's own view "+
-				"is the likelier fault; nothing is evicted or deleted", "why", msg)
-		} else {
-			log.FromContext(ctx).Info("rescheduler cluster brake released", "why", msg)
+				"is the likelier fault; nothing is evicted or deleted", "why", t.why)
+		case t.brake == clusterZone:
+			log.FromContext(ctx).Info("rescheduler cluster brake released", "why", t.why)
+		case t.on:
+			log.FromContext(ctx).Info("rescheduler brake engaged: suspected partition, nothing in the zone is evicted or deleted", "zone", t.brake, "why", t.why)
+		default:
+			log.FromContext(ctx).Info("rescheduler brake released", "zone", t.brake, "why", t.why)
 		}
 	}
-	if !on {
+	if !t.released() {
 		return nil
 	}
-	return &hold{reason: ReasonPartitionSuspected, after: brakeRecheck, brake: clusterZone,
-		message: msg + ": the control plane, or trainguard's watch, is suspected, not the nodes (--unhealthy-cluster-threshold); " +
-			"no pod is evicted or deleted until it recovers"}
+	return b.restartSilence(ctx, t.brake, t.lastEngaged, node)
 }
 
 // takeRetry admits one pod of namespace against its namespace's bucket.
@@ -306,13 +269,13 @@ func (b *brakes) pruneRetries(now time.Time) {
 // the cache missed holds the action (and refreshes the cache's view).
 // Nodes judged by their Ready condition alone, or whose Lease is gone,
 // need no read.
-func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
-	seen, known := r.leases.lastRenew(node)
-	if !known || seen.silent < r.opts.LeaseLostAfter.Duration {
+func (b *brakes) confirmSilence(ctx context.Context, node string) *hold {
+	seen, known := b.leases.lastRenew(node)
+	if !known || seen.silent < b.lostAfter {
 		return nil
 	}
 	live := &coordinationv1.Lease{}
-	err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: NodeLeaseNamespace, Name: node}, live)
+	err := b.apiReader.Get(ctx, client.ObjectKey{Namespace: NodeLeaseNamespace, Name: node}, live)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
@@ -327,7 +290,7 @@ func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 	if renew.Equal(&seen.renew) {
 		return nil
 	}
-	r.leases.renewed(node, renew)
+	b.leases.renewed(node, renew)
 	log.FromContext(ctx).Info("cached node Lease view is stale: the kubelet renewed, nothing is acted on", "node", node,
 		"cachedRenewTime", seen.renew.Time, "liveRenewTime", renew.Time, "cachedSilence", seen.silent)
 	return &hold{reason: ReasonLeaseViewStale, after: brakeRecheck,
@@ -342,20 +305,20 @@ func (r *Reconciler) confirmSilence(ctx context.Context, node string) *hold {
 // judged engaged) counts as renewed now. The Leases of a stall or a
 // partition come back one after another over a renewal interval; the brake
 // releases once most are back, and the rest, silent past every bound, were
-// evicted and force-deleted at once (issue 34: 4 of 200 nodes, 40 pods,
-// when a 200-node stall ended). A node that really died meanwhile is lost
+// evicted and force-deleted at once (TestBrakeReleaseRestartsSilence: 40
+// pods of 4 nodes when a 200-node stall ended). A node that really died meanwhile is lost
 // a --lease-lost-after later. A node that went silent after the brake was
 // last engaged is a new incident and keeps its silence. zone is the
 // brake's (clusterZone: every node). If the pod being judged (on node; nil
 // when none is) was decided on a silence restarted here, it looks again:
 // the hold; otherwise nil.
-func (r *Reconciler) restartSilence(ctx context.Context, zone string, covered time.Time, node *corev1.Node) *hold {
+func (b *brakes) restartSilence(ctx context.Context, zone string, covered time.Time, node *corev1.Node) *hold {
 	what, inScope := fmt.Sprintf("zone %q's brake", zone), func(n *corev1.Node) bool { return zoneOf(n) == zone }
 	if zone == clusterZone {
 		what, inScope = "the cluster brake", func(*corev1.Node) bool { return true }
 	}
 	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.cache.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return &hold{reason: ReasonPartitionSuspected, message: "cannot list the nodes after " + what + " released: " + err.Error(), after: brakeRecheck,
 			brake: zone}
 	}
@@ -365,7 +328,7 @@ func (r *Reconciler) restartSilence(ctx context.Context, zone string, covered ti
 			names[nodes.Items[i].Name] = true
 		}
 	}
-	restarted := r.leases.restart(names, covered)
+	restarted := b.leases.restart(names, covered)
 	log.FromContext(ctx).Info("brake released: the silence it covered restarts", "brake", what, "nodesRestarted", len(restarted),
 		"coveredUntil", covered)
 	if node == nil || !restarted[node.Name] {
@@ -375,24 +338,14 @@ func (r *Reconciler) restartSilence(ctx context.Context, zone string, covered ti
 		message: what + " just released: every node it held counts as renewed now and is judged afresh"}
 }
 
-// engagedSince says whether zone's brake is engaged and when it was last
-// judged so.
-func (b *brakes) engagedSince(zone string) (bool, time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.engaged[zone], b.lastOn[zone]
-}
-
-// engagedZones is every engaged brake (clusterZone for the cluster's)
+// engagedBrakes is every engaged brake (clusterZone for the cluster's)
 // and when it was last judged engaged.
-func (b *brakes) engagedZones() map[string]time.Time {
+func (b *brakes) engagedBrakes() map[string]time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := map[string]time.Time{}
-	for zone, on := range b.engaged {
-		if on {
-			out[zone] = b.lastOn[zone]
-		}
+	out := make(map[string]time.Time, len(b.engaged))
+	for brake, at := range b.engaged {
+		out[brake] = at
 	}
 	return out
 }
@@ -400,10 +353,12 @@ func (b *brakes) engagedZones() map[string]time.Time {
 // setEngaged records a brake's state and exports it; changed says it flipped.
 func (b *brakes) setEngaged(zone string, on bool, unhealthy int) (changed bool) {
 	b.mu.Lock()
-	changed = b.engaged[zone] != on
-	b.engaged[zone] = on
+	_, was := b.engaged[zone]
+	changed = was != on
 	if on {
-		b.lastOn[zone] = b.clock.Now()
+		b.engaged[zone] = b.clock.Now()
+	} else {
+		delete(b.engaged, zone)
 	}
 	if changed {
 		delete(b.said, zone) // a new engagement, or the release, is news
@@ -463,26 +418,6 @@ func (b *brakes) noteHeld(brake string, pod types.UID) (held int, say bool) {
 	return held, true
 }
 
-// judgeZone engages or releases the zone brake and reports the change once.
-func (b *brakes) judgeZone(ctx context.Context, zone string, z zoneState) *hold {
-	on := z.unhealthy >= minUnhealthyNodes && z.fraction() > b.threshold
-	changed := b.setEngaged(zone, on, z.unhealthy)
-	msg := fmt.Sprintf("%d of %d nodes carrying managed pods in zone %q are NotReady/Unknown (%.0f%%, threshold %.0f%%, at least %d)",
-		z.unhealthy, z.carrier, zone, 100*z.fraction(), 100*b.threshold, minUnhealthyNodes)
-	if changed {
-		if on {
-			log.FromContext(ctx).Info("rescheduler brake engaged: suspected partition, nothing in the zone is evicted or deleted", "zone", zone, "why", msg)
-		} else {
-			log.FromContext(ctx).Info("rescheduler brake released", "zone", zone, "why", msg)
-		}
-	}
-	if !on {
-		return nil
-	}
-	return &hold{reason: ReasonPartitionSuspected, after: brakeRecheck, brake: zone,
-		message: msg + ": suspected partition (--unhealthy-zone-threshold); no pod in the zone is evicted or deleted until it recovers"}
-}
-
 // take admits node against the token bucket.
 func (b *brakes) take(node string) *hold {
 	b.mu.Lock()
@@ -513,23 +448,13 @@ func (b *brakes) take(node string) *hold {
 			float64(b.limiter.Limit()), b.limiter.Burst(), node, d.Round(time.Millisecond))}
 }
 
-// area is one count of the nodes carrying managed pods, and how many of
-// them are unhealthy, for the cluster and for every zone at once; the
-// cluster's count also has the node Leases seen and how many are silent.
-type area struct {
-	at      time.Time
-	cluster zoneState
-	zones   map[string]zoneState
-}
-
 // areaState is the latest count, made again when older than areaStateTTL.
 // One worker counts; the others wait for its count rather than make their
 // own. At 5,000 nodes a count per zone and one for the cluster, each
 // listing the pods of every node in scope, copied every managed pod of the
-// cache about twice a second (issue 34: 1.3 GCs a second, the heap at
-// GOMEMLIMIT); one pass over an index of pod keys copies no pod.
-func (r *Reconciler) areaState(ctx context.Context) (area, error) {
-	b := r.brakes
+// cache about twice a second (make scale at 5,000 nodes: 1.3 GCs a second,
+// the heap at GOMEMLIMIT); one pass over an index of pod keys copies no pod.
+func (b *brakes) areaState(ctx context.Context) (area, error) {
 	b.countMu.Lock()
 	defer b.countMu.Unlock()
 	b.mu.Lock()
@@ -538,7 +463,7 @@ func (r *Reconciler) areaState(ctx context.Context) (area, error) {
 	if !a.at.IsZero() && b.clock.Now().Sub(a.at) < areaStateTTL {
 		return a, nil
 	}
-	a, err := r.countArea(ctx)
+	a, err := b.countArea(ctx)
 	if err != nil {
 		return area{}, err
 	}
@@ -551,23 +476,23 @@ func (r *Reconciler) areaState(ctx context.Context) (area, error) {
 // countArea counts, per zone and cluster-wide, the nodes that carry
 // managed pods and how many of them are unhealthy: Ready not True, or the
 // kubelet silent for brakeSilence.
-func (r *Reconciler) countArea(ctx context.Context) (area, error) {
-	carriers, err := r.carrierNodes(ctx)
+func (b *brakes) countArea(ctx context.Context) (area, error) {
+	carriers, err := b.carrierNodes(ctx)
 	if err != nil {
 		return area{}, err
 	}
 	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.cache.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return area{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	silence := brakeSilence(r.opts.LeaseLostAfter.Duration)
-	a := area{at: r.brakes.clock.Now(), zones: map[string]zoneState{}}
+	silence := brakeSilence(b.lostAfter)
+	a := area{at: b.clock.Now(), zones: map[string]zoneState{}}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if !carriers[n.Name] {
 			continue
 		}
-		silent, known := r.leases.silentFor(n.Name)
+		silent, known := b.leases.silentFor(n.Name)
 		unhealthy := readyStatus(n) != corev1.ConditionTrue || (known && silent >= silence)
 		zone := zoneOf(n)
 		z := a.zones[zone]
@@ -579,7 +504,7 @@ func (r *Reconciler) countArea(ctx context.Context) (area, error) {
 		}
 		a.zones[zone] = z
 	}
-	a.cluster.silentLeases, a.cluster.leases = r.leases.silentCount(silence)
+	a.cluster.silentLeases, a.cluster.leases = b.leases.silentCount(silence)
 	return a, nil
 }
 
@@ -588,8 +513,8 @@ func (r *Reconciler) countArea(ctx context.Context) (area, error) {
 // alone is anyone's to set: counted as it was, pods of namespaces that
 // never opted in, on healthy nodes, diluted the zone's unhealthy fraction
 // and kept the brake off during a partition.
-func (r *Reconciler) carrierNodes(ctx context.Context) (map[string]bool, error) {
-	keys, err := r.carrierKeys(ctx)
+func (b *brakes) carrierNodes(ctx context.Context) (map[string]bool, error) {
+	keys, err := b.carrierKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing the nodes that carry managed pods: %w", err)
 	}
@@ -602,9 +527,11 @@ func (r *Reconciler) carrierNodes(ctx context.Context) (map[string]bool, error) 
 		}
 		in, asked := namespaces[ns]
 		if !asked {
-			if in, _, err = r.injects(ctx, ns, nil); err != nil {
+			_, why, err := b.scope.Object(ctx, ns, nil)
+			if err != nil {
 				return nil, err
 			}
+			in = why == ""
 			namespaces[ns] = in
 		}
 		if in {

@@ -22,13 +22,14 @@ import (
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 func TestTokenBucketAdmitsNodesNotPods(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	opts := testOptions()
 	opts.NodeEvictionRate, opts.NodeEvictionBurst = ptr.To(float64(0.1)), 2
-	b := newBrakes(opts, clk, newMetrics())
+	b := newBrakes(opts, brakeInputs{clock: clk, metrics: newMetrics()})
 
 	assert.Nil(t, b.take("a"))
 	assert.Nil(t, b.take("a"), "an admitted node's other pods need no new token")
@@ -42,7 +43,7 @@ func TestTokenBucketAdmitsNodesNotPods(t *testing.T) {
 	assert.Equal(t, 3.0, testutil.ToFloat64(b.metrics.nodesActedOn))
 
 	opts.NodeEvictionRate = ptr.To(float64(0))
-	stopped := newBrakes(opts, clk, newMetrics())
+	stopped := newBrakes(opts, brakeInputs{clock: clk, metrics: newMetrics()})
 	assert.NotNil(t, stopped.take("a"), "rate 0 stops all action")
 }
 
@@ -93,7 +94,7 @@ func TestZoneBrake(t *testing.T) {
 			objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "outsider"}})
 			h := newHarness(t, false, clientObjects(objs)...)
 			h.r.brakes.clusterThreshold = 1 // the zone brake alone (TestClusterBrake has the other)
-			hold := h.r.checkBrakes(context.Background(), onNode("n0"), zoned("n0", corev1.ConditionUnknown), Decision{Cause: ReasonNodeLost})
+			hold := h.r.brakes.check(context.Background(), onNode("n0"), zoned("n0", corev1.ConditionUnknown), Decision{Cause: ReasonNodeLost})
 			if tc.engaged {
 				require.NotNil(t, hold)
 				assert.Equal(t, ReasonPartitionSuspected, hold.reason)
@@ -159,6 +160,8 @@ func TestClusterBrake(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := sixNodesInThreeZones(t)
+			h.r.opts.LeaseLostAfter.Duration = 40 * time.Second // the figures above are a 40 s bound's
+			h.r.brakes.lostAfter = h.r.opts.LeaseLostAfter.Duration
 			renewAt := tc.othersRenewedAt
 			if renewAt == 0 {
 				renewAt = 41 * time.Second
@@ -170,7 +173,7 @@ func TestClusterBrake(t *testing.T) {
 			h.clock.Step(41*time.Second - renewAt)
 			node := &corev1.Node{}
 			require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
-			hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+			hold := h.r.brakes.check(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
 			engaged := testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone))
 			if tc.engaged {
 				require.NotNil(t, hold)
@@ -195,7 +198,7 @@ func TestLiveLeaseReadHoldsAStaleView(t *testing.T) {
 	h := newHarness(t, false, readyNode(), renewedLease("n1", t0.Add(40*time.Second)))
 	h.r.leases.observe(renewedLease("n1", t0), h.r.opts.LeaseLostAfter.Duration)
 	h.clock.Step(41 * time.Second)
-	hold := h.r.checkBrakes(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost})
+	hold := h.r.brakes.check(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost})
 	require.NotNil(t, hold, "the cache missed a renewal: hold")
 	assert.Equal(t, ReasonLeaseViewStale, hold.reason)
 	assert.Contains(t, hold.message, "stale")
@@ -205,7 +208,7 @@ func TestLiveLeaseReadHoldsAStaleView(t *testing.T) {
 	confirmed := newHarness(t, false, readyNode(), renewedLease("n1", t0))
 	confirmed.r.leases.observe(renewedLease("n1", t0), confirmed.r.opts.LeaseLostAfter.Duration)
 	confirmed.clock.Step(41 * time.Second)
-	assert.Nil(t, confirmed.r.checkBrakes(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost}),
+	assert.Nil(t, confirmed.r.brakes.check(context.Background(), onNode("n1"), readyNode(), Decision{Cause: ReasonNodeLost}),
 		"the API server confirms the silence: the action proceeds")
 }
 
@@ -241,7 +244,7 @@ func TestRetryBucketIsPerNamespace(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	opts := testOptions()
 	opts.RetryEvictionRate, opts.RetryEvictionBurst = ptr.To(float64(1)), 2
-	b := newBrakes(opts, clk, newMetrics())
+	b := newBrakes(opts, brakeInputs{clock: clk, metrics: newMetrics()})
 	assert.Nil(t, b.takeRetry("a"))
 	assert.Nil(t, b.takeRetry("a"))
 	h := b.takeRetry("a")
@@ -254,7 +257,7 @@ func TestRetryBucketIsPerNamespace(t *testing.T) {
 	assert.Nil(t, b.takeRetry("a"))
 
 	opts.RetryEvictionRate = ptr.To(float64(0))
-	assert.NotNil(t, newBrakes(opts, clk, newMetrics()).takeRetry("a"), "rate 0 stops exit retries")
+	assert.NotNil(t, newBrakes(opts, brakeInputs{clock: clk, metrics: newMetrics()}).takeRetry("a"), "rate 0 stops exit retries")
 }
 
 // TestBrakeReleaseRestartsSilence: a stall ends, most Leases are renewed
@@ -266,13 +269,13 @@ func TestBrakeReleaseRestartsSilence(t *testing.T) {
 	h.clock.Step(60 * time.Second)
 	node := &corev1.Node{}
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: "n0"}, node))
-	hold := h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+	hold := h.r.brakes.check(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
 	require.NotNil(t, hold, "all six silent: the cluster brake holds")
 	for i := 2; i < 6; i++ { // four come back; n0 and n1 not yet
 		h.r.leases.observe(renewedLease(fmt.Sprintf("n%d", i), t0.Add(60*time.Second)), h.r.opts.LeaseLostAfter.Duration)
 	}
 	h.clock.Step(2 * time.Second) // past the cached cluster state
-	hold = h.r.checkBrakes(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
+	hold = h.r.brakes.check(context.Background(), onNode("n0"), node, Decision{Cause: ReasonNodeLost})
 	assert.Zero(t, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "two of six silent: released")
 	require.NotNil(t, hold, "the pod decided on the stall's silence looks again")
 	silent, known := h.r.leases.silentFor("n0")
@@ -315,23 +318,23 @@ func TestLeaderReleasesTheBrakeOfAHealthyCluster(t *testing.T) {
 	h.clock.Step(60 * time.Second)
 	require.NotNil(t, h.judgeLost(t, "n0"), "all six silent: the cluster brake holds")
 	h.clock.Step(2 * time.Second)
-	h.r.releaseBrakes(context.Background())
+	h.r.brakes.release(context.Background())
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "still six silent")
 
 	renewAll(h, 1, 6) // n0 not yet
 	h.clock.Step(2 * time.Second)
-	h.r.releaseBrakes(context.Background())
+	h.r.brakes.release(context.Background())
 	assert.Zero(t, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues(clusterZone)), "five of six back: released")
 	silent, _ := h.r.leases.silentFor("n0")
 	assert.Less(t, silent, h.r.opts.LeaseLostAfter.Duration, "n0's silence, covered by the brake, restarts")
-	assert.Nil(t, h.r.checkBrakes(context.Background(), onNode("n1"), h.node(t, "n1"), Decision{Cause: ReasonNodeLost}),
+	assert.Nil(t, h.r.brakes.check(context.Background(), onNode("n1"), h.node(t, "n1"), Decision{Cause: ReasonNodeLost}),
 		"already released: a later look holds nothing for it")
 }
 
 // judgeLost asks the brakes about node's pod as if node were lost.
 func (h *harness) judgeLost(t *testing.T, node string) *hold {
 	t.Helper()
-	return h.r.checkBrakes(context.Background(), onNode(node), h.node(t, node), Decision{Cause: ReasonNodeLost})
+	return h.r.brakes.check(context.Background(), onNode(node), h.node(t, node), Decision{Cause: ReasonNodeLost})
 }
 
 func (h *harness) node(t *testing.T, name string) *corev1.Node {
@@ -398,7 +401,7 @@ func TestHeldPodGetsOneEvent(t *testing.T) {
 	hold := &hold{reason: ReasonPartitionSuspected, after: brakeRecheck, message: "suspected partition"}
 	d := Decision{Cause: ReasonNodeLost, Action: ActionEvict, Message: "node lost"}
 	for range 3 {
-		res := h.r.holdBack(context.Background(), pod, JobKey{}, d, hold)
+		res := h.r.holdBack(context.Background(), pod, jobs.Key{}, d, hold)
 		assert.Equal(t, brakeRecheck, res.RequeueAfter, "every recheck still happens")
 		h.clock.Step(brakeRecheck)
 	}
@@ -468,7 +471,7 @@ func TestNewHoldAfterRecoveryIsSaid(t *testing.T) {
 	assert.Empty(t, h.drainEvents(), "the brake held the zone all along, and its Event said so")
 
 	setReady(corev1.ConditionTrue, all...)
-	h.r.releaseBrakes(context.Background())
+	h.r.brakes.release(context.Background())
 	require.Zero(t, testutil.ToFloat64(h.r.metrics.brakeEngaged.WithLabelValues("z1")), "the zone is back: released")
 	h.reconcile(t, "team", "p-n0")
 	assert.Empty(t, h.drainEvents())
@@ -546,7 +549,7 @@ func TestBrakeHoldsManyPodsWithOneEvent(t *testing.T) {
 // afresh.
 func TestBrakeNoteSaysWhatIsNews(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
-	b := newBrakes(testOptions(), clk, newMetrics())
+	b := newBrakes(testOptions(), brakeInputs{clock: clk, metrics: newMetrics()})
 	a, c := types.UID("a"), types.UID("c")
 
 	n, ok := b.noteHeld("z1", a)
@@ -647,13 +650,13 @@ func TestOneCountForEveryZone(t *testing.T) {
 	h := newHarness(t, false, objs...)
 	h.r.brakes.clusterThreshold = 1 // the zone brakes alone
 	counts := 0
-	list := h.r.carrierKeys
-	h.r.carrierKeys = func(ctx context.Context) ([]string, error) { counts++; return list(ctx) }
+	list := h.r.brakes.carrierKeys
+	h.r.brakes.carrierKeys = func(ctx context.Context) ([]string, error) { counts++; return list(ctx) }
 	judge := func(node string) {
 		t.Helper()
 		n := &corev1.Node{}
 		require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Name: node}, n))
-		hold := h.r.checkBrakes(context.Background(), onNode(node), n, Decision{Cause: ReasonNodeLost})
+		hold := h.r.brakes.check(context.Background(), onNode(node), n, Decision{Cause: ReasonNodeLost})
 		require.NotNil(t, hold, node)
 		assert.Equal(t, ReasonPartitionSuspected, hold.reason)
 	}
@@ -668,4 +671,30 @@ func TestOneCountForEveryZone(t *testing.T) {
 	h.clock.Step(areaStateTTL)
 	judge("m1")
 	assert.Equal(t, 2, counts, "counted again once the count is areaStateTTL old")
+}
+
+// TestAreaJudgedOncePerReconcile: a pod's zone and cluster brakes are
+// judged once per reconcile, whether before its job's policy is read (a
+// lost node) or with the other brakes (a retried exit). The job's read
+// takes areaStateTTL, so a second judgement would count again.
+func TestAreaJudgedOncePerReconcile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		node *corev1.Node
+	}{
+		{"lost node", newPod(), lostNode()},
+		{"retried exit", newPod(exited(137, "Error")), readyNode()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, true, tc.pod, tc.node, pytorchJob())
+			counts := 0
+			list := h.r.brakes.carrierKeys
+			h.r.brakes.carrierKeys = func(ctx context.Context) ([]string, error) { counts++; return list(ctx) }
+			h.onJobRead = func() { h.clock.Step(areaStateTTL) }
+			h.reconcile(t, "team", "job-worker-0")
+			assert.Equal(t, 1, h.removals(), "acted on: %v", h.drainEvents())
+			assert.Equal(t, 1, counts, "the area brakes judged once")
+		})
+	}
 }

@@ -26,7 +26,9 @@ import (
 //     check in Reconcile), and are stripped by TransformPod to the fields
 //     the rescheduler reads.
 //   - Nodes are stripped by TransformNode (no images, no addresses).
-func CacheByObject(namespace string) map[client.Object]cache.ByObject {
+//
+// kinds are the job kinds served: the pod labels their KeyOf reads are kept.
+func CacheByObject(namespace string, kinds jobs.Kinds) map[client.Object]cache.ByObject {
 	var namespaces map[string]cache.Config
 	if namespace != "" { // "" would mean every namespace; Setup refuses it
 		namespaces = map[string]cache.Config{namespace: {}}
@@ -34,7 +36,7 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {
 			Label:     labels.SelectorFromSet(labels.Set{contract.LabelManaged: "true"}),
-			Transform: podTransform(NewJobKeys(jobs.Builtin()).Labels()),
+			Transform: TransformPod(kinds),
 		},
 		&corev1.ConfigMap{}: {
 			Label:      labels.SelectorFromSet(labels.Set{contract.LabelBadNodes: "true"}),
@@ -67,18 +69,12 @@ func keptAnnotation(k string) bool {
 // anything longer is cut, it only ends up in an Event).
 const maxKeptMessage = 256
 
-// TransformPod keeps only what Decide, JobKeyOf and the controller read
-// (for the built-in kinds; the cache builds its transform once).
-// Everything else a tenant can make large (env, volumes, commands, images,
-// unrelated labels and annotations) is dropped before it is cached. A pod
-// that is not a *corev1.Pod (a tombstone) passes unchanged.
-func TransformPod(obj any) (any, error) {
-	return podTransform(NewJobKeys(jobs.Builtin()).Labels())(obj)
-}
-
-// podTransform is TransformPod keeping jobLabels.
-func podTransform(jobLabels []string) toolscache.TransformFunc {
-	kept := keptLabels(jobLabels)
+// TransformPod keeps only what Decide, kinds.KeyOf and the controller
+// read. Everything else a tenant can make large (env, volumes, commands,
+// images, unrelated labels and annotations) is dropped before it is
+// cached. A pod that is not a *corev1.Pod (a tombstone) passes unchanged.
+func TransformPod(kinds jobs.Kinds) toolscache.TransformFunc {
+	kept := keptLabels(kinds.JobLabels())
 	return func(obj any) (any, error) { return transformPod(obj, kept) }
 }
 
@@ -91,9 +87,12 @@ func transformPod(obj any, keptLabel func(string) bool) (any, error) {
 	m := &out.ObjectMeta
 	m.Name, m.Namespace, m.UID, m.ResourceVersion = pod.Name, intern(pod.Namespace), pod.UID, pod.ResourceVersion
 	m.DeletionTimestamp, m.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
+	// A pod created after its node was recorded that fails there again
+	// makes the node's avoidance required (Record.AddNode).
+	m.CreationTimestamp = pod.CreationTimestamp
 	m.Labels = filterMap(pod.Labels, keptLabel)
 	m.Annotations = filterMap(pod.Annotations, keptAnnotation)
-	if ref := controllerRef(pod); ref != nil {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
 		m.OwnerReferences = []metav1.OwnerReference{internRef(ref)}
 	}
 	out.Spec.NodeName = intern(pod.Spec.NodeName)
@@ -241,10 +240,4 @@ func truncate(s string) string {
 		return s[:maxKeptMessage] + "..."
 	}
 	return s
-}
-
-var _ toolscache.TransformFunc = TransformPod
-
-func controllerRef(pod *corev1.Pod) *metav1.OwnerReference {
-	return metav1.GetControllerOf(pod)
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -38,9 +39,10 @@ const IndexPodNodeName = "spec.nodeName"
 
 // Setup registers the controller when cfg.Rescheduler.Enabled. It runs
 // only on the leader (the manager's default for controllers), while every
-// replica's cache serves the pod webhook's NewBadNodeStore. namespace is
-// trainguard's own (serve --namespace), where the records live.
-func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string) error {
+// replica's cache serves the pod webhook's NewBadNodeStore. kinds are the
+// job kinds the process serves (a pod's job is found by theirs); namespace
+// is trainguard's own (serve --namespace), where the records live.
+func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, kinds jobs.Kinds, namespace string) error {
 	cfg = cfg.WithDefaults()
 	opts := cfg.Rescheduler
 	if !*opts.Enabled {
@@ -63,12 +65,11 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, IndexPodNodeName, podNodeName); err != nil {
 		return fmt.Errorf("indexing pods by node: %w", err)
 	}
-	r := newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), clock.RealClock{}, cfg, namespace, m)
 	keys, err := carrierIndex(mgr)
 	if err != nil {
 		return err
 	}
-	r.carrierKeys = keys
+	r := newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), clock.RealClock{}, cfg, kinds, namespace, m, keys)
 	if err := mgr.Add(&sweeper{r: r}); err != nil {
 		return fmt.Errorf("adding the record sweeper: %w", err)
 	}
@@ -80,11 +81,15 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, namespace string
 }
 
 func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, clk clock.PassiveClock,
-	cfg *configv1alpha1.Configuration, namespace string, m *metrics) *Reconciler {
+	cfg *configv1alpha1.Configuration, kinds jobs.Kinds, namespace string, m *metrics, carrierKeys func(context.Context) ([]string, error)) *Reconciler {
+	l := newLeases(clk)
 	return &Reconciler{
 		client: c, apiReader: apiReader, recorder: rec, clock: clk, cfg: cfg, opts: cfg.Rescheduler, namespace: namespace, metrics: m,
-		brakes: newBrakes(cfg.Rescheduler, clk, m), blocked: map[types.NamespacedName]blockedPod{}, leases: newLeases(clk),
-		jobKeys: NewJobKeys(jobs.Builtin()),
+		brakes: newBrakes(cfg.Rescheduler, brakeInputs{cache: c, apiReader: apiReader, leases: l, carrierKeys: carrierKeys,
+			scope:   policy.Scope{Config: cfg, OwnNamespace: namespace, Namespaces: policy.ClientNamespaces(c)},
+			metrics: m, clock: clk, lostAfter: cfg.Rescheduler.LeaseLostAfter.Duration}),
+		blocked: map[types.NamespacedName]blockedPod{}, leases: l,
+		kinds: kinds, chains: ownerchain.New(kinds),
 	}
 }
 
@@ -133,12 +138,9 @@ type Reconciler struct {
 
 	// leases tells how long each node's kubelet has been silent.
 	leases *leases
-	// jobKeys finds a pod's job (built once: the adapters' labels).
-	jobKeys JobKeys
-
-	// carrierKeys lists IndexCarrier's values: which nodes carry managed
-	// pods of which namespaces, for the brakes.
-	carrierKeys func(context.Context) ([]string, error)
+	// kinds find a pod's job (jobs.Kinds.KeyOf), chains the job's object.
+	kinds  jobs.Kinds
+	chains ownerchain.Chains
 
 	// held: the holds already said (holdBack), so a recheck is not news.
 	held heldNotes
@@ -212,8 +214,8 @@ func (r *Reconciler) stashedPodOf(_ context.Context, o client.Object) []reconcil
 	if !ok || cm.Data[dataStash] == "" {
 		return nil
 	}
-	key, ok := parseJobKey(cm.Data[dataJob], cm.Data[dataAPIVersion])
-	if !ok || !key.Bare() || cm.Name != key.RecordName() {
+	key, ok := jobs.ParseKey(cm.Data[dataJob], cm.Data[dataAPIVersion])
+	if !ok || !key.Bare() || cm.Name != RecordName(key) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: key.Namespace, Name: key.Name}}}
@@ -239,7 +241,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	key := r.jobKeys.Of(pod)
+	key := r.kinds.KeyOf(pod)
 	cm, rec, err := r.loadRecord(ctx, key)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -252,11 +254,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// cleared the stash.
 		return reconcile.Result{}, r.clearStash(ctx, key, cm, &rec)
 	}
+	// Decide, brake once, act.
 	d := Decide(r.input(pod, node, &rec, nil), r.opts)
-	if d.Cause == ReasonNodeLost && acts(d) {
-		if h := r.areaBrakes(ctx, node); h != nil {
+	areaJudged := d.Cause == ReasonNodeLost && acts(d)
+	if areaJudged {
+		if h := r.brakes.areaHold(ctx, node); h != nil {
 			// Held whatever the job's policy says: no API read for it
-			// (issue 34: a silent zone of 500 nodes is ~5,000 such reads).
+			// (TestBrakedZoneNeedsNoJobRead: a silent zone of 500 nodes is
+			// ~5,000 such reads).
 			return r.holdBack(ctx, pod, key, d, h), nil
 		}
 	}
@@ -265,7 +270,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// read it now that it matters, and decide again with it.
 		d = Decide(r.input(pod, node, &rec, r.jobAnnotations(ctx, pod)), r.opts)
 	}
-	return r.carryOut(ctx, pod, node, key, cm, &rec, d)
+	// Every eviction or delete passes the storm brakes first, the area
+	// brakes once.
+	var h *hold
+	switch {
+	case !acts(d):
+	case areaJudged:
+		h = r.brakes.admit(ctx, pod, d)
+	default:
+		h = r.brakes.check(ctx, pod, node, d)
+	}
+	if h != nil {
+		return r.holdBack(ctx, pod, key, d, h), nil
+	}
+	return r.carryOut(ctx, pod, key, cm, &rec, d)
 }
 
 // optedIn checks, with the webhook's own predicate, that the webhook would
@@ -354,9 +372,9 @@ func (r *Reconciler) node(ctx context.Context, name string) (*corev1.Node, error
 // cm is nil when there is none. A record that fails to parse or does not
 // match the job is reported and treated as absent: it is never acted on,
 // and the next write replaces it.
-func (r *Reconciler) loadRecord(ctx context.Context, key JobKey) (*corev1.ConfigMap, Record, error) {
+func (r *Reconciler) loadRecord(ctx context.Context, key jobs.Key) (*corev1.ConfigMap, Record, error) {
 	cm := &corev1.ConfigMap{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: key.RecordName()}, cm); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: RecordName(key)}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, Record{}, nil
 		}

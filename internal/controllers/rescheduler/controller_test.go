@@ -36,6 +36,8 @@ import (
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
+	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
@@ -53,6 +55,10 @@ type harness struct {
 	// jobReads counts reads of jobs (unstructured or metadata-only: the
 	// API reads the rescheduler makes for a job's policy).
 	jobReads int
+	// onJobRead, when set, runs at each of them (a slow read).
+	onJobRead func()
+	// kinds are the job kinds the reconciler serves; none means jobs.Builtin().
+	kinds jobs.Kinds
 }
 
 // ownNS is trainguard's namespace in the unit tests.
@@ -94,6 +100,9 @@ func newHarness(t *testing.T, withJobCRD bool, objs ...client.Object) *harness {
 				switch obj.(type) {
 				case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
 					h.jobReads++
+					if h.onJobRead != nil {
+						h.onJobRead()
+					}
 				}
 				return c.Get(ctx, key, obj, opts...)
 			},
@@ -141,10 +150,10 @@ func (h *harness) drainEvents() []string {
 	}
 }
 
-func (h *harness) record(t *testing.T, key JobKey) (*corev1.ConfigMap, Record) {
+func (h *harness) record(t *testing.T, key jobs.Key) (*corev1.ConfigMap, Record) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Namespace: ownNS, Name: key.RecordName()}, cm))
+	require.NoError(t, h.c.Get(context.Background(), client.ObjectKey{Namespace: ownNS, Name: RecordName(key)}, cm))
 	rec, err := decodeRecord(cm, key)
 	require.NoError(t, err)
 	return cm, rec
@@ -172,9 +181,9 @@ func pytorchJob() *unstructured.Unstructured {
 }
 
 // recordCM builds a record ConfigMap as the controller writes it.
-func recordCM(t *testing.T, key JobKey, rec Record) *corev1.ConfigMap {
+func recordCM(t *testing.T, key jobs.Key, rec Record) *corev1.ConfigMap {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNS, Name: key.RecordName(),
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNS, Name: RecordName(key),
 		Labels: map[string]string{contract.LabelBadNodes: "true"}}}
 	require.NoError(t, rec.encodeInto(cm, key))
 	return cm
@@ -193,7 +202,7 @@ func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
 	require.NotNil(t, h.evictions[0].Preconditions)
 	assert.Equal(t, types.UID("uid-1"), *h.evictions[0].Preconditions.UID)
 
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	cm, rec := h.record(t, key)
 	assert.Equal(t, "true", cm.Labels[contract.LabelBadNodes])
 	assert.Equal(t, map[string]time.Time{"n1": t0.Add(time.Hour)}, rec.Nodes)
@@ -212,11 +221,11 @@ func TestNodeLostGracefulDeleteRecordsBadNode(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.badNodes))
 
 	// The replacement the operator creates is kept off n1.
-	store := newBadNodeStore(h.c, testOptions(), ownNS, h.clock)
+	store := newBadNodeStore(h.c, testOptions(), jobs.Builtin(), ownNS, h.clock)
 	replacement := newPod(func(p *corev1.Pod) { p.UID = ""; p.Spec.NodeName = "" })
-	nodes, err := store.AvoidNodes(context.Background(), replacement)
+	avoid, err := store.AvoidNodes(context.Background(), replacement)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"n1"}, nodes)
+	assert.Equal(t, podspec.Avoid{Preferred: []string{"n1"}}, avoid, "failed the job once: preferred, never required")
 }
 
 func TestNodeNotReadyWithinGraceWaits(t *testing.T) {
@@ -244,7 +253,7 @@ func TestForceModeEvictsNowBeforeTheBound(t *testing.T) {
 	require.Len(t, h.evictions, 1)
 	require.NotNil(t, h.evictions[0].GracePeriodSeconds)
 	assert.EqualValues(t, 0, *h.evictions[0].GracePeriodSeconds)
-	_, rec := h.record(t, JobKeyOf(pod))
+	_, rec := h.record(t, keyOf(pod))
 	assert.Contains(t, rec.Nodes, "n1")
 	assert.Contains(t, h.drainEvents(), "Normal ForceDelete node n1 Ready=False for 2m0s (grace 1m0s); reschedule 1/10; fault-scheduling=force: evicting with grace period 0 (PodDisruptionBudgets hold)")
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.deletions.WithLabelValues("evict-now")))
@@ -295,7 +304,7 @@ func TestRetryableExitWithCap(t *testing.T) {
 
 func TestCapReachedAnnotatesJobOnce(t *testing.T) {
 	pod := newPod()
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	rec := recordCM(t, key, Record{Nodes: map[string]time.Time{"n0": t0.Add(time.Minute)}, Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
 	h := newHarness(t, true, pod, lostNode(), rec, pytorchJob())
 
@@ -324,7 +333,7 @@ func TestCapReachedAnnotatesJobOnce(t *testing.T) {
 
 func TestCapReachedWithoutJobCRD(t *testing.T) {
 	pod := newPod()
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	rec := recordCM(t, key, Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
 	h := newHarness(t, false, pod, lostNode(), rec)
 
@@ -336,7 +345,7 @@ func TestCapReachedWithoutJobCRD(t *testing.T) {
 
 func TestJobAnnotationSetsCap(t *testing.T) {
 	pod := newPod()
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	job := pytorchJob()
 	job.SetAnnotations(map[string]string{contract.AnnotationMaxReschedules: "3"})
 	rec := recordCM(t, key, Record{Reschedules: 3, RoundStart: t0.Add(-time.Hour)})
@@ -358,7 +367,7 @@ func TestPermanentFailureUntouchedEventOnce(t *testing.T) {
 	assert.True(t, h.podExists(t, "team", pod.Name))
 	assert.Zero(t, h.removals())
 	assert.Equal(t, []string{"Warning PermanentFailure exit code 1: general error: permanent failure, not retried"}, h.drainEvents())
-	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: JobKeyOf(pod).RecordName()}, &corev1.ConfigMap{})
+	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: RecordName(keyOf(pod))}, &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsNotFound(err), "no record for a permanent failure")
 }
 
@@ -380,7 +389,7 @@ func TestRecoverInPlaceAndOffLeavePodAlone(t *testing.T) {
 
 func TestBackoffPendingRequeues(t *testing.T) {
 	pod := newPod()
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	rec := recordCM(t, key, Record{Nodes: map[string]time.Time{"n0": t0.Add(time.Hour)}, Reschedules: 3, RoundStart: t0.Add(-15 * time.Second)})
 	h := newHarness(t, false, pod, lostNode(), rec)
 
@@ -407,7 +416,7 @@ func TestPodsOfOneIncidentCountOnce(t *testing.T) {
 	h.reconcile(t, "team", b.Name)
 
 	assert.Len(t, h.evictions, 2)
-	_, rec := h.record(t, JobKeyOf(a))
+	_, rec := h.record(t, keyOf(a))
 	assert.Equal(t, 1, rec.Reschedules)
 }
 
@@ -417,7 +426,7 @@ func TestBarePodRecreated(t *testing.T) {
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-api-access-x1", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}, {Name: "data", MountPath: "/data"}}
 		p.Spec.Priority = new(int32)
 	})
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	require.True(t, key.Bare())
 	h := newHarness(t, false, pod, lostNode())
 
@@ -439,14 +448,15 @@ func TestBarePodRecreated(t *testing.T) {
 	assert.Equal(t, []corev1.Volume{{Name: "data"}}, got.Spec.Volumes)
 	assert.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}, got.Spec.Containers[0].VolumeMounts)
 	require.NotNil(t, got.Spec.Affinity)
-	assert.Equal(t, []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+	assert.Nil(t, got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "n1 failed the pod once: not forbidden")
+	assert.Equal(t, []corev1.PreferredSchedulingTerm{{Weight: podspec.AvoidWeight, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
 		{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}},
-	}}}, got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+	}}}}, got.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
 
 	_, rec = h.record(t, key)
 	assert.Nil(t, rec.Stash)
 	evs := h.drainEvents()
-	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; avoids [n1]", evs[len(evs)-1])
+	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; prefers other nodes than [n1] (failed the job once)", evs[len(evs)-1])
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.r.metrics.recreated))
 
 	// Nothing more to do.
@@ -546,12 +556,12 @@ func TestBarePodWithinBaselineIsRecreated(t *testing.T) {
 	require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Empty(t, got.Spec.NodeName)
 	evs := h.drainEvents()
-	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; avoids [n1]", evs[len(evs)-1])
+	assert.Equal(t, "Normal BarePodRecreated bare pod recreated without its node; prefers other nodes than [n1] (failed the job once)", evs[len(evs)-1])
 }
 
 func TestBarePodRecreationWaitsForTheOldPod(t *testing.T) {
 	pod := newPod(bare)
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	old := newPod(bare, func(p *corev1.Pod) { p.Finalizers = []string{"test/hold"} }, terminating(time.Second))
 	h := newHarness(t, false, old, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}, Stash: stashOf(old)}))
 
@@ -565,7 +575,7 @@ func TestBarePodRecreationWaitsForTheOldPod(t *testing.T) {
 
 func TestBarePodReplacementAlreadyThereClearsTheStash(t *testing.T) {
 	replacement := newPod(bare, func(p *corev1.Pod) { p.UID = "uid-new"; p.Spec.NodeName = "n2" })
-	key := JobKeyOf(replacement)
+	key := keyOf(replacement)
 	old := stashOf(replacement)
 	old.UID = "uid-1"
 	h := newHarness(t, false, replacement, readyNode(),
@@ -579,7 +589,7 @@ func TestBarePodReplacementAlreadyThereClearsTheStash(t *testing.T) {
 
 func TestBarePodCapAnnotatesThePod(t *testing.T) {
 	pod := newPod(bare)
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	h := newHarness(t, false, pod, lostNode(), recordCM(t, key, Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)}))
 
 	h.reconcile(t, "team", pod.Name)
@@ -592,10 +602,11 @@ func TestBarePodCapAnnotatesThePod(t *testing.T) {
 
 func TestRecordBoundedAndExpired(t *testing.T) {
 	pod := newPod()
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	var rec Record
 	for i := 0; i < 20; i++ {
-		rec.AddNode(fmt.Sprintf("n%02d", i), t0.Add(time.Duration(i)*time.Minute), time.Hour, configv1alpha1.DefaultMaxBadNodes)
+		now := t0.Add(time.Duration(i) * time.Minute)
+		rec.AddNode(fmt.Sprintf("n%02d", i), now.Add(-time.Hour), now, time.Hour, configv1alpha1.DefaultMaxBadNodes)
 	}
 	require.Len(t, rec.Nodes, configv1alpha1.DefaultMaxBadNodes, "bounded at 16")
 	assert.NotContains(t, rec.Nodes, "n00", "the oldest go first")
@@ -608,50 +619,50 @@ func TestRecordBoundedAndExpired(t *testing.T) {
 		big.Nodes[fmt.Sprintf("x%02d", i)] = t0.Add(time.Duration(i-5) * time.Minute) // x00..x05 expired at t0
 	}
 	h := newHarness(t, false, recordCM(t, key, big))
-	store := newBadNodeStore(h.c, testOptions(), ownNS, h.clock)
-	nodes, err := store.AvoidNodes(context.Background(), pod)
+	store := newBadNodeStore(h.c, testOptions(), jobs.Builtin(), ownNS, h.clock)
+	nodes, err := avoided(store, pod)
 	require.NoError(t, err)
 	assert.Len(t, nodes, 16)
 	assert.True(t, sort.StringsAreSorted(nodes))
 	assert.Equal(t, "x14", nodes[0], "the 16 latest-expiring")
 
 	h.clock.Step(time.Hour)
-	nodes, err = store.AvoidNodes(context.Background(), pod)
+	nodes, err = avoided(store, pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes, "expired records are ignored")
 }
 
 func TestStoreIgnoresForeignConfigMapsAndMissingRecords(t *testing.T) {
 	pod := newPod()
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	unlabelled := recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}})
 	unlabelled.Labels = nil
 	// A tenant's copy of a valid record, in the tenant's namespace.
 	tenant := recordCM(t, key, Record{Nodes: map[string]time.Time{"n2": t0.Add(time.Hour)}})
 	tenant.Namespace = "team"
 	h := newHarness(t, false, unlabelled, tenant)
-	store := newBadNodeStore(h.c, testOptions(), ownNS, h.clock)
+	store := newBadNodeStore(h.c, testOptions(), jobs.Builtin(), ownNS, h.clock)
 
-	nodes, err := store.AvoidNodes(context.Background(), pod)
+	nodes, err := avoided(store, pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
-	nodes, err = store.AvoidNodes(context.Background(), newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
+	nodes, err = avoided(store, newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 
 	// A record of another job, renamed to this job's record: ignored.
-	other := JobKeyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
+	other := keyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }))
 	forged := recordCM(t, other, Record{Nodes: map[string]time.Time{"n3": t0.Add(time.Hour)}})
-	forged.Name = key.RecordName()
+	forged.Name = RecordName(key)
 	h3 := newHarness(t, false, forged)
-	nodes, err = newBadNodeStore(h3.c, testOptions(), ownNS, h3.clock).AvoidNodes(context.Background(), pod)
+	nodes, err = avoided(newBadNodeStore(h3.c, testOptions(), jobs.Builtin(), ownNS, h3.clock), pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 
 	disabled := testOptions()
 	disabled.Enabled = ptr.To(false)
 	h2 := newHarness(t, false, recordCM(t, key, Record{Nodes: map[string]time.Time{"n1": t0.Add(time.Hour)}}))
-	nodes, err = NewBadNodeStore(h2.c, disabled, ownNS).AvoidNodes(context.Background(), pod)
+	nodes, err = avoided(NewBadNodeStore(h2.c, disabled, jobs.Builtin(), ownNS), pod)
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 }
@@ -666,7 +677,7 @@ func TestPodsOnNode(t *testing.T) {
 
 func TestCacheByObject(t *testing.T) {
 	got := map[string]string{}
-	for obj, by := range CacheByObject(ownNS) {
+	for obj, by := range CacheByObject(ownNS, jobs.Builtin()) {
 		desc := fmt.Sprintf("label=%v namespaces=%v transform=%v", by.Label, keysOf(by.Namespaces), by.Transform != nil)
 		got[fmt.Sprintf("%T", obj)] = desc
 	}
@@ -698,7 +709,7 @@ func TestMetricsRegisterTwice(t *testing.T) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	pod := newPod(bare)
-	key := JobKeyOf(pod)
+	key := keyOf(pod)
 	in := Record{Nodes: map[string]time.Time{"a": t0}, Reschedules: 2, RoundStart: t0, Stash: stashOf(pod)}
 	cm := recordCM(t, key, in)
 	var nodes map[string]string
@@ -733,17 +744,17 @@ func TestTransformPodKeepsOnlyWhatIsRead(t *testing.T) {
 		label("unrelated", "x"), label(contract.LabelMindClusterFaultScheduling, "force"), exited(137, "Error"))
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: strings.Repeat("y", 4096)}}
 	pod.Status.Message = strings.Repeat("z", 1000)
-	out, err := TransformPod(pod.DeepCopy())
+	out, err := stripPod(pod.DeepCopy())
 	require.NoError(t, err)
 	got := out.(*corev1.Pod)
-	assert.Equal(t, JobKeyOf(pod), JobKeyOf(got))
+	assert.Equal(t, keyOf(pod), keyOf(got))
 	assert.Equal(t, map[string]string{contract.AnnotationMaxReschedules: "3"}, got.Annotations)
 	assert.Equal(t, map[string]string{contract.LabelManaged: "true", kubeflowv1.LabelJobName: "job", contract.LabelMindClusterFaultScheduling: "force"}, got.Labels)
 	assert.Equal(t, []corev1.Container{{Name: "pytorch"}}, got.Spec.Containers)
 	assert.Len(t, got.Status.Message, maxKeptMessage+3)
 	assert.Equal(t, int32(137), got.Status.ContainerStatuses[0].State.Terminated.ExitCode)
 	tomb := toolscacheTombstone()
-	same, err := TransformPod(tomb)
+	same, err := stripPod(tomb)
 	require.NoError(t, err)
 	assert.Equal(t, tomb, same, "anything but a pod passes unchanged")
 }
@@ -758,11 +769,11 @@ func TestTransformPodKeepsJobSetIdentityAndOutcomeLine(t *testing.T) {
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "resilient-node-0", UID: "u", Controller: builders.Ptr(true)}}
 	line := contract.CheckpointOutcomePrefix + `{"outcome":"saved","step":3,"bytes":10,"seconds":0.5}`
 	pod.Status.ContainerStatuses[0].State.Terminated.Message = strings.Repeat("user output\n", 300) + line + "\n"
-	out, err := TransformPod(pod.DeepCopy())
+	out, err := stripPod(pod.DeepCopy())
 	require.NoError(t, err)
 	got := out.(*corev1.Pod)
-	assert.Equal(t, JobKeyOf(pod), JobKeyOf(got))
-	assert.Equal(t, "JobSet", JobKeyOf(got).Kind)
+	assert.Equal(t, keyOf(pod), keyOf(got))
+	assert.Equal(t, "JobSet", keyOf(got).Kind)
 	assert.Equal(t, line, got.Status.ContainerStatuses[0].State.Terminated.Message)
 }
 
@@ -779,13 +790,13 @@ func TestTransformPodInternsRecurringStrings(t *testing.T) {
 		return out
 	}
 	pod := newPod(annotation(contract.AnnotationMaxReschedules, "3"), label(contract.LabelMindClusterFaultScheduling, "force"))
-	a1, err := TransformPod(decode(pod))
+	a1, err := stripPod(decode(pod))
 	require.NoError(t, err)
-	a2, err := TransformPod(decode(pod))
+	a2, err := stripPod(decode(pod))
 	require.NoError(t, err)
 	p1, p2 := a1.(*corev1.Pod), a2.(*corev1.Pod)
 	assert.Equal(t, p1, p2, "the same pod transforms the same")
-	assert.Equal(t, JobKeyOf(pod), JobKeyOf(p1))
+	assert.Equal(t, keyOf(pod), keyOf(p1))
 	same := func(what, x, y string) {
 		t.Helper()
 		assert.Same(t, unsafe.StringData(x), unsafe.StringData(y), "%s %q is held once", what, x)
@@ -835,10 +846,18 @@ func TestStaleCacheNeverActsTwice(t *testing.T) {
 	assert.Zero(t, h.removals())
 	assert.Equal(t, staleRetry, res.RequeueAfter, "decided again soon, on the newer copy")
 	assert.Empty(t, h.drainEvents(), "no decision reported")
-	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ownNS, Name: JobKeyOf(pod).RecordName()}, &corev1.ConfigMap{})
+	err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ownNS, Name: RecordName(keyOf(pod))}, &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsNotFound(err), "no bad node recorded, no round counted: %v", err)
 
 	h.r.apiReader = h.c // the informer caught up: the same copy
 	h.reconcile(t, "team", pod.Name)
 	assert.False(t, h.podExists(t, "team", pod.Name), "evicted once the copy is current")
+}
+
+// avoided is every node the store says pod avoids, required or preferred.
+func avoided(store podspec.NodeAvoider, pod *corev1.Pod) ([]string, error) {
+	a, err := store.AvoidNodes(context.Background(), pod)
+	nodes := append(append([]string{}, a.Required...), a.Preferred...)
+	sort.Strings(nodes)
+	return nodes, err
 }

@@ -33,13 +33,6 @@ const (
 	ActionForceDelete Action = "ForceDelete"
 )
 
-// Fault-scheduling modes (MindCluster's fault-scheduling label).
-const (
-	FaultSchedulingGrace = "grace"
-	FaultSchedulingForce = "force"
-	FaultSchedulingOff   = "off"
-)
-
 // Input is everything Decide looks at. The controller fills it from its
 // cache; tests fill it by hand.
 type Input struct {
@@ -142,7 +135,7 @@ func Decide(in Input, opts Options) Decision {
 		return d
 	}
 	d.Message += note
-	if mode == FaultSchedulingOff {
+	if mode == contract.FaultSchedulingOff {
 		return d.no(ReasonFaultSchedulingOff, "fault-scheduling=off: hands off")
 	}
 	strategy := contract.RecoverStrategyOf(pod.Annotations, orDefault(in.DefaultRecoverStrategy, configv1alpha1.DefaultRecoverStrategy))
@@ -167,7 +160,7 @@ func Decide(in Input, opts Options) Decision {
 	if stop {
 		return d
 	}
-	if mode == FaultSchedulingForce {
+	if mode == contract.FaultSchedulingForce {
 		d.Reason = ReasonForceDelete
 		if ok, why := forceAllowed(in, opts); ok {
 			d.Action = ActionForceDelete
@@ -270,7 +263,7 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 	pod := in.Pod
 	node := classifyNode(in, opts)
 	alreadyForced := pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
-	if node.health != nodeLost || mode == FaultSchedulingOff || alreadyForced {
+	if node.health != nodeLost || mode == contract.FaultSchedulingOff || alreadyForced {
 		return Decision{Action: ActionNone}
 	}
 	d := Decision{Cause: ReasonNodeLost, Reason: ReasonForceDelete, Action: ActionForceDelete}
@@ -280,7 +273,7 @@ func decideTerminating(in Input, mode string, opts Options) Decision {
 		// when it is.
 		return Decision{Action: ActionWait, RequeueAfter: forceWait(in, opts), Message: node.why + "; graceful delete pending"}
 	}
-	if mode == FaultSchedulingForce {
+	if mode == contract.FaultSchedulingForce {
 		d.Message = why + "; fault-scheduling=force: pod is terminating, force-deleting"
 		return d
 	}

@@ -257,7 +257,7 @@ func TestDecide(t *testing.T) {
 			// The cache holds pods and nodes stripped by TransformPod and
 			// TransformNode: they must decide exactly the same.
 			stripped := in
-			tp, err := TransformPod(tc.pod.DeepCopy())
+			tp, err := stripPod(tc.pod.DeepCopy())
 			assert.NoError(t, err)
 			stripped.Pod = tp.(*corev1.Pod)
 			if tc.node != nil {
@@ -315,7 +315,7 @@ func TestDecideCountsTheSupervisorsInProcessRestarts(t *testing.T) {
 	decide := func(restarts int32, message string) Decision {
 		pod := newPod(restartPolicy(corev1.RestartPolicyNever), rules, terminatedRunning(137, restarts))
 		pod.Status.ContainerStatuses[0].State.Terminated.Message = message
-		cached, err := TransformPod(pod)
+		cached, err := stripPod(pod)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,14 @@ import (
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
+
+// keyOf is the job of pod among the built-in kinds, as serve finds it.
+func keyOf(pod *corev1.Pod) jobs.Key { return jobs.Builtin().KeyOf(pod) }
+
+// stripPod is the pod cache's transform for the built-in kinds.
+func stripPod(obj any) (any, error) { return TransformPod(jobs.Builtin())(obj) }
 
 // t0 is the tests' "now".
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -142,9 +149,11 @@ func cordoned(n *corev1.Node) *corev1.Node { n.Spec.Unschedulable = true; return
 // The fake has no informer: the carrier index is made from a List with the
 // index's own function.
 func (h *harness) newReconciler() *Reconciler {
-	r := newReconciler(h.c, h.c, h.events, h.clock, testConfig(), ownNS, newMetrics())
-	r.carrierKeys = listedCarrierKeys(h.c)
-	return r
+	kinds := h.kinds
+	if len(kinds.All()) == 0 {
+		kinds = jobs.Builtin()
+	}
+	return newReconciler(h.c, h.c, h.events, h.clock, testConfig(), kinds, ownNS, newMetrics(), listedCarrierKeys(h.c))
 }
 
 // listedCarrierKeys is IndexCarrier's values, read by listing every pod.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // TestInPlaceRestartsStopAtTheJobsCap (issue 28, bounded): a rank that
@@ -29,7 +30,7 @@ func TestInPlaceRestartsStopAtTheJobsCap(t *testing.T) {
 	job := pytorchJob()
 	job.SetAnnotations(map[string]string{contract.AnnotationMaxReschedules: "1"})
 	h := newHarness(t, true, worker, master, readyNode(), job)
-	key := JobKeyOf(worker)
+	key := keyOf(worker)
 	ctx := context.Background()
 
 	// Restart 1/1 in place: nothing removed, nothing recorded yet.
@@ -64,7 +65,7 @@ func TestInPlaceRestartsStopAtTheJobsCap(t *testing.T) {
 	assert.Equal(t, "1", got.GetAnnotations()[contract.AnnotationReschedulesExhausted])
 
 	// The webhook's view: the job's new pods get no restart rules.
-	stopped, err := newBadNodeStore(h.c, testOptions(), ownNS, h.clock).InPlaceStopped(ctx, newPod())
+	stopped, err := newBadNodeStore(h.c, testOptions(), jobs.Builtin(), ownNS, h.clock).InPlaceStopped(ctx, newPod())
 	require.NoError(t, err)
 	assert.True(t, stopped)
 
@@ -92,7 +93,7 @@ func TestInPlaceCountIsTheJobs(t *testing.T) {
 	pod := newPod(restartPolicy(corev1.RestartPolicyOnFailure), crashLooping(137, 4))
 	h := newHarness(t, false, pod, readyNode())
 	h.reconcile(t, "team", pod.Name)
-	_, rec := h.record(t, JobKeyOf(pod))
+	_, rec := h.record(t, keyOf(pod))
 	assert.Equal(t, 4, rec.InPlaceRestarts)
 	assert.False(t, rec.InPlaceStopped)
 	assert.Empty(t, rec.Nodes)

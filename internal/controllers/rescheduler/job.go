@@ -14,13 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/trainguard/trainguard/internal/controllers/ownerchain"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // jobOf returns the job whose policy annotations apply to the pod and that
 // is marked at the reschedule cap: a PyTorchJob, or a TrainJob reached
-// through its Job and JobSet (ownerchain.Job). Only the pod's controller
+// through its Job and JobSet (ownerchain.Chains.Job). Only the pod's controller
 // reference is followed, only to those kinds, in the pod's namespace and
 // to the UID it names: an owner reference is the tenant's to write, and
 // may name a Namespace or trainguard's own webhook configuration, which
@@ -30,7 +30,7 @@ func (r *Reconciler) jobOf(ctx context.Context, pod *corev1.Pod) (*metav1.Partia
 	if ref == nil {
 		return nil, nil
 	}
-	return ownerchain.Job(ctx, r.apiReader, pod.Namespace, *ref)
+	return r.chains.Job(ctx, r.apiReader, pod.Namespace, *ref)
 }
 
 // jobAnnotations reads the pod's job's annotations, uncached; nil when
@@ -53,7 +53,7 @@ func (r *Reconciler) jobAnnotations(ctx context.Context, pod *corev1.Pod) map[st
 // neither is a patch RBAC forbids: that is reported once (Event and log)
 // and the pod's decision annotation still stops the reconciles; retrying
 // would fail the same way forever.
-func (r *Reconciler) markExhausted(ctx context.Context, pod *corev1.Pod, key JobKey, reschedules int) error {
+func (r *Reconciler) markExhausted(ctx context.Context, pod *corev1.Pod, key jobs.Key, reschedules int) error {
 	target := &unstructured.Unstructured{}
 	if key.Bare() {
 		target.SetAPIVersion("v1")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/podspec"
 )
 
 // forbidJob makes the harness's API server refuse reads (get) or patches
@@ -50,7 +51,7 @@ func (h *harness) forbidJob(t *testing.T, verb string) {
 // ever, and the cap's Event was never sent.
 func TestCapReachedJobPatchForbiddenIsReportedOnce(t *testing.T) {
 	pod := newPod()
-	rec := recordCM(t, JobKeyOf(pod), Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
+	rec := recordCM(t, keyOf(pod), Record{Reschedules: 10, RoundStart: t0.Add(-time.Hour)})
 	h := newHarness(t, true, pod, lostNode(), rec, pytorchJob())
 	h.forbidJob(t, "patch")
 
@@ -72,7 +73,7 @@ func TestCapReachedJobPatchForbiddenIsReportedOnce(t *testing.T) {
 // cap decides.
 func TestJobReadForbiddenIsReportedAndThePodsPolicyApplies(t *testing.T) {
 	pod := newPod(annotation(contract.AnnotationMaxReschedules, "2"))
-	rec := recordCM(t, JobKeyOf(pod), Record{Reschedules: 2, RoundStart: t0.Add(-time.Hour)})
+	rec := recordCM(t, keyOf(pod), Record{Reschedules: 2, RoundStart: t0.Add(-time.Hour)})
 	h := newHarness(t, true, pod, lostNode(), rec, pytorchJob())
 	h.forbidJob(t, "get")
 
@@ -100,7 +101,7 @@ func TestOwnerOfAnUnknownKindIsNeverReadOrPatched(t *testing.T) {
 			pod.OwnerReferences = []metav1.OwnerReference{owner}
 			victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "victim", UID: "victim-uid",
 				Annotations: map[string]string{contract.AnnotationMaxReschedules: "50"}}}
-			rec := recordCM(t, JobKeyOf(pod), Record{Reschedules: 1, RoundStart: t0.Add(-time.Hour)})
+			rec := recordCM(t, keyOf(pod), Record{Reschedules: 1, RoundStart: t0.Add(-time.Hour)})
 			h := newHarness(t, false, pod, lostNode(), rec, victim)
 			require.NoError(t, h.c.Update(context.Background(), ns.DeepCopy()))
 
@@ -114,5 +115,52 @@ func TestOwnerOfAnUnknownKindIsNeverReadOrPatched(t *testing.T) {
 			require.NoError(t, h.c.Get(context.Background(), client.ObjectKeyFromObject(victim), gotVictim))
 			assert.NotContains(t, gotVictim.Annotations, contract.AnnotationReschedulesExhausted)
 		})
+	}
+}
+
+// A node lost once is avoided by preference only; a pod of the job placed
+// on it after that (created later) that fails there again makes it
+// required. Pods of one incident, all created before the record, count
+// once. The strikes survive the ConfigMap round trip and expire with the
+// node's record.
+func TestBadNodeStrikes(t *testing.T) {
+	const ttl = time.Hour
+	before, after := t0.Add(-time.Minute), t0.Add(time.Minute)
+	var rec Record
+	rec.AddNode("b", before, t0, ttl, 16)
+	rec.AddNode("b", before, t0.Add(2*time.Second), ttl, 16) // a second rank of the same incident
+	assert.Equal(t, podspec.Avoid{Preferred: []string{"b"}}, rec.Avoid(t0.Add(3*time.Second), 16))
+
+	key := keyOf(newPod())
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName(key), Namespace: ownNS}}
+	require.NoError(t, rec.encodeInto(cm, key))
+	rec, err := decodeRecord(cm, key)
+	require.NoError(t, err)
+
+	rec.AddNode("b", after, after.Add(time.Second), ttl, 16)
+	rec.AddNode("c", before, after.Add(time.Second), ttl, 16)
+	assert.Equal(t, podspec.Avoid{Required: []string{"b"}, Preferred: []string{"c"}}, rec.Avoid(after.Add(2*time.Second), 16))
+	require.NoError(t, rec.encodeInto(cm, key))
+	rec, err = decodeRecord(cm, key)
+	require.NoError(t, err)
+	assert.Equal(t, 2, rec.Strikes["b"].Count)
+
+	// Expired, b starts over at one strike.
+	later := after.Add(2 * ttl)
+	rec.AddNode("b", later, later, ttl, 16)
+	assert.Equal(t, podspec.Avoid{Preferred: []string{"b"}}, rec.Avoid(later, 16))
+
+	// A record written before strikes were kept: every node failed once.
+	old := &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta, Data: map[string]string{"job": key.String(), "nodes": `{"x":"` + t0.Add(ttl).Format(time.RFC3339) + `"}`}}
+	rec, err = decodeRecord(old, key)
+	require.NoError(t, err)
+	assert.Equal(t, podspec.Avoid{Preferred: []string{"x"}}, rec.Avoid(t0, 16))
+	rec.AddNode("x", t0.Add(time.Minute), t0.Add(2*time.Minute), ttl, 16)
+	assert.Equal(t, podspec.Avoid{Required: []string{"x"}}, rec.Avoid(t0.Add(2*time.Minute), 16), "a pod created after x was recorded failed there again")
+
+	for _, bad := range []string{`{"b":{"count":0}}`, `{"b":3}`, `[`} {
+		cm.Data[dataStrikes] = bad
+		_, err := decodeRecord(cm, key)
+		assert.Error(t, err, bad)
 	}
 }

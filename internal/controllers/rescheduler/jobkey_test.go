@@ -9,29 +9,30 @@ import (
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
 	"github.com/trainguard/trainguard/internal/foundations/podspec"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 func TestJobKeyOf(t *testing.T) {
-	kubeflow := JobKeyOf(newPod())
-	assert.Equal(t, JobKey{Namespace: "team", APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "job"}, kubeflow)
-	byLabel := JobKeyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences = nil }))
-	assert.Equal(t, kubeflow.RecordName(), byLabel.RecordName(), "label fallback finds the same record")
+	kubeflow := keyOf(newPod())
+	assert.Equal(t, jobs.Key{Namespace: "team", APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "job"}, kubeflow)
+	byLabel := keyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences = nil }))
+	assert.Equal(t, RecordName(kubeflow), RecordName(byLabel), "label fallback finds the same record")
 
-	kubedl := JobKeyOf(newPod(func(p *corev1.Pod) {
+	kubedl := keyOf(newPod(func(p *corev1.Pod) {
 		p.OwnerReferences = nil
 		p.Labels = map[string]string{kubeflowv1.LabelLegacyJobName: "job", kubeflowv1.LabelGroupName: "training.kubedl.io"}
 	}))
 	assert.Equal(t, "training.kubedl.io/v1alpha1", kubedl.APIVersion)
-	assert.NotEqual(t, kubeflow.RecordName(), kubedl.RecordName(), "same name, different kind of job")
+	assert.NotEqual(t, RecordName(kubeflow), RecordName(kubedl), "same name, different kind of job")
 
-	barePod := JobKeyOf(newPod(bare, func(p *corev1.Pod) { p.Name = "job" }))
+	barePod := keyOf(newPod(bare, func(p *corev1.Pod) { p.Name = "job" }))
 	assert.True(t, barePod.Bare())
-	assert.NotEqual(t, kubeflow.RecordName(), barePod.RecordName())
+	assert.NotEqual(t, RecordName(kubeflow), RecordName(barePod))
 
-	long := JobKeyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = string(make([]byte, 300)) }))
-	assert.LessOrEqual(t, len(long.RecordName()), 253)
+	long := keyOf(newPod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = string(make([]byte, 300)) }))
+	assert.LessOrEqual(t, len(RecordName(long)), 253)
 	// Non-controller owners do not make a job.
-	notController := JobKeyOf(newPod(func(p *corev1.Pod) {
+	notController := keyOf(newPod(func(p *corev1.Pod) {
 		p.Labels = map[string]string{}
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x"}}
 	}))

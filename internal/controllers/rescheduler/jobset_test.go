@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainerv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/trainer/v1alpha1"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 func jobSetPod(jobSet, rjob, idx, owner string) *corev1.Pod {
@@ -18,10 +19,10 @@ func jobSetPod(jobSet, rjob, idx, owner string) *corev1.Pod {
 }
 
 func TestJobSetPodsShareTheirJobSetsKey(t *testing.T) {
-	a := JobKeyOf(jobSetPod("llm", "node", "0", "llm-node-0"))
-	b := JobKeyOf(jobSetPod("llm", "node", "1", "llm-node-1"))
-	assert.Equal(t, JobKey{Namespace: "team-a", APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "llm"}, a)
-	assert.Equal(t, a.RecordName(), b.RecordName(), "every Job of a JobSet shares one bad-node record")
+	a := keyOf(jobSetPod("llm", "node", "0", "llm-node-0"))
+	b := keyOf(jobSetPod("llm", "node", "1", "llm-node-1"))
+	assert.Equal(t, jobs.Key{Namespace: "team-a", APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "llm"}, a)
+	assert.Equal(t, RecordName(a), RecordName(b), "every Job of a JobSet shares one bad-node record")
 }
 
 func TestJobSetLabelsMustAgreeWithTheOwner(t *testing.T) {
@@ -30,10 +31,10 @@ func TestJobSetLabelsMustAgreeWithTheOwner(t *testing.T) {
 		"bad index":             jobSetPod("llm", "node", "x", "llm-node-x"),
 		"invalid name":          jobSetPod("../x", "node", "0", "../x-node-0"),
 	} {
-		k := JobKeyOf(pod)
+		k := keyOf(pod)
 		assert.Equal(t, "Job", k.Kind, "%s: falls back to the owning Job", name)
 	}
 	bare := jobSetPod("llm", "node", "0", "llm-node-0")
 	bare.OwnerReferences = nil
-	assert.True(t, JobKeyOf(bare).Bare(), "labels without an owner make a bare pod")
+	assert.True(t, keyOf(bare).Bare(), "labels without an owner make a bare pod")
 }

@@ -202,7 +202,7 @@ func (w *leaseWatcher) check(ctx context.Context) {
 		}
 	}
 	w.r.leases.forget(present)
-	w.r.releaseBrakes(ctx)
+	w.r.brakes.release(ctx)
 }
 
 // TransformLease keeps what the rescheduler reads of a Lease: its name and

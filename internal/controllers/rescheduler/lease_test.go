@@ -57,13 +57,13 @@ func silentInput(pod *corev1.Pod, node *corev1.Node, silent time.Duration) Input
 
 func TestSilentKubeletIsLostBeforeNotReady(t *testing.T) {
 	opts := DefaultOptions()
-	d := Decide(silentInput(newPod(), readyNode(), 39*time.Second), opts)
-	assert.Equal(t, ActionNone, d.Action, "a kubelet that renewed within the lease duration is never acted on: %+v", d)
+	d := Decide(silentInput(newPod(), readyNode(), 24*time.Second), opts)
+	assert.Equal(t, ActionNone, d.Action, "a kubelet that renewed within --lease-lost-after is never acted on: %+v", d)
 
-	d = Decide(silentInput(newPod(), readyNode(), 41*time.Second), opts)
-	assert.Equal(t, ActionEvict, d.Action, "Ready still True, but the kubelet has been silent for the lease duration")
+	d = Decide(silentInput(newPod(), readyNode(), 26*time.Second), opts)
+	assert.Equal(t, ActionEvict, d.Action, "Ready still True, but the kubelet has been silent for --lease-lost-after")
 	assert.Equal(t, ReasonNodeLost, d.Cause)
-	assert.Contains(t, d.Message, "kubelet silent for 41s, its Lease not renewed (--lease-lost-after 40s)")
+	assert.Contains(t, d.Message, "kubelet silent for 26s, its Lease not renewed (--lease-lost-after 25s)")
 
 	d = Decide(silentInput(newPod(), cordoned(readyNode()), 5*time.Second), opts)
 	assert.Equal(t, ActionNone, d.Action, "a cordon is not a failure")
@@ -74,9 +74,9 @@ func TestSilentKubeletIsLostBeforeNotReady(t *testing.T) {
 func TestSilentKubeletGracefulDeleteIsForcedAtTheBound(t *testing.T) {
 	opts := DefaultOptions()
 	pod := newPod(terminating(time.Second))
-	d := Decide(silentInput(pod, readyNode(), 41*time.Second), opts)
+	d := Decide(silentInput(pod, readyNode(), 26*time.Second), opts)
 	assert.Equal(t, ActionForceDelete, d.Action, "%+v", d)
-	assert.Contains(t, d.Message, "node n1 unreachable (kubelet silent, Lease not renewed) for 41s, past --force-delete-after=40s; the kubelet cannot carry out the graceful delete")
+	assert.Contains(t, d.Message, "node n1 unreachable (kubelet silent, Lease not renewed) for 26s, past --force-delete-after=25s; the kubelet cannot carry out the graceful delete")
 
 	opts.ForceDeleteAfter.Duration = time.Minute
 	d = Decide(silentInput(pod, readyNode(), 41*time.Second), opts)

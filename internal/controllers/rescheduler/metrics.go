@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/trainguard/trainguard/internal/foundations/promreg"
 )
 

@@ -16,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // TestSetup wires the controller into a manager that is never started, so
@@ -23,7 +24,7 @@ import (
 // registration fit together.
 func TestSetup(t *testing.T) {
 	mgr, err := ctrl.NewManager(&rest.Config{Host: "http://127.0.0.1:1"}, ctrl.Options{
-		Cache:   cache.Options{ByObject: CacheByObject("trainguard-system")},
+		Cache:   cache.Options{ByObject: CacheByObject("trainguard-system", jobs.Builtin())},
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// A static mapper: the manager must not need an API server here.
 		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
@@ -37,7 +38,7 @@ func TestSetup(t *testing.T) {
 		},
 	})
 	require.NoError(t, err)
-	require.NoError(t, Setup(mgr, configv1alpha1.Default(), "trainguard-system"))
+	require.NoError(t, Setup(mgr, configv1alpha1.Default(), jobs.Builtin(), "trainguard-system"))
 
 	families, err := crmetrics.Registry.Gather()
 	require.NoError(t, err)
@@ -53,8 +54,8 @@ func TestSetup(t *testing.T) {
 	// A Configuration built in code gets the file's check, in its words.
 	bad := configv1alpha1.Default()
 	bad.Rescheduler.MaxBadNodes = 0
-	assert.ErrorContains(t, Setup(mgr, bad, "trainguard-system"), "rescheduler.maxBadNodes: Invalid value: 0: must be at least 1")
-	assert.ErrorContains(t, Setup(mgr, configv1alpha1.Default(), ""), "set --namespace")
+	assert.ErrorContains(t, Setup(mgr, bad, jobs.Builtin(), "trainguard-system"), "rescheduler.maxBadNodes: Invalid value: 0: must be at least 1")
+	assert.ErrorContains(t, Setup(mgr, configv1alpha1.Default(), jobs.Builtin(), ""), "set --namespace")
 	*bad.Rescheduler.Enabled = false
-	assert.NoError(t, Setup(mgr, bad, ""), "disabled: nothing is set up, settings unchecked")
+	assert.NoError(t, Setup(mgr, bad, jobs.Builtin(), ""), "disabled: nothing is set up, settings unchecked")
 }

@@ -25,7 +25,7 @@ type BadNodeStore struct {
 	clock     clock.PassiveClock
 	max       int
 	namespace string
-	jobKeys   JobKeys
+	kinds     jobs.Kinds
 }
 
 var _ podspec.NodeAvoider = (*BadNodeStore)(nil)
@@ -33,27 +33,29 @@ var _ podspec.NodeAvoider = (*BadNodeStore)(nil)
 // NewBadNodeStore returns the NodeAvoider the pod webhook uses; r is the
 // manager's cache reader. With the rescheduler disabled nothing records bad
 // nodes, so the store avoids none and never reads (no ConfigMap informer).
-// namespace is trainguard's own, where the records live.
-func NewBadNodeStore(r client.Reader, opts Options, namespace string) podspec.NodeAvoider {
+// namespace is trainguard's own, where the records live; kinds find a
+// pod's job.
+func NewBadNodeStore(r client.Reader, opts Options, kinds jobs.Kinds, namespace string) podspec.NodeAvoider {
 	if !*opts.Enabled {
 		return noAvoider{}
 	}
-	return newBadNodeStore(r, opts, namespace, clock.RealClock{})
+	return newBadNodeStore(r, opts, kinds, namespace, clock.RealClock{})
 }
 
-func newBadNodeStore(r client.Reader, opts Options, namespace string, clk clock.PassiveClock) *BadNodeStore {
-	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: namespace, jobKeys: NewJobKeys(jobs.Builtin())}
+func newBadNodeStore(r client.Reader, opts Options, kinds jobs.Kinds, namespace string, clk clock.PassiveClock) *BadNodeStore {
+	return &BadNodeStore{reader: r, clock: clk, max: opts.MaxBadNodes, namespace: namespace, kinds: kinds}
 }
 
-// AvoidNodes returns the unexpired bad nodes of the pod's job, sorted, at
-// most MaxBadNodes. A job without a valid record avoids nothing: a broken
-// record must not block admission (the rescheduler reports it).
-func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+// AvoidNodes returns how a new pod of the job avoids its unexpired bad
+// nodes (Record.Avoid), sorted, at most MaxBadNodes. A job without a valid
+// record avoids nothing: a broken record must not block admission (the
+// rescheduler reports it).
+func (s *BadNodeStore) AvoidNodes(ctx context.Context, pod *corev1.Pod) (podspec.Avoid, error) {
 	rec, ok, err := s.record(ctx, pod)
 	if !ok || err != nil {
-		return nil, err
+		return podspec.Avoid{}, err
 	}
-	return rec.Active(s.clock.Now(), s.max), nil
+	return rec.Avoid(s.clock.Now(), s.max), nil
 }
 
 // InPlaceStopped says the job's record stops its in-place restarts. A job
@@ -66,13 +68,13 @@ func (s *BadNodeStore) InPlaceStopped(ctx context.Context, pod *corev1.Pod) (boo
 // record reads the valid record of the pod's job; ok is false when there
 // is none, it is invalid, or it is an earlier job's of the same name.
 func (s *BadNodeStore) record(ctx context.Context, pod *corev1.Pod) (Record, bool, error) {
-	key := s.jobKeys.Of(pod)
+	key := s.kinds.KeyOf(pod)
 	if key.Namespace == "" || key.Name == "" {
 		// A bare pod with generateName has no identity yet, hence no record.
 		return Record{}, false, nil
 	}
 	cm := &corev1.ConfigMap{}
-	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: key.RecordName()}, cm); err != nil {
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: RecordName(key)}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return Record{}, false, nil
 		}
@@ -94,6 +96,8 @@ func (s *BadNodeStore) record(ctx context.Context, pod *corev1.Pod) (Record, boo
 
 type noAvoider struct{}
 
-func (noAvoider) AvoidNodes(context.Context, *corev1.Pod) ([]string, error) { return nil, nil }
+func (noAvoider) AvoidNodes(context.Context, *corev1.Pod) (podspec.Avoid, error) {
+	return podspec.Avoid{}, nil
+}
 
 func (noAvoider) InPlaceStopped(context.Context, *corev1.Pod) (bool, error) { return false, nil }

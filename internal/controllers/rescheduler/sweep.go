@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/jobs"
 )
 
 // sweepInterval is how often the leader looks for records of jobs that are
@@ -48,7 +49,7 @@ func (r *Reconciler) sweep(ctx context.Context) {
 	}
 	for i := range list.Items {
 		cm := &list.Items[i]
-		key, ok := parseJobKey(cm.Data[dataJob], cm.Data[dataAPIVersion])
+		key, ok := jobs.ParseKey(cm.Data[dataJob], cm.Data[dataAPIVersion])
 		if !ok {
 			continue
 		}
@@ -70,7 +71,7 @@ func (r *Reconciler) sweep(ctx context.Context) {
 
 // jobExists says whether the job (with that UID, when known) still exists;
 // when in doubt (an error, the CRD missing), it says yes.
-func (r *Reconciler) jobExists(ctx context.Context, key JobKey, uid types.UID) bool {
+func (r *Reconciler) jobExists(ctx context.Context, key jobs.Key, uid types.UID) bool {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(key.APIVersion, key.Kind))
 	err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, obj)

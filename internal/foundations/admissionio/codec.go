@@ -18,7 +18,7 @@ import (
 // member raw lacks). It is also several times faster than encoding/json on
 // the webhook's hot path, which reads every pod of an opted-in namespace.
 // A frozen config is immutable; its decoder cache is safe for concurrent use.
-var objectJSON = jsoniter.Config{ //nolint:gochecknoglobals // immutable codec, like encoding/json's own type cache.
+var objectJSON = jsoniter.Config{ // immutable codec, like encoding/json's own type cache.
 	EscapeHTML:             true,
 	CaseSensitive:          true,
 	ValidateJsonRawMessage: true,

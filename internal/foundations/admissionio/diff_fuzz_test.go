@@ -2,8 +2,9 @@ package admissionio_test
 
 import (
 	"encoding/json"
-	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"testing"
+
+	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainguard/trainguard/internal/config"
+	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
@@ -41,7 +42,7 @@ func FuzzTypedDiffAgainstCreatePatch(f *testing.F) {
 			f.Add([]byte(s), mode)
 		}
 	}
-	cfg := config.DefaultConfig()
+	cfg := configv1alpha1.Default()
 	f.Fuzz(func(t *testing.T, raw []byte, mode uint8) {
 		var tree map[string]any
 		var before corev1.Pod
@@ -63,7 +64,7 @@ func FuzzTypedDiffAgainstCreatePatch(f *testing.F) {
 }
 
 // mutate applies the injection chain, a removal, or both.
-func mutate(cfg *config.Config, pod *corev1.Pod, mode uint8) {
+func mutate(cfg *configv1alpha1.Configuration, pod *corev1.Pod, mode uint8) {
 	if mode%3 != 1 {
 		p, _ := policy.Resolve(cfg, nil, nil)
 		// Asked for explicitly, so any pod with a container is injected.
@@ -188,8 +189,8 @@ func dropEmpty(v any) any {
 // default, replaced the whole resources and lost the field.
 func TestTypedDiffKeepsUnknownFieldsOfAZeroStruct(t *testing.T) {
 	raw := diffSeeds()[0]
-	cfg := config.DefaultConfig()
-	cfg.GPU.DefaultFor = config.GPUDefaultForAllJobs // the seed is a CPU pod
+	cfg := configv1alpha1.Default()
+	cfg.GPU.DefaultFor = configv1alpha1.GPUDefaultForAllJobs // the seed is a CPU pod
 	got := roundTripJSON(t, raw, func(p *corev1.Pod) { mutate(cfg, p, 0) })
 	assert.Contains(t, got, `"futureField":{"a":1}`)
 	assert.Contains(t, got, `"nvidia.com/gpu":"1"`)

@@ -13,6 +13,11 @@ const (
 	// records it with its fence generation (docs/checkpoint-protocol.md).
 	EnvPodUID         = "TRAINGUARD_POD_UID"
 	EnvPreStopTimeout = "TRAINGUARD_PRESTOP_TIMEOUT"
+	// EnvCheckpointEvery is the SDK's periodic checkpoint interval (a Go
+	// duration): the platform's default (checkpoint.interval,
+	// trainguard.io/checkpoint-interval) unless the container sets its own;
+	// a job's migrator.periodic() call overrides both.
+	EnvCheckpointEvery = "TRAINGUARD_CHECKPOINT_EVERY"
 	// pytorchjob-migration compatibility.
 	EnvMigrationCkptPath   = "MIGRATION_CKPT_PATH"
 	EnvMigrationSignalPath = "MIGRATION_SIGNAL_PATH"
@@ -62,7 +67,7 @@ func EnvVars() []EnvVar {
 		{Name: "TRAINGUARD_KEEP_CHECKPOINTS", SDK: true},
 		{Name: "TRAINGUARD_SERIALIZER", SDK: true},
 		{Name: "TRAINGUARD_TEST_SAVE_DELAY", SDK: true},
-		{Name: "TRAINGUARD_CHECKPOINT_EVERY", SDK: true},
+		{Name: EnvCheckpointEvery, Injected: true, SDK: true},
 		{Name: "TRAINGUARD_CHECKPOINT_EVERY_STEPS", SDK: true},
 		// How long the SDK waits for the agent's done.json after a
 		// termination checkpoint, and for its own clean exit.

@@ -25,7 +25,10 @@ const (
 	AnnotationGPULimit        = Prefix + "gpu-limit"
 	AnnotationTaskD           = Prefix + "taskd"
 	AnnotationPreStopTimeout  = Prefix + "prestop-timeout"
-	AnnotationMaxReschedules  = Prefix + "max-reschedules"
+	// AnnotationCheckpointInterval sets the SDK's periodic checkpoint
+	// interval (EnvCheckpointEvery); a job's own periodic() call wins.
+	AnnotationCheckpointInterval = Prefix + "checkpoint-interval"
+	AnnotationMaxReschedules     = Prefix + "max-reschedules"
 	// AnnotationInProcessRecovery ("enabled") runs a PyTorchJob's trainer
 	// under the SDK's supervisor (python3 -m trainguard supervise --): the
 	// image must have the SDK, so it is never the default.
@@ -44,6 +47,14 @@ const (
 
 	InjectEnabled  = "enabled"
 	InjectDisabled = "disabled"
+
+	// AnnotationAdmissionMode, on a Namespace, overrides the configuration's
+	// admissionMode for the objects in it: ModeAudit admits them unchanged
+	// and reports what trainguard would inject and refuse, ModeEnforce
+	// injects and refuses (a namespace graduating from a cluster-wide audit).
+	AnnotationAdmissionMode = Prefix + "admission-mode"
+	ModeEnforce             = "enforce"
+	ModeAudit               = "audit"
 )
 
 // Keys the rescheduler reads and writes.

@@ -21,7 +21,7 @@ const AnnotationRequireDurableCheckpoints = Prefix + "require-durable-checkpoint
 func KnownAnnotations() []string { return slices.Clone(knownAnnotations()) }
 
 // knownAnnotations is built once: admission checks every template against it.
-var knownAnnotations = sync.OnceValue(func() []string { //nolint:gochecknoglobals // immutable after its one build, like annotationTable.
+var knownAnnotations = sync.OnceValue(func() []string { // immutable after its one build, like annotationTable.
 	keys := []string{AnnotationInjected, AnnotationDecision, AnnotationReschedulesExhausted}
 	for _, r := range annotationTable() {
 		if strings.HasPrefix(r.key, Prefix) {

@@ -20,8 +20,19 @@ func recoverStrategies() []string {
 	return []string{"retry", "recover", "recover-in-place", "elastic-training", "dump", "exit"}
 }
 
-// Fault-scheduling modes in MindCluster's vocabulary.
-func faultSchedulingModes() []string { return []string{"grace", "force", "off"} }
+// Fault-scheduling modes in MindCluster's vocabulary (its fault-scheduling
+// label; trainguard.io/fault-scheduling and the Configuration's
+// faultScheduling take the same): grace evicts, force may delete at once,
+// off leaves the pod to its operator.
+const (
+	FaultSchedulingGrace = "grace"
+	FaultSchedulingForce = "force"
+	FaultSchedulingOff   = "off"
+)
+
+func faultSchedulingModes() []string {
+	return []string{FaultSchedulingGrace, FaultSchedulingForce, FaultSchedulingOff}
+}
 
 // Limits for annotation values; a user may tighten but never exceed them.
 const (
@@ -157,6 +168,25 @@ func ParsePreStopTimeout(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// Bounds of a periodic checkpoint interval: more often than every 10s a
+// checkpoint costs more than it saves, and a day is no protection.
+const (
+	MinCheckpointInterval = 10 * time.Second
+	MaxCheckpointInterval = 24 * time.Hour
+)
+
+// ParseCheckpointInterval checks a Go duration of 0 (off) or 10s–24h.
+func ParseCheckpointInterval(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("must be a Go duration such as 10m (0s: off)")
+	}
+	if d != 0 && (d < MinCheckpointInterval || d > MaxCheckpointInterval) {
+		return 0, fmt.Errorf("must be 0s (off) or between %s and %s, such as 10m", MinCheckpointInterval, MaxCheckpointInterval)
+	}
+	return d, nil
+}
+
 // ParseGPULimit checks an integer accelerator count in 0–64; 0 turns the default off.
 func ParseGPULimit(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
@@ -175,6 +205,14 @@ func ParseTaskD(v string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("must be %q or %q", InjectEnabled, InjectDisabled)
+}
+
+// ParseAdmissionMode checks "enforce" or "audit".
+func ParseAdmissionMode(v string) (string, error) {
+	if v == ModeEnforce || v == ModeAudit {
+		return v, nil
+	}
+	return "", fmt.Errorf("must be %q (inject and refuse) or %q (admit unchanged, report what would be injected and refused)", ModeEnforce, ModeAudit)
 }
 
 // ParseMaxReschedules checks a non-negative integer.

@@ -18,8 +18,11 @@ type Policy struct {
 	// (e.g. trainjob/<name>), set by the webhook from a job identity it
 	// verified (a TrainJob read from the API server), never from
 	// annotations or labels. Empty lets the mutator derive it.
-	JobDirectory       string
-	PreStopTimeout     time.Duration
+	JobDirectory   string
+	PreStopTimeout time.Duration
+	// CheckpointInterval is the SDK's periodic checkpoint interval,
+	// injected as EnvCheckpointEvery; 0 injects nothing (off).
+	CheckpointInterval time.Duration
 	GracePeriodMargin  time.Duration
 	TaskD              bool
 	TaskDPort          int32

@@ -62,6 +62,16 @@ func MirrorInjectLabel(meta *metav1.ObjectMeta) bool {
 	return false
 }
 
+// Audited reports whether objects in a namespace with these annotations
+// are admitted unchanged and only reported on: the namespace's
+// trainguard.io/admission-mode when valid, else the configuration's mode.
+func Audited(configMode string, nsAnnotations map[string]string) bool {
+	if m, err := ParseAdmissionMode(nsAnnotations[AnnotationAdmissionMode]); err == nil {
+		return m == ModeAudit
+	}
+	return configMode == ModeAudit
+}
+
 // OptedIn reports whether an object explicitly asked for injection.
 func OptedIn(annotations map[string]string) bool {
 	return annotations[AnnotationInject] == InjectEnabled

@@ -31,7 +31,7 @@ type rule struct {
 // annotationTable lists every annotation trainguard owns. Adding a key is
 // one row here (plus its parser in parse.go when it needs a new one). It
 // is built once: every admitted object looks its annotations up in it.
-var annotationTable = sync.OnceValue(buildAnnotationTable) //nolint:gochecknoglobals // immutable after its one build, like a constant table.
+var annotationTable = sync.OnceValue(buildAnnotationTable) // immutable after its one build, like a constant table.
 
 func buildAnnotationTable() []rule {
 	return []rule{
@@ -47,11 +47,14 @@ func buildAnnotationTable() []rule {
 		{key: AnnotationGPULimit, parse: set(ParseGPULimit, func(p *Policy, n int64) { p.GPUCount, p.GPUForAll = n, true })},
 		{key: AnnotationTaskD, parse: set(ParseTaskD, func(p *Policy, on bool) { p.TaskD = on })},
 		{key: AnnotationPreStopTimeout, parse: set(ParsePreStopTimeout, func(p *Policy, d time.Duration) { p.PreStopTimeout = d })},
+		{key: AnnotationCheckpointInterval, parse: set(ParseCheckpointInterval, func(p *Policy, d time.Duration) { p.CheckpointInterval = d })},
 		{key: AnnotationMaxReschedules, parse: set(ParseMaxReschedules, func(p *Policy, n int) { p.MaxReschedules = n })},
 		// A layer can only tighten it: "false" on a job never lifts the namespace's "true".
 		{key: AnnotationRequireDurableCheckpoints, parse: set(ParseRequireDurable, func(p *Policy, on bool) { p.RequireDurableCheckpoints = p.RequireDurableCheckpoints || on })},
 		{key: AnnotationInProcessRecovery, parse: set(ParseTaskD, func(p *Policy, on bool) { p.InProcessRecovery = on })},
 		{key: AnnotationMindClusterRecoverStrategy, parse: onlyCheck(ParseRecoverStrategy), checkOnly: true},
+		// Read from the Namespace only (Audited); an object's is ignored.
+		{key: AnnotationAdmissionMode, parse: onlyCheck(ParseAdmissionMode), checkOnly: true},
 	}
 }
 

@@ -40,6 +40,49 @@ func RequireNotOnNodes(spec *corev1.PodSpec, nodes []string) bool {
 	return true
 }
 
+// AvoidWeight is the weight of the preferred anti-affinity to nodes that
+// failed a job once: the most a term can have, so the node is the
+// scheduler's last choice among those that fit, not a forbidden one.
+const AvoidWeight = 100
+
+// PreferNotOnNodes adds a preferred node anti-affinity to nodes: a term of
+// weight AvoidWeight whose only expression is hostname NotIn nodes, so
+// every other node scores higher. A term of that shape already there (a
+// previous admission's, or the user's) gets the nodes merged into it, so
+// a re-run changes nothing. Preferences never make a pod unschedulable.
+func PreferNotOnNodes(spec *corev1.PodSpec, nodes []string) bool {
+	if len(nodes) == 0 {
+		return false
+	}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := spec.Affinity.NodeAffinity
+	for i := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+		term := &na.PreferredDuringSchedulingIgnoredDuringExecution[i]
+		exprs := term.Preference.MatchExpressions
+		if len(exprs) != 1 || len(term.Preference.MatchFields) != 0 || exprs[0].Key != HostnameKey || exprs[0].Operator != corev1.NodeSelectorOpNotIn {
+			continue
+		}
+		merged := mergeSorted(exprs[0].Values, nodes)
+		if len(merged) == len(exprs[0].Values) {
+			return false
+		}
+		exprs[0].Values = merged
+		return true
+	}
+	na.PreferredDuringSchedulingIgnoredDuringExecution = append(na.PreferredDuringSchedulingIgnoredDuringExecution, corev1.PreferredSchedulingTerm{
+		Weight: AvoidWeight,
+		Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: HostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: mergeSorted(nil, nodes)},
+		}},
+	})
+	return true
+}
+
 // excludeNodes merges nodes into the first hostname NotIn expression, or
 // appends one. Values stay sorted so a re-run produces the same list.
 func excludeNodes(exprs []corev1.NodeSelectorRequirement, nodes []string) []corev1.NodeSelectorRequirement {

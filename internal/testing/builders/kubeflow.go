@@ -1,8 +1,11 @@
 package builders
 
 import (
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
@@ -140,3 +143,21 @@ func (w *KubeflowJobWrapper) JSON() []byte { return MustJSON(&w.PyTorchJob) }
 
 // GVK is kubeflow.org/v1 PyTorchJob.
 func (w *KubeflowJobWrapper) GVK() schema.GroupVersionKind { return w.GroupVersionKind() }
+
+// Unstructured is the job as a client sends it without kubeflow's Go
+// types (the suites create it through a real API server).
+func (w *KubeflowJobWrapper) Unstructured() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(w.JSON(), &u.Object); err != nil {
+		panic(err) // a builder's own JSON always decodes
+	}
+	return u
+}
+
+// WithExitCodeWorkers is n Workers, no Master, restarted by exit code
+// (kubeflow's ExitCode policy), as the rescheduler's suites run jobs.
+func (w *KubeflowJobWrapper) WithExitCodeWorkers(n int32) *KubeflowJobWrapper {
+	return w.WithoutReplica("Master").WithWorker(n).WithReplica("Worker", func(rs *kubeflowv1.ReplicaSpec) {
+		rs.RestartPolicy = kubeflowv1.RestartPolicyExitCode
+	})
+}

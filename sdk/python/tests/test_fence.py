@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import unittest
 
 from test_migrator import SDK, Base, Counter

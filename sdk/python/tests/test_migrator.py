@@ -1,6 +1,7 @@
 """Unit tests of the trainguard SDK. Torch-dependent tests fail (not skip)
 when torch is missing: `make python-deps` installs it."""
 
+import importlib
 import json
 import os
 import shutil
@@ -461,7 +462,7 @@ class WithTorch(Base):
     def setUp(self):
         super().setUp()
         try:
-            import torch  # noqa: F401
+            importlib.import_module("torch")
         except ImportError:
             self.fail("torch is not importable by %s: run `make python-deps`" % sys.executable)
 

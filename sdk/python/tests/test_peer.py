@@ -2,6 +2,7 @@
 optimizer step counter and the dying gasp's decisions, in one process.
 test_peer_process.py runs the same with real gloo ranks."""
 
+import importlib
 import logging
 import os
 import sys
@@ -12,7 +13,6 @@ import unittest
 import warnings
 from unittest import mock
 
-import test_migrator  # noqa: F401  (puts the SDK on sys.path)
 from test_migrator import Base, Optimizer
 
 from trainguard import _fence as fence  # noqa: E402
@@ -120,7 +120,7 @@ class Classify(unittest.TestCase):
 
 class Hooks(unittest.TestCase):
     def setUp(self):
-        import torch  # noqa: F401  (classify() looks for torch's frames)
+        importlib.import_module("torch")  # classify() looks for torch's frames
         self.seen, self.lost = [], []
         self.hooks = peer.Hooks(lambda exc, why, main: self.lost.append((why, main)))
         self.addCleanup(setattr, sys, "excepthook", sys.excepthook)

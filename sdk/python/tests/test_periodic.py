@@ -154,6 +154,16 @@ class PeriodicTest(Base):
         st.completed()
         self.assertFalse(other.due())
 
+    def test_the_jobs_own_periodic_call_wins_over_the_platforms_interval(self):
+        # The webhook injects the platform's default as TRAINGUARD_CHECKPOINT_EVERY.
+        settings, st, cps, _, _ = self.parts(TRAINGUARD_CHECKPOINT_EVERY="600s")
+        self.assertEqual(600.0, settings.config.every_seconds)
+        p = periodic.Periodic(settings, st, cps)
+        p.set(steps=2)
+        st.completed()
+        p.due()
+        self.assertEqual((2, 0.0), (p._schedule.steps, p._schedule.seconds), "periodic() replaces the default")
+
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Issue 31, items 5-9: a process that can write (or only read) a job's
+"""A process that can write (or only read) a job's
 checkpoint volume cannot turn it against the job's trainer. Each test names
 the attack it replays; the ones involving a save run real processes with
 Debian's torch 1.13 (/usr/bin/python3)."""
@@ -7,7 +7,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time

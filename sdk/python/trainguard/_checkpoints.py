@@ -89,9 +89,30 @@ class Checkpoints:
         phase, self._state.phase = self._state.phase, "saving"
         try:
             self.claim()
+            if self._state.sharded:
+                return self.write_sharded()
             return self.write(self._state.payload(self._cfg.world_size))
         finally:
             self._state.phase = phase
+
+    def write_sharded(self):
+        """Every rank at the same step: each writes its part, global rank 0
+        commits once all are written (storage.write_sharded_checkpoint)."""
+        dist = storage.initialized_dist()
+        payload = self._state.payload(dist.get_world_size() if dist is not None else self._cfg.world_size)
+        started = time.monotonic()
+        try:
+            name, size = storage.write_sharded_checkpoint(self._cfg, payload, self._state.part(), self.generation,
+                                                          self.root(), self.line, dist)
+        except fence.Fenced as e:
+            self.refused_commits += 1
+            log.error("trainguard: commit %d refused: %s", self.refused_commits, e)
+            raise
+        self.last_bytes = size
+        self.committed_step = payload["step"]
+        self.committed_at, self.save_seconds = payload["saved_at"], time.monotonic() - started
+        log.info("trainguard: saved %s at step %d (%d bytes, every rank's part)", name, payload["step"], size)
+        return name
 
     def write(self, payload):
         """Commit payload (State.payload) as this incarnation's next checkpoint."""
@@ -137,9 +158,19 @@ class Checkpoints:
         elif peer is not None:
             chosen = peer
         elif dist is not None and dist.get_world_size() > 1:
-            chosen = self._pick() if dist.get_rank() == 0 else None
-            box = [chosen[0] if chosen else None]
+            chosen, refused = None, None
+            if dist.get_rank() == 0:
+                try:
+                    chosen = self._pick()
+                except storage.WorldSizeMismatch as e:
+                    refused = e
+            # A refusal reaches every rank: the others would wait for a name forever.
+            box = [chosen[0] if chosen else None, str(refused) if refused else ""]
             dist.broadcast_object_list(box, src=0)
+            if refused is not None:
+                raise refused
+            if box[1]:
+                raise storage.WorldSizeMismatch.relayed(box[1])
             if dist.get_rank() != 0 and box[0] is not None:
                 chosen = self._load_named(box[0])
         else:
@@ -176,7 +207,10 @@ class Checkpoints:
 
     def _load_named(self, name):
         try:
-            return name, storage.load_checkpoint(self.root() or self._cfg.checkpoint_dir, name, self._cfg.job)
+            dist = storage.initialized_dist()
+            rank, world = (dist.get_rank(), dist.get_world_size()) if dist is not None else (self._cfg.rank, self._cfg.world_size)
+            return name, storage.load_checkpoint(self.root() or self._cfg.checkpoint_dir, name, self._cfg.job,
+                                                 rank, world)
         except storage.CorruptCheckpoint as e:
             log.warning("trainguard: skipping unusable checkpoint (falling back to the previous one): %s", e)
             return None

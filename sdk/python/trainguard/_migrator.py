@@ -3,6 +3,7 @@
     _state.State               the registered objects and the step (capture, restore)
     _checkpoints.Checkpoints   this process's saves and loads, the fence generation
     _periodic.Periodic         periodic checkpoints in the background
+    _shards                    sharded state: every rank saves its part, at one step
     _requests.Requests         the agent's requests and the acks (SignalDirs: where)
     _exit.Stopping             this pod's termination: the wait for the agent, SIGTERM
     _peer.PeerLoss             a peer's death: the dying gasp, the retryable exit
@@ -25,6 +26,7 @@ from . import _periodic as periodic
 from . import _protocol as proto
 from . import _reform as reform
 from . import _requests as requests
+from . import _shards as shards
 from . import _state as state
 from . import _status as status
 from . import _storage as storage
@@ -54,6 +56,7 @@ class Migrator:
         self._peer = peer.PeerLoss(self._settings, self._state, self._checkpoints.save, self._stop.set)
         self._recovery = reform.Recovery(self._settings, self._state, self._peer)
         self._checkpoints.from_peer = self._recovery.received
+        self._coordinator = shards.Coordinator()
         self._listener = None
         self._status = None  # the work-at-risk server (_status.py), local rank 0 while listening
         # Called with {generation, step, checkpoint, outcome, why} instead of
@@ -187,22 +190,28 @@ class Migrator:
         if chosen is None:
             return None
         name, payload = chosen
-        self._state.restore(payload["states"], payload["step"], name)
+        self._state.restore(payload["states"], payload["step"], name, payload.get("sharded") or ())
         reform.restore_rng(payload)
         log.info("trainguard: resumed from %s at step %d", name, payload["step"])
         return {"step": payload["step"], "checkpoint": name, "saved_at": payload.get("saved_at")}
 
     def save_ckpt(self):
         """Save a checkpoint now (periodic saves). Rank 0 writes; other ranks
-        return None. Returns the checkpoint file name. Raises trainguard.Fenced
+        return None. With sharded state (a ZeroRedundancyOptimizer) it is a
+        collective: every rank must call it, writes its part and returns
+        the name. Returns the checkpoint file name. Raises trainguard.Fenced
         when a newer incarnation of the job has started: this process is
         stale (e.g. its node was partitioned and its pod replaced) and
         nothing it saves will be resumed, so by default it stops."""
         self._checkpoints.refuse_if_read_only()
-        if self.config.rank != 0:
+        if self._state.sharded:  # every rank writes its part: a collective
+            name = self._checkpoints.save()
+        elif self.config.rank != 0:
             return None
-        name = self._checkpoints.save()
-        self._checkpoints.prune()
+        else:
+            name = self._checkpoints.save()
+        if self.config.rank == 0:
+            self._checkpoints.prune()
         return name
 
     def periodic(self, steps=0, seconds=0.0):
@@ -247,7 +256,9 @@ class Migrator:
             raise
         self._state.completed()
         self._checkpoints.writer.raise_if_fenced()
-        if self._requests.pending:
+        if self._state.sharded:
+            self._sharded_boundary()
+        elif self._requests.pending:
             self._answer_requests()
         elif self._periodic.due():
             self._periodic.save()
@@ -306,6 +317,27 @@ class Migrator:
             self._stopping.note(own[0], own[1], name)
         elif own:
             self._stopping.sigterm.restore()  # no checkpoint: training goes on, so does SIGTERM's default
+
+    def _sharded_boundary(self):
+        """Sharded state: every rank saves at the same step or none does.
+        Global rank 0 decides (a request pending, a periodic save due) and
+        tells the others: one small broadcast per step."""
+        decision = shards.NONE
+        if self.config.rank == 0 and not self._checkpoints.read_only:
+            if self._requests.pending:
+                decision = shards.REQUEST
+            elif self._periodic.due():
+                decision = shards.PERIODIC
+        decision = self._coordinator.agree(storage.initialized_dist(), decision)
+        if decision == shards.REQUEST and self.config.rank == 0:
+            self._answer_requests()
+        elif decision == shards.PERIODIC:
+            self._periodic.save_now()
+        elif decision == shards.REQUEST:
+            try:
+                self._checkpoints.save()
+            except Exception as e:  # rank 0 acknowledges the failure; this rank trains on
+                log.error("trainguard: rank %d: checkpoint failed: %s: %s", self.config.rank, type(e).__name__, e)
 
     def _answer_with(self, name):
         """Another pod's request while this one stops: this checkpoint answers it."""

@@ -157,6 +157,27 @@ class Periodic:
 
         writer.start(write)
 
+    def save_now(self):
+        """A due periodic save of sharded state, on every rank at once
+        (Checkpoints.save: a collective), in the training thread: its commit
+        needs every rank's part, and a collective of a background thread
+        could interleave with training's. A failure is logged and counted,
+        as a background save's; a refusal by the fence raises."""
+        started, writer = time.monotonic(), self._checkpoints.writer
+        try:
+            self._checkpoints.save()
+            writer.saves += 1
+            if self._settings.config.rank == 0:
+                self._checkpoints.prune()
+        except fence.Fenced:
+            raise
+        except Exception as e:
+            writer.failures += 1
+            log.error("trainguard: periodic checkpoint failed: %s: %s", type(e).__name__, e)
+        writer.stall_seconds += time.monotonic() - started
+        if self._schedule is not None:
+            self._schedule.saved(self._state.step)
+
     @property
     def stats(self):
         w = self._checkpoints.writer

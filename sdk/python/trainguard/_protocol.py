@@ -391,7 +391,8 @@ def read_json(path):
 def parse_request(req):
     """A request.json as the agent writes it, or ValueError saying what is
     wrong. Each pod's request is judged on its own: a malformed one must
-    not stop rank 0 from reading the others (issue 31)."""
+    not stop rank 0 from reading the others
+    (test_one_malformed_request_does_not_hide_the_others)."""
     if req is None:
         raise ValueError("missing, unreadable or not a JSON object")
     gen, nonce = req.get("generation"), req.get("nonce", "")

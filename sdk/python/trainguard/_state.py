@@ -11,6 +11,7 @@ import time
 
 from . import _peer as peer
 from . import _periodic as periodic
+from . import _shards as shards
 from . import _storage as storage
 
 log = logging.getLogger("trainguard")
@@ -22,6 +23,7 @@ class State:
 
     def __init__(self):
         self.objects = {}
+        self.sharded = []  # names of the objects every rank saves its part of (_shards.py)
         self.step = 0  # step() blocks completed, or the step a load restored
         self.phase = "training"
         self.replicated = None  # declared by Migrator.replicated(); None: a registered DDP tells
@@ -35,7 +37,9 @@ class State:
                 and not isinstance(obj, (dict, list)):
             raise TypeError("trainguard: cannot checkpoint %r (%s): need state_dict/load_state_dict, "
                             "a dict or a list" % (name, type(obj).__name__))
+        is_sharded = shards.kind(name, obj)  # raises for sharded state it cannot save
         self.objects[name] = obj
+        self.sharded = [n for n in self.sharded if n != name] + ([name] if is_sharded else [])
         self.optimizer_steps.watch(obj)
 
     def completed(self):
@@ -51,25 +55,34 @@ class State:
         """{name: state} of every registered object. With a serializer, a
         copy training can no longer change (tensors copied to the CPU), for
         a save that runs while training goes on."""
-        states = {k: _capture(o) for k, o in self.objects.items()}
+        states = {k: _capture(o) for k, o in self.objects.items() if k not in self.sharded}
         if serializer is not None:
             states = periodic.snapshot(states, storage.use_torch(serializer))
         return states
 
     def payload(self, world_size, serializer=None):
-        """What storage.write_checkpoint writes: this step's captured state."""
+        """What storage.write_checkpoint writes: this step's captured state
+        (the sharded objects' parts apart, in part())."""
         return {"format": storage.FORMAT_VERSION, "step": self.step, "saved_at": time.time(),
                 "world_size": world_size, "states": self.capture(serializer)}
 
-    def restore(self, states, step, source):
+    def part(self):
+        """{name: this rank's part} of the sharded objects."""
+        return {k: shards.capture(self.objects[k]) for k in self.sharded}
+
+    def restore(self, states, step, source, parts=()):
         """Load states into the registered objects (dicts and lists in
-        place) and take step as the position; source names the states in
-        the warnings about an object one side lacks."""
+        place) and take step as the position; parts names the states that
+        are this rank's part of a sharded object; source names the states
+        in the warnings about an object one side lacks."""
         for key, obj in self.objects.items():
             if key not in states:
                 log.warning("trainguard: checkpoint %s has no %r; it keeps its initial value", source, key)
                 continue
-            _restore(obj, states[key])
+            if key in parts:
+                shards.restore(key, obj, states[key])
+            else:
+                _restore(obj, states[key])
         for key in states:
             if key not in self.objects:
                 log.warning("trainguard: checkpoint %s has %r, which nobody registered", source, key)

@@ -8,6 +8,10 @@ after it. A crash mid-save leaves only a temp directory nobody loads.
         tensors.pt    the tensors, torch.save'd as one list (absent when there are none)
         commit.json   {"format", "generation", "line", "files": {name: size}}: written last, checked on load
 
+Sharded state (_shards.py) is saved by every rank: rank R adds its part as
+shard-0000R.json and shard-0000R.pt, and commit.json (format 3) lists every
+rank's files and "shards", the world size, which a load must match.
+
 Each commit records the generation (_fence) of the incarnation that wrote it,
 and its line when the generations were ever reset; loads and pruning rank
 commits by (line, generation, sequence), so a commit of a stale incarnation
@@ -32,6 +36,9 @@ from . import _protocol as proto
 log = logging.getLogger("trainguard")
 
 FORMAT_VERSION = 2
+SHARDED_FORMAT = 3  # a commit with every rank's part: an SDK that knows only 2 never loads half of it
+_FORMATS = (FORMAT_VERSION, SHARDED_FORMAT)
+_SHARD = re.compile(r"^shard-([0-9]{5})\.(json|pt)$")
 STATE_FILE = "state.json"
 TENSOR_FILE = "tensors.pt"
 COMMIT_FILE = "commit.json"
@@ -42,6 +49,31 @@ _MAX_STATE_BYTES = 256 << 20  # a state.json beyond this is not ours
 
 class CorruptCheckpoint(Exception):
     """A checkpoint that cannot be used (damaged, foreign or unsafe); the caller falls back."""
+
+
+class WorldSizeMismatch(RuntimeError):
+    """A sharded checkpoint of another world size: never loaded in part, and
+    no fallback to an older checkpoint either (that would lose steps in silence)."""
+
+    def __init__(self, path, saved, now):
+        super().__init__("trainguard: %s holds sharded state saved by %d ranks, and this job runs %d ranks: each "
+                         "rank loads only its own part, so it resumes on %d ranks only. Run %d ranks to resume "
+                         "from it, or move it out of the checkpoint directory to resume from an older one or "
+                         "start fresh" % (path, saved, now, saved, saved))
+        self.saved, self.now = saved, now
+
+    @classmethod
+    def relayed(cls, message):
+        """Rank 0's refusal, as the other ranks raise it."""
+        e = RuntimeError.__new__(cls)
+        RuntimeError.__init__(e, message)
+        e.saved = e.now = None
+        return e
+
+
+def shard_files(rank):
+    """The state and tensor file names of rank's part."""
+    return "shard-%05d.json" % rank, "shard-%05d.pt" % rank
 
 
 def _torch():
@@ -181,11 +213,7 @@ def _write_checkpoint(d, cfg, payload, generation, line):
         fence.check(d, generation, line)
     remove_temp_dirs(d, generation)
     torch = use_torch(cfg.serializer)
-    tensors = []
-    is_tensor = torch.is_tensor if torch is not None else (lambda _: False)
-    state = {"format": FORMAT_VERSION, "step": payload["step"], "saved_at": payload["saved_at"],
-             "world_size": payload["world_size"], "job": cfg.job, "generation": generation,
-             "states": codec.encode(payload["states"], tensors, is_tensor)}
+    state, tensors = _encoded(cfg, dict(payload, format=FORMAT_VERSION), payload["states"], generation, torch)
     tmp = d.mkdtemp("%sg%08d.tmp-" % ("." + proto.CKPT_PREFIX, generation))
     try:
         # Everything below goes through the descriptor opened here: a temp
@@ -258,18 +286,158 @@ def _commit(d, tmp, ident):
 
 
 def _write_files(t, state, tensors, torch, test_delay, generation, line):
-    files = {}
-    if tensors:
-        files[TENSOR_FILE] = t.write_durable(TENSOR_FILE, lambda f: torch.save(tensors, f))
-    data = (json.dumps(state, sort_keys=True) + "\n").encode()
-    files[STATE_FILE] = t.write_durable(STATE_FILE, lambda f: f.write(data))
+    files = _write_state(t, state, tensors, torch, STATE_FILE, TENSOR_FILE)
     if test_delay > 0:  # test hook: widen the crash window before the commit
         time.sleep(test_delay)
-    commit = {"format": FORMAT_VERSION, "generation": generation, "files": files}
+    _write_commit(t, FORMAT_VERSION, generation, line, files)
+    return sum(files.values())
+
+
+def _write_state(t, state, tensors, torch, state_name, tensor_name):
+    files = {}
+    if tensors:
+        files[tensor_name] = t.write_durable(tensor_name, lambda f: torch.save(tensors, f))
+    data = (json.dumps(state, sort_keys=True) + "\n").encode()
+    files[state_name] = t.write_durable(state_name, lambda f: f.write(data))
+    return files
+
+
+def _write_commit(t, fmt, generation, line, files, **extra):
+    commit = dict(extra, format=fmt, generation=generation, files=files)
     if line:  # none: the first line, as every commit from before resets existed
         commit["line"] = line
     t.write_durable(COMMIT_FILE, lambda f: f.write(json.dumps(commit).encode()))
-    return sum(files.values())
+
+
+def _encoded(cfg, payload, states, generation, torch, **extra):
+    """A state.json document (and its tensors) of states."""
+    tensors = []
+    is_tensor = torch.is_tensor if torch is not None else (lambda _: False)
+    doc = dict(extra, format=payload.get("format", FORMAT_VERSION), step=payload["step"],
+               saved_at=payload["saved_at"], world_size=payload["world_size"], job=cfg.job, generation=generation,
+               states=codec.encode(states, tensors, is_tensor))
+    return doc, tensors
+
+
+# ------------------------------------------------------------ sharded
+
+
+def _one(dist):
+    return dist is None or dist.get_world_size() < 2
+
+
+def _bcast(dist, value):
+    if _one(dist):
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _gather(dist, value):
+    if _one(dist):
+        return [value]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def _why(e):
+    return "" if e is None else "%s: %s" % (type(e).__name__, e)
+
+
+def write_sharded_checkpoint(cfg, payload, part, generation=0, root=None, line="", dist=None):
+    """A collective: every rank calls it at the same step with its part
+    ({name: state} of its sharded objects); global rank 0 also writes
+    payload (the rest of the state, as write_checkpoint). Rank 0 makes the
+    temp directory (fenced), every rank writes its part into it, and rank 0
+    commits it only once every rank reported its part written and fsynced;
+    otherwise it removes it and every rank raises. Returns (name, bytes) on
+    every rank. The checkpoint directory must be the same volume on every
+    rank (it is: the job's claim)."""
+    rank = 0 if _one(dist) else dist.get_rank()
+    world = 1 if _one(dist) else dist.get_world_size()
+    with proto.opened(root or cfg.checkpoint_dir) as d:
+        return _write_sharded(d, cfg, payload, part, generation, line, dist, rank, world)
+
+
+def _write_sharded(d, cfg, payload, part, generation, line, dist, rank, world):
+    step = payload["step"]
+    tmp, err = None, None
+    if rank == 0:
+        try:
+            if generation:
+                fence.check(d, generation, line)
+            remove_temp_dirs(d, generation)
+            tmp = d.mkdtemp("%sg%08d.tmp-" % ("." + proto.CKPT_PREFIX, generation))
+        except Exception as e:
+            err = e
+    tmp_name, why = _bcast(dist, (tmp, _why(err)))
+    if err is not None:
+        raise err
+    if why:
+        raise RuntimeError("trainguard: sharded checkpoint at step %d not started by rank 0: %s" % (step, why))
+    files, err = {}, None
+    torch = use_torch(cfg.serializer)
+    try:
+        with d.sub(tmp_name) as t:
+            if rank == 0:
+                doc, tensors = _encoded(cfg, dict(payload, format=SHARDED_FORMAT), payload["states"], generation,
+                                        torch, sharded=sorted(part))
+                files.update(_write_state(t, doc, tensors, torch, STATE_FILE, TENSOR_FILE))
+            doc, tensors = _encoded(cfg, dict(payload, format=SHARDED_FORMAT), part, generation, torch, rank=rank)
+            files.update(_write_state(t, doc, tensors, torch, *shard_files(rank)))
+    except Exception as e:
+        err = e
+    reports = _gather(dist, (files, "rank %d: %s" % (rank, _why(err)) if err is not None else ""))
+    failed = [w for _, w in reports if w]
+    name = size = None
+    if not failed and rank == 0:
+        try:
+            name, size = _commit_sharded(d, cfg, payload, tmp_name, reports, generation, line, world)
+        except Exception as e:
+            err = e
+            failed = ["rank 0: commit: " + _why(e)]
+    elif failed and rank == 0:
+        d.rmtree(tmp_name, ignore_errors=True)
+    name, size, failed = _bcast(dist, (name, size, failed))
+    if err is not None:
+        raise err
+    if failed:
+        raise RuntimeError("trainguard: sharded checkpoint at step %d not committed: %s" % (step, "; ".join(failed)))
+    return name, size
+
+
+def _commit_sharded(d, cfg, payload, tmp, reports, generation, line, world):
+    files = {}
+    for part, _ in reports:
+        files.update(part)
+    try:
+        with d.sub(tmp) as t:
+            if cfg.test_save_delay > 0:  # test hook: widen the crash window before the commit
+                time.sleep(cfg.test_save_delay)
+            _write_commit(t, SHARDED_FORMAT, generation, line, files, shards=world)
+            os.fchmod(t.fd, 0o755)
+            t.fsync()
+            ident = _ident(os.fstat(t.fd))
+        if generation:
+            fence.check(d, generation, line)
+        name, seq = _commit(d, tmp, ident)
+    except BaseException as e:
+        d.rmtree(tmp, ignore_errors=True)
+        if generation and isinstance(e, OSError):
+            fence.check(d, generation, line)
+        raise
+    d.fsync()
+    size = sum(files.values())
+    if generation:
+        fence.check(d, generation, line)
+    d.write_json_atomic(proto.POINTER_FILE, {
+        "file": name, "seq": seq, "step": payload["step"], "size": size, "job": cfg.job, "generation": generation,
+        "saved_at": payload["saved_at"], "shards": world,
+        "serializer": "torch" if any(f.endswith(".pt") for f in files) else "json",
+    })
+    return name, size
 
 
 _TEMP = re.compile(r"^\." + re.escape(proto.CKPT_PREFIX) + r"(?:g([0-9]+)|[0-9]+)\.tmp-")
@@ -308,36 +476,65 @@ def prune(directory, keep):
                     log.warning("trainguard: cannot remove old checkpoint %s: %s", name, e)
 
 
-def load_checkpoint(directory, name, job=""):
+def load_checkpoint(directory, name, job="", rank=0, world=None):
     """Load and validate one checkpoint; raises CorruptCheckpoint naming the file.
-    `job` is this job's identity: a checkpoint recorded for another job is refused."""
+    `job` is this job's identity: a checkpoint recorded for another job is refused.
+    A sharded one gives rank's part with the rest; one of another world
+    size than `world` (None: not checked) raises WorldSizeMismatch."""
     try:
         with proto.opened(directory) as d:
             path = d.join(name)
             if _seq_of(name) is None or not stat.S_ISDIR(d.lstat(name).st_mode):
                 raise CorruptCheckpoint("%s is not a trainguard checkpoint directory" % path)
             with d.sub(name) as c:
-                return _load(c, path, job)
+                return _load(c, path, job, rank, world)
     except OSError as e:
         raise CorruptCheckpoint("%s: %s" % (os.path.join(getattr(directory, "path", directory), name), e)) from e
 
 
-def _load(c, path, job):
+def _load(c, path, job, rank, world):
     commit = c.read_json(COMMIT_FILE)
-    if commit is None or commit.get("format") != FORMAT_VERSION or not isinstance(commit.get("files"), dict):
+    fmt = commit.get("format") if commit is not None else None
+    if fmt not in _FORMATS or not isinstance(commit.get("files"), dict):
         raise CorruptCheckpoint("%s has no valid %s: the save never finished" % (path, COMMIT_FILE))
-    _check_sizes(c, commit["files"])
-    state = _read_state(c, STATE_FILE)
+    shards = commit.get("shards") if fmt == SHARDED_FORMAT else None
+    if fmt == SHARDED_FORMAT:
+        if not proto.is_count(shards, 1, 1 << 20):
+            raise CorruptCheckpoint("%s: %s records no world size (shards)" % (path, COMMIT_FILE))
+        if world is not None and shards != world:
+            raise WorldSizeMismatch(path, shards, world)
+        if not proto.is_count(rank, 0, shards - 1) or shard_files(rank)[0] not in commit["files"]:
+            raise CorruptCheckpoint("%s: no part of rank %r in %s" % (path, rank, COMMIT_FILE))
+    _check_sizes(c, commit["files"], shards)
+    state, states = _read_part(c, path, job, commit["files"], fmt, STATE_FILE, TENSOR_FILE)
+    sharded = []
+    if shards:
+        part_state, part = _read_part(c, path, job, commit["files"], fmt, *shard_files(rank))
+        sharded = state.get("sharded")
+        if part_state.get("step") != state["step"] or part_state.get("rank") != rank \
+                or not isinstance(sharded, list) or sorted(part) != sorted(sharded) or set(part) & set(states):
+            raise CorruptCheckpoint("%s: the part of rank %d does not match %s" % (path, rank, STATE_FILE))
+        states.update(part)
+    return {"format": fmt, "step": state["step"], "saved_at": state.get("saved_at"), "states": states,
+            "sharded": sharded, "shards": shards}
+
+
+def _read_part(c, path, job, files, fmt, state_name, tensor_name):
+    """(state document, decoded states) of one state file and its tensors."""
+    if state_name not in files:
+        raise CorruptCheckpoint("%s: %s does not list %s" % (path, COMMIT_FILE, state_name))
+    state = _read_state(c, state_name)
+    if state.get("format") != fmt:
+        raise CorruptCheckpoint("%s: %s is of format %r, the commit of %r" % (path, state_name, state.get("format"), fmt))
     _check_job(path, state, job)
-    tensors = _read_tensors(c, TENSOR_FILE, commit["files"][TENSOR_FILE]) \
-        if TENSOR_FILE in commit["files"] else []
+    tensors = _read_tensors(c, tensor_name, files[tensor_name]) if tensor_name in files else []
     try:
         states = codec.decode(state["states"], tensors)
     except (ValueError, TypeError, RecursionError, MemoryError) as e:
-        raise CorruptCheckpoint("%s: %s: %s" % (c.join(STATE_FILE), type(e).__name__, e)) from e
+        raise CorruptCheckpoint("%s: %s: %s" % (c.join(state_name), type(e).__name__, e)) from e
     if not isinstance(states, dict):
-        raise CorruptCheckpoint("%s: states is not a mapping" % c.join(STATE_FILE))
-    return {"format": FORMAT_VERSION, "step": state["step"], "saved_at": state.get("saved_at"), "states": states}
+        raise CorruptCheckpoint("%s: states is not a mapping" % c.join(state_name))
+    return state, states
 
 
 def _check_job(path, state, job):
@@ -357,9 +554,10 @@ def _check_job(path, state, job):
                                 "jobs give both the same trainguard.io/checkpoint-key" % (path, recorded, job))
 
 
-def _check_sizes(c, files):
+def _check_sizes(c, files, shards=None):
     for fname, size in files.items():
-        if fname not in (STATE_FILE, TENSOR_FILE):
+        m = _SHARD.match(fname)
+        if fname not in (STATE_FILE, TENSOR_FILE) and not (shards and m and int(m.group(1)) < shards):
             raise CorruptCheckpoint("%s: unexpected file %r in %s" % (c.path, fname, COMMIT_FILE))
         full = c.join(fname)
         try:
@@ -384,7 +582,7 @@ def _read_state(c, name):
         state = json.loads(raw.decode())
     except (OSError, ValueError, RecursionError, MemoryError) as e:  # deep nesting, huge arrays: corrupt
         raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
-    if not (isinstance(state, dict) and state.get("format") == FORMAT_VERSION and "states" in state
+    if not (isinstance(state, dict) and state.get("format") in _FORMATS and "states" in state
             and isinstance(state.get("step"), int) and not isinstance(state.get("step"), bool)):
         raise CorruptCheckpoint("%s is not a trainguard checkpoint state" % path)
     return state

@@ -235,4 +235,4 @@ func (i *IntOrString) UnmarshalJSON(b []byte) error {
 // MarshalJSON implements json.Marshaler.
 func (i IntOrString) MarshalJSON() ([]byte, error) { return i.IntOrString.MarshalJSON() }
 
-var errEmptyIntOrString = errors.New("int or string: empty value") //nolint:gochecknoglobals // immutable sentinel error.
+var errEmptyIntOrString = errors.New("int or string: empty value") // immutable sentinel error.

@@ -1,4 +1,4 @@
-package outcome
+package contract
 
 import (
 	"strings"
@@ -8,25 +8,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParse(t *testing.T) {
+func TestParseCheckpointOutcome(t *testing.T) {
 	saved := `trainguard.io/checkpoint {"outcome":"saved","step":1200,"bytes":3435973836,"seconds":12.5}`
 	cases := []struct {
 		name, msg string
-		want      Outcome
+		want      CheckpointOutcome
 		err       string
 	}{
-		{name: "agent line alone", msg: saved, want: Outcome{Saved, 1200, 3435973836, 12.5}},
-		{name: "after the user's own message", msg: "OOM in rank 3\nsee logs\n" + saved + "\n", want: Outcome{Saved, 1200, 3435973836, 12.5}},
-		{name: "last line wins", msg: `trainguard.io/checkpoint {"outcome":"timeout","step":1,"bytes":0,"seconds":60}` + "\n" + saved, want: Outcome{Saved, 1200, 3435973836, 12.5}},
-		{name: "user text after the agent line", msg: saved + "\nuser wrote this later", want: Outcome{Saved, 1200, 3435973836, 12.5}},
-		{name: "CRLF", msg: saved + "\r\n", want: Outcome{Saved, 1200, 3435973836, 12.5}},
-		{name: "every outcome: timeout", msg: `trainguard.io/checkpoint {"outcome":"timeout","step":7,"bytes":0,"seconds":60}`, want: Outcome{Timeout, 7, 0, 60}},
-		{name: "every outcome: no-trainer", msg: `trainguard.io/checkpoint {"outcome":"no-trainer","step":0,"bytes":0,"seconds":0.1}`, want: Outcome{NoTrainer, 0, 0, 0.1}},
-		{name: "every outcome: failed", msg: `trainguard.io/checkpoint {"outcome":"failed","step":3,"bytes":0,"seconds":2}`, want: Outcome{Failed, 3, 0, 2}},
-		{name: "tail kept when longer than the kubelet's 4096 bytes", msg: strings.Repeat("x", 10000) + "\n" + saved, want: Outcome{Saved, 1200, 3435973836, 12.5}},
-		{name: "no line", msg: "plain user message", err: ErrNoOutcome.Error()},
-		{name: "prefix not at line start", msg: "say " + saved, err: ErrNoOutcome.Error()},
-		{name: "empty", msg: "", err: ErrNoOutcome.Error()},
+		{name: "agent line alone", msg: saved, want: CheckpointOutcome{OutcomeSaved, 1200, 3435973836, 12.5}},
+		{name: "after the user's own message", msg: "OOM in rank 3\nsee logs\n" + saved + "\n", want: CheckpointOutcome{OutcomeSaved, 1200, 3435973836, 12.5}},
+		{name: "last line wins", msg: `trainguard.io/checkpoint {"outcome":"timeout","step":1,"bytes":0,"seconds":60}` + "\n" + saved, want: CheckpointOutcome{OutcomeSaved, 1200, 3435973836, 12.5}},
+		{name: "user text after the agent line", msg: saved + "\nuser wrote this later", want: CheckpointOutcome{OutcomeSaved, 1200, 3435973836, 12.5}},
+		{name: "CRLF", msg: saved + "\r\n", want: CheckpointOutcome{OutcomeSaved, 1200, 3435973836, 12.5}},
+		{name: "every outcome: timeout", msg: `trainguard.io/checkpoint {"outcome":"timeout","step":7,"bytes":0,"seconds":60}`, want: CheckpointOutcome{OutcomeTimeout, 7, 0, 60}},
+		{name: "every outcome: no-trainer", msg: `trainguard.io/checkpoint {"outcome":"no-trainer","step":0,"bytes":0,"seconds":0.1}`, want: CheckpointOutcome{OutcomeNoTrainer, 0, 0, 0.1}},
+		{name: "every outcome: failed", msg: `trainguard.io/checkpoint {"outcome":"failed","step":3,"bytes":0,"seconds":2}`, want: CheckpointOutcome{OutcomeFailed, 3, 0, 2}},
+		{name: "tail kept when longer than the kubelet's 4096 bytes", msg: strings.Repeat("x", 10000) + "\n" + saved, want: CheckpointOutcome{OutcomeSaved, 1200, 3435973836, 12.5}},
+		{name: "no line", msg: "plain user message", err: ErrNoCheckpointOutcome.Error()},
+		{name: "prefix not at line start", msg: "say " + saved, err: ErrNoCheckpointOutcome.Error()},
+		{name: "empty", msg: "", err: ErrNoCheckpointOutcome.Error()},
 		{name: "unknown outcome", msg: `trainguard.io/checkpoint {"outcome":"pwned","step":1,"bytes":1,"seconds":1}`, err: `outcome "pwned" is not one of`},
 		{name: "unknown field", msg: `trainguard.io/checkpoint {"outcome":"saved","step":1,"bytes":1,"seconds":1,"node":"x"}`, err: "unknown field"},
 		{name: "missing field", msg: `trainguard.io/checkpoint {"outcome":"saved","step":1,"bytes":1}`, err: "all required"},
@@ -46,7 +46,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Parse(tc.msg)
+			got, err := ParseCheckpointOutcome(tc.msg)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -58,35 +58,23 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestLineRoundTrip(t *testing.T) {
-	for _, name := range Outcomes() {
-		o := Outcome{Outcome: name, Step: 42, Bytes: 1 << 30, Seconds: 3.25}
-		got, err := Parse("user text\n" + o.Line())
+func TestCheckpointOutcomeLineRoundTrip(t *testing.T) {
+	for _, name := range CheckpointOutcomes() {
+		o := CheckpointOutcome{Outcome: name, Step: 42, Bytes: 1 << 30, Seconds: 3.25}
+		got, err := ParseCheckpointOutcome("user text\n" + o.Line())
 		require.NoError(t, err, o.Line())
 		assert.Equal(t, o, got)
 	}
 }
 
-func TestDescribe(t *testing.T) {
-	reason, typ, note := describe("pytorch", Outcome{Saved, 1200, 3 << 30, 12.34})
-	assert.Equal(t, []string{ReasonSaved, "Normal", "container pytorch: checkpoint saved at step 1200 (3.0 GiB) in 12.3s"}, []string{reason, typ, note})
-	for o, want := range map[string]string{Timeout: ReasonTimeout, NoTrainer: ReasonNoTrainer, Failed: ReasonFailed} {
-		reason, typ, _ := describe("c", Outcome{Outcome: o})
-		assert.Equal(t, want, reason)
-		assert.Equal(t, "Warning", typ)
-	}
-	assert.Equal(t, "512 B", humanBytes(512))
-	assert.Equal(t, "1.5 MiB", humanBytes(3<<19))
-}
-
-// FuzzParse: any message is either an outcome that validates or an error;
+// FuzzParseCheckpointOutcome: any message is either an outcome that validates or an error;
 // never a panic.
-func FuzzParse(f *testing.F) {
+func FuzzParseCheckpointOutcome(f *testing.F) {
 	f.Add(`trainguard.io/checkpoint {"outcome":"saved","step":1,"bytes":1,"seconds":1}`)
 	f.Add("x\ntrainguard.io/checkpoint {\"outcome\":\"timeout\"")
 	f.Add("trainguard.io/checkpoint \n\n\r")
 	f.Fuzz(func(t *testing.T, msg string) {
-		o, err := Parse(msg)
+		o, err := ParseCheckpointOutcome(msg)
 		if err == nil {
 			require.NoError(t, o.validate())
 		}
