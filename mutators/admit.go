@@ -37,6 +37,7 @@ func MutateJob(job jobs.Job, adapter *jobs.Adapter, p *contract.Policy) []string
 		p.GPUForAll, decided = AcceleratorMeant(p, specs...), true
 	}
 	var applied, warnings []string
+	torchrun := job.Elastic().Enabled
 	for _, tpl := range tpls {
 		// A template without containers is invalid and the validating
 		// webhook says so; there is nothing to inject into.
@@ -44,7 +45,7 @@ func MutateJob(job jobs.Job, adapter *jobs.Adapter, p *contract.Policy) []string
 			continue
 		}
 		t := &Target{Meta: tpl.Meta, Spec: tpl.Spec, Policy: p, Where: tpl.Where(), Kind: kind, JobNameLabels: labels,
-			PodRestartPolicy: tpl.PodRestartPolicy, noAccelerator: decided && !p.GPUForAll}
+			PodRestartPolicy: tpl.PodRestartPolicy, noAccelerator: decided && !p.GPUForAll, Torchrun: torchrun}
 		applied = append(applied, injectTemplate(t)...)
 		warnings = append(warnings, t.Warnings()...)
 	}

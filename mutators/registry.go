@@ -32,6 +32,9 @@ func Injections() []Injection {
 		// In a job's template as far as it can tell, then checked per pod:
 		// the pod's own restartPolicy, the rescheduler's record.
 		{Name: contract.InjectionRestartRules, Template: RestartRulesInTemplate, Pod: RestartRules},
+		// Opt-in (trainguard.io/in-process-recovery); each pod's budget
+		// follows the rescheduler's record.
+		{Name: contract.InjectionInProcess, Template: InProcess, Pod: InProcessPod},
 		// Decided per pod: the rescheduler's record (MutatePod).
 		{Name: contract.InjectionAvoidNodes},
 	}

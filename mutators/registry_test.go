@@ -22,10 +22,10 @@ func TestRegistryIsContractsInjectionNames(t *testing.T) {
 
 // The registry's order is the marker's, which users and tests read.
 func TestRegistryOrderIsTheMarkersOrder(t *testing.T) {
-	assert.Equal(t, []string{"prestop", "taskd", "checkpoint-volume", "recover-strategy", "gpu", "restart-rules", "avoid-nodes"}, Names())
+	assert.Equal(t, []string{"prestop", "taskd", "checkpoint-volume", "recover-strategy", "gpu", "restart-rules", "in-process-recovery", "avoid-nodes"}, Names())
 	for _, in := range Injections() {
 		switch in.Name {
-		case "restart-rules":
+		case "restart-rules", "in-process-recovery":
 			assert.NotNil(t, in.Pod, "%s is checked on every pod", in.Name)
 			assert.NotNil(t, in.Template, "%s goes into a job's template as far as it can tell", in.Name)
 		case "avoid-nodes":

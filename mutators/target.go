@@ -45,7 +45,10 @@ type Target struct {
 	// pod's job at its cap (its record, which no tenant can write); the pod
 	// gets no restart rules (RestartRules).
 	InPlaceStopped bool
-	warnings       []string
+	// Torchrun: the job's operator launches its trainers with torchrun
+	// (an elastic PyTorchJob); no supervisor goes in (InProcess).
+	Torchrun bool
+	warnings []string
 }
 
 // isTemplate says t is a job's pod template, not a pod (a template has

@@ -4,11 +4,13 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
+	"github.com/trainguard/trainguard/mutators"
 )
 
 // Cross-field checks compare the final object (the validating webhook sees
@@ -61,6 +63,25 @@ func checkTaskDPort(p *contract.Policy, spec *corev1.PodSpec, specPath *field.Pa
 		}
 	}
 	return errs
+}
+
+// checkInProcess refuses, where trainguard.io/in-process-recovery asks
+// for the supervisor and it would apply (mutators.InProcessApplies), a
+// training container without a command: the supervisor runs the command
+// it prefixes, and the image's entrypoint is not known at admission.
+func checkInProcess(p *contract.Policy, kind string, elastic bool, spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
+	i := contract.TrainingContainer(spec, p.TrainingContainers)
+	if !p.InProcessRecovery || i < 0 {
+		return nil
+	}
+	c := &spec.Containers[i]
+	t := &mutators.Target{Spec: spec, Policy: p, Kind: schema.GroupKind{Kind: kind}, Torchrun: elastic}
+	if ok, _ := mutators.InProcessApplies(t, c); !ok || len(c.Command) > 0 {
+		return nil
+	}
+	return field.ErrorList{field.Required(specPath.Child("containers").Index(i).Child("command"),
+		fmt.Sprintf("%s=enabled runs the container's command under the SDK's supervisor, and this container has none (its image's entrypoint is not known at admission): set command to what the entrypoint runs (e.g. [python3, train.py]), or remove the annotation",
+			contract.AnnotationInProcessRecovery))}
 }
 
 // nprocAboveGPUWarning warns when torchrun would start more processes per

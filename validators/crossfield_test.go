@@ -149,3 +149,24 @@ func TestNamespaceWarningsSurface(t *testing.T) {
 		assert.Contains(t, res.Warnings[0], "namespace annotation trainguard.io/gpu-limit")
 	}
 }
+
+// trainguard.io/in-process-recovery wraps the container's command: one
+// without a command (the image's entrypoint, unknown here) is refused where
+// the wrap would apply, at the field, never under torchrun.
+func TestInProcessRecoveryNeedsACommand(t *testing.T) {
+	on := func() *builders.KubeflowJobWrapper {
+		return job().WithAnnotation(contract.AnnotationInProcessRecovery, contract.InjectEnabled)
+	}
+	withCommand := func(c *corev1.Container) { c.Command = []string{"python3", "train.py"} }
+	runRuleCases(t, []ruleCase{
+		{name: "no command: refused", obj: object(on().WithWorkerContainer(withCommand)),
+			errs: []string{"spec.pytorchReplicaSpecs[Master].template.spec.containers[0].command"}},
+		{name: "commands: admitted", obj: object(on().WithWorkerContainer(withCommand).WithReplica("Master", func(rs *kubeflowv1.ReplicaSpec) {
+			withCommand(&rs.Template.Spec.Containers[0])
+		}))},
+		{name: "off: no command needed", obj: object(job())},
+		{name: "elastic (torchrun): not wrapped, no command needed", obj: object(on().WithElastic(1, 1).WithoutReplica("Master"))},
+		{name: "bad value", obj: object(job().WithAnnotation(contract.AnnotationInProcessRecovery, "yes").WithWorkerContainer(withCommand)),
+			errs: []string{"metadata.annotations[trainguard.io/in-process-recovery]"}},
+	})
+}

@@ -153,6 +153,7 @@ func docRules() []docRule {
 		{an, "inject is enabled or disabled", "metadata.annotations[trainguard.io/inject]", false, ann(contract.AnnotationInject, "yes")},
 		{an, "max-reschedules is an integer 0–1000", "metadata.annotations[trainguard.io/max-reschedules]", false, ann(contract.AnnotationMaxReschedules, "-1")},
 		{an, "require-durable-checkpoints is true or false", "metadata.annotations[trainguard.io/require-durable-checkpoints]", false, ann(contract.AnnotationRequireDurableCheckpoints, "yes")},
+		{an, "in-process-recovery is enabled or disabled", "metadata.annotations[trainguard.io/in-process-recovery]", false, ann(contract.AnnotationInProcessRecovery, "on")},
 		{an, "no unknown trainguard.io/ annotation or label key (the nearest known key is named)", "metadata.annotations[trainguard.io/gpu-limt]", false, ann("trainguard.io/gpu-limt", "2")},
 
 		{cf, "TaskD on: the TaskD port number is only used as taskd-port", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].ports[0].containerPort", false,
@@ -162,6 +163,10 @@ func docRules() []docRule {
 		{cf, "integer nprocPerNode ≤ the training container's GPU limit", "spec.nprocPerNode", true,
 			object(job().WithNproc("4").WithWorkerContainer(func(c *corev1.Container) { c.Resources = builders.GPULimit(2) }))},
 		{cf, "checkpoints go to a volume that outlives the pod (an error with trainguard.io/require-durable-checkpoints=true)", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0]", true, object(job().WithElastic(1, 2))},
+		{cf, "in-process-recovery: the training container has a command (the supervisor runs it); not checked under torchrun (elastic)", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].command", false,
+			object(job().WithAnnotation(contract.AnnotationInProcessRecovery, contract.InjectEnabled).WithReplica("Master", func(rs *kubeflowv1.ReplicaSpec) {
+				rs.Template.Spec.Containers[0].Command = []string{"python3", "train.py"}
+			}))},
 		{cf, "elastic-training needs an elastic policy", "metadata.annotations[trainguard.io/recover-strategy]", true, ann(contract.AnnotationRecoverStrategy, "recover,elastic-training")},
 		{cf, "an extended resource (a GPU) is a whole number, as the API server requires of the pods", "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[nvidia.com/gpu]", false,
 			object(job().WithWorkerContainer(func(c *corev1.Container) {

@@ -56,6 +56,7 @@ func (v *Validator) crossCheck(a *jobs.Adapter, job jobs.Job, nsAnnotations map[
 	var errs field.ErrorList
 	for _, tpl := range job.Templates() {
 		errs = append(errs, checkTaskDPort(p, tpl.Spec, tpl.SpecPath())...)
+		errs = append(errs, checkInProcess(p, a.GVK.Kind, e.Enabled, tpl.Spec, tpl.SpecPath())...)
 		warnings = append(warnings, gpuCountWarning(p, tpl.Spec, tpl.SpecPath())...)
 		if e.NprocPerNode > 0 {
 			warnings = append(warnings, nprocAboveGPUWarning(p, e.NprocPerNode, e.NprocPath, tpl.Spec, tpl.SpecPath())...)

@@ -42,6 +42,8 @@ def parse_args():
                    help="shard the optimizer state across ranks (torch.distributed.optim.ZeroRedundancyOptimizer)")
     p.add_argument("--no-listen", action="store_true",
                    help="never call migrator.listening(): a trainer without trainguard's listener (tests)")
+    p.add_argument("--extra-if-exists", default="", metavar="PATH",
+                   help="tests: if PATH exists, register one more object (code changed between restarts)")
     p.add_argument("--state-mb", type=float, default=0, help="extra registered state in MB (benchmarks)")
     p.add_argument("--dump-state", default="", help="after resume, torch.save the state to PATH.rank<R>")
     p.add_argument("--dump-final", default="", help="at the end, torch.save the state to PATH.rank<R>")
@@ -169,6 +171,8 @@ def main():
         migrator.register("optimizer", optimizer)
     migrator.register("metrics", metrics)
     extra = {"blob": torch.rand(int(args.state_mb * 2 ** 20 / 4))} if args.state_mb > 0 else None
+    if extra is None and args.extra_if_exists and os.path.exists(args.extra_if_exists):
+        extra = {"changed": True}
     if extra is not None:
         migrator.register("extra", extra)
     # Data parallel (gradients averaged by hand, below): every rank holds the
@@ -207,8 +211,12 @@ def main():
         if args.dump_state:
             dump(args.dump_state, model, optimizer, metrics, start, rank)
 
-    if world > 1:
-        for p in model.parameters():  # every rank starts from rank 0's (restored) parameters
+    if world > 1 and start == 0:
+        # Every rank starts from rank 0's parameters. Not after a resume:
+        # every rank holds the same state then, and a rank restarted in
+        # process (its state from a survivor) must run no collective the
+        # survivors do not (docs/checkpoint-protocol.md, In-process recovery).
+        for p in model.parameters():
             dist.broadcast(p.data, 0)
     loss_fn = nn.MSELoss()
     # When this pod is stopped, migrator.step() takes the checkpoint at the end
@@ -218,7 +226,9 @@ def main():
     # fails when rank 0 leaves, exits 143 the same way. A rank whose peer dies
     # (its all_reduce fails) exits 138, retryable, after rank 0 committed the
     # last completed step (docs/checkpoint-protocol.md, "A peer dies").
-    for step in range(start, args.steps):
+    # migrator.steps() rather than range(): after an in-process recovery the
+    # abandoned step is taken again.
+    for step in migrator.steps(args.steps):
         if args.raise_if_exists and os.path.exists(args.raise_if_exists):
             os.unlink(args.raise_if_exists)  # one exception per request
             raise RuntimeError("injected failure before step %d (%s)" % (step + 1, args.raise_if_exists))

@@ -30,7 +30,7 @@ and under the objects where keys most often land under the wrong parent
 "config": [admissionMode, agent, checkpoint, faultScheduling, gpu, leaderElection, maxReschedules, mutators, priorityBoost, recoverStrategy, rescheduler, taskd, trainingContainer]
 "rescheduler": [enabled]
 "config.rescheduler": [backoffBase, backoffMax, badNodeTTL, concurrentReconciles, forceDeleteAfter, graceOverTime, leaseLostAfter, maxBadNodes, nodeEvictionBurst, nodeEvictionRate, nodeLostGrace, retryEvictionBurst, retryEvictionRate, unhealthyClusterThreshold, unhealthyZoneThreshold, unknownExitCodeRetryable]
-"config.checkpoint": [claim, gracePeriodMargin, path, preStopTimeout, requireDurable]
+"config.checkpoint": [claim, gracePeriodMargin, interval, path, preStopTimeout, requireDurable]
 "webhook": [clusterWideFailurePolicy, failurePolicy, podMatchConditions, reinvocationPolicy, timeoutSeconds]
 {{- end -}}
 

@@ -145,7 +145,7 @@ func statusWorthKeeping(cs *corev1.ContainerStatus) bool {
 		return true
 	}
 	last := cs.LastTerminationState.Terminated
-	return last != nil && contract.CheckpointOutcomeLine(last.Message) != ""
+	return last != nil && keptMessage(last.Message) != ""
 }
 
 func transformState(s corev1.ContainerState) corev1.ContainerState {
@@ -157,12 +157,22 @@ func transformState(s corev1.ContainerState) corev1.ContainerState {
 		out.Running = &corev1.ContainerStateRunning{}
 	}
 	if t := s.Terminated; t != nil {
-		// Of the message only the agent's checkpoint outcome line is kept
-		// (bounded), for the outcome reader that shares this cache.
 		out.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason,
-			Message: contract.CheckpointOutcomeLine(t.Message)}
+			Message: keptMessage(t.Message)}
 	}
 	return out
+}
+
+// keptMessage is what the cache keeps of a termination message, bounded:
+// the supervisor's in-process restarts (classify counts them toward the
+// job's in-place cap), then the agent's checkpoint outcome line (for the
+// outcome reader that shares this cache).
+func keptMessage(message string) string {
+	restarts, outcome := contract.InProcessRestartsLine(message), contract.CheckpointOutcomeLine(message)
+	if restarts == "" || outcome == "" {
+		return restarts + outcome
+	}
+	return restarts + "\n" + outcome
 }
 
 // TransformNode keeps the node's name, zone labels, cordon state and

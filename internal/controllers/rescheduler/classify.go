@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // exitClass is what a terminated pod's failure means for a retry.
@@ -99,8 +101,11 @@ func classifyTermination(pod *corev1.Pod, trainingNames []string, defaultRetryab
 		// Failed without any container status: nothing tells us why.
 		return undefined(nil, "pod failed without a container exit code", defaultRetryable)
 	}
-	t := classifyExit(terminatedState(status), defaultRetryable)
-	t.container, t.restarts = status.Name, status.RestartCount
+	term := terminatedState(status)
+	t := classifyExit(term, defaultRetryable)
+	// The trainer restarts the SDK's supervisor made inside that run of
+	// the container are in-place restarts too: they count toward the cap.
+	t.container, t.restarts = status.Name, status.RestartCount+int32(contract.InProcessRestarts(term.Message)) //nolint:gosec // at most 1000
 	return t
 }
 

@@ -307,3 +307,32 @@ func TestBackoffGrowsAndCaps(t *testing.T) {
 	assert.Equal(t, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second,
 		160 * time.Second, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}, got)
 }
+
+// The trainer restarts the SDK's supervisor made inside a container count
+// toward the job's in-place cap: reported in the termination message (and
+// kept by the pod cache's transform), added to the container's restarts.
+func TestDecideCountsTheSupervisorsInProcessRestarts(t *testing.T) {
+	decide := func(restarts int32, message string) Decision {
+		pod := newPod(restartPolicy(corev1.RestartPolicyNever), rules, terminatedRunning(137, restarts))
+		pod.Status.ContainerStatuses[0].State.Terminated.Message = message
+		cached, err := stripPod(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Decide(Input{Pod: cached.(*corev1.Pod), Node: readyNode(), Now: t0, MaxReschedules: 5}, DefaultOptions())
+	}
+	d := decide(1, "user's own words\ntrainguard.io/inprocess-restarts 2\n")
+	assert.Equal(t, ReasonRestartInPlace, d.Reason, d.Message)
+	assert.Contains(t, d.Message, "restart 4/5")
+	assert.Equal(t, 3, d.InPlaceRestarts, "recorded: the kubelet's 1 and the supervisor's 2")
+	d = decide(0, "trainguard.io/inprocess-restarts 5\ntrainguard.io/checkpoint {}")
+	assert.Equal(t, ReasonInPlaceRestartCapReached, d.Reason, d.Message)
+	assert.True(t, d.StopInPlace)
+	assert.Contains(t, d.Message, "5/5")
+	for _, junk := range []string{"trainguard.io/inprocess-restarts -4", "trainguard.io/inprocess-restarts x"} {
+		d = decide(0, junk)
+		assert.Equal(t, ReasonRestartInPlace, d.Reason, "%q: %s", junk, d.Message)
+	}
+	// The container's own line can only bring its job's cap nearer.
+	assert.Equal(t, ReasonInPlaceRestartCapReached, decide(0, "trainguard.io/inprocess-restarts 99999999999999").Reason)
+}

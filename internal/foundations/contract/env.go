@@ -60,7 +60,7 @@ func EnvVars() []EnvVar {
 		{Name: EnvKubeflowJobName, Injected: true},
 		{Name: EnvOperatorJobName, Injected: true},
 		{Name: EnvBatchJobName, Injected: true},
-		{Name: EnvTerminationMessagePath, Injected: true, Agent: true},
+		{Name: EnvTerminationMessagePath, Injected: true, Agent: true, SDK: true},
 		// The SDK's tunables (docs/checkpoint-protocol.md).
 		{Name: "TRAINGUARD_AFTER_CHECKPOINT", SDK: true},
 		{Name: "TRAINGUARD_HOLD_TIMEOUT", SDK: true},
@@ -82,5 +82,12 @@ func EnvVars() []EnvVar {
 		// How long one connection to that port may take in all (a Go
 		// duration, default 2s): half-sent requests cannot pile up.
 		{Name: "TRAINGUARD_STATUS_TIMEOUT", SDK: true},
+		// In-process recovery (docs/checkpoint-protocol.md): how long a
+		// survivor waits for the group to re-form (a Go duration, default
+		// 30s), how often the supervisor restarts a trainer a signal killed
+		// (default 3), and the supervisor's mark on the trainer it started.
+		{Name: "TRAINGUARD_REFORM_TIMEOUT", SDK: true},
+		{Name: "TRAINGUARD_INPROCESS_RESTARTS", SDK: true},
+		{Name: "TRAINGUARD_SUPERVISED", SDK: true},
 	}
 }

@@ -29,6 +29,10 @@ const (
 	// interval (EnvCheckpointEvery); a job's own periodic() call wins.
 	AnnotationCheckpointInterval = Prefix + "checkpoint-interval"
 	AnnotationMaxReschedules     = Prefix + "max-reschedules"
+	// AnnotationInProcessRecovery ("enabled") runs a PyTorchJob's trainer
+	// under the SDK's supervisor (python3 -m trainguard supervise --): the
+	// image must have the SDK, so it is never the default.
+	AnnotationInProcessRecovery = Prefix + "in-process-recovery"
 
 	// LabelManaged marks pods (and pod templates) trainguard injected, so the
 	// rescheduler can watch only those.
@@ -92,6 +96,7 @@ const (
 	InjectionGPU             = "gpu"
 	InjectionAvoidNodes      = "avoid-nodes"
 	InjectionRestartRules    = "restart-rules"
+	InjectionInProcess       = "in-process-recovery"
 )
 
 // InjectionNames are all the injections' names, in the order they run and
@@ -99,7 +104,7 @@ const (
 // configuration can check its `mutators` switch without depending on the
 // injection code.
 func InjectionNames() []string {
-	return []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionRestartRules, InjectionAvoidNodes}
+	return []string{InjectionPreStop, InjectionTaskD, InjectionCheckpoint, InjectionRecoverStrategy, InjectionGPU, InjectionRestartRules, InjectionInProcess, InjectionAvoidNodes}
 }
 
 // Names trainguard gives to what it adds to a pod. Fixed so the agent, the

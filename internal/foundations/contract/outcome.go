@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/trainguard/trainguard/internal/foundations/strictjson"
@@ -30,15 +31,49 @@ const (
 // that a parser still sees it is too long. The rescheduler's pod cache keeps
 // only this line of each message, so memory stays bounded.
 func CheckpointOutcomeLine(message string) string {
+	return lastLine(message, CheckpointOutcomePrefix, MaxCheckpointOutcomeLine)
+}
+
+// InProcessRestartsPrefix starts the SDK supervisor's line in a container's
+// termination message: "trainguard.io/inprocess-restarts <n>", how often it
+// started the trainer again inside this run of the container
+// (docs/checkpoint-protocol.md, "In-process recovery").
+const InProcessRestartsPrefix = "trainguard.io/inprocess-restarts "
+
+// maxInProcessRestarts bounds the count read: the cap is at most 1000.
+const maxInProcessRestarts = 1000
+
+// InProcessRestartsLine returns the supervisor's last line of message, or "".
+func InProcessRestartsLine(message string) string {
+	return lastLine(message, InProcessRestartsPrefix, len(InProcessRestartsPrefix)+8)
+}
+
+// InProcessRestarts is the count in message's supervisor line: 0 without
+// one or for anything but a whole number, at most 1000. The line is the
+// container's to write: a tenant can only make its own job reach its cap
+// sooner, or hide restarts its own code could as well have made by itself.
+func InProcessRestarts(message string) int {
+	line := InProcessRestartsLine(message)
+	n, err := strconv.Atoi(strings.TrimPrefix(line, InProcessRestartsPrefix))
+	if line == "" || err != nil || n < 0 {
+		return 0
+	}
+	return min(n, maxInProcessRestarts)
+}
+
+// lastLine is the last line of message's tail (as the kubelet keeps it)
+// that starts with prefix, cut one byte past limit so that a parser still
+// sees it is too long.
+func lastLine(message, prefix string, limit int) string {
 	if len(message) > maxTerminationMessage {
 		message = message[len(message)-maxTerminationMessage:]
 	}
 	for message != "" {
 		i := strings.LastIndexByte(message, '\n')
 		line := strings.TrimRight(message[i+1:], "\r")
-		if strings.HasPrefix(line, CheckpointOutcomePrefix) {
-			if len(line) > MaxCheckpointOutcomeLine+1 {
-				line = line[:MaxCheckpointOutcomeLine+1]
+		if strings.HasPrefix(line, prefix) {
+			if len(line) > limit+1 {
+				line = line[:limit+1]
 			}
 			return line
 		}

@@ -45,6 +45,9 @@ type Policy struct {
 	// RequireDurableCheckpoints refuses training pods whose checkpoints
 	// would die with them, instead of warning.
 	RequireDurableCheckpoints bool
+	// InProcessRecovery wraps the training container's command in the
+	// SDK's supervisor (mutators/inprocess.go).
+	InProcessRecovery bool
 }
 
 // Enabled reports whether the injection named by one of the Injection* constants is switched on.

@@ -51,6 +51,7 @@ func buildAnnotationTable() []rule {
 		{key: AnnotationMaxReschedules, parse: set(ParseMaxReschedules, func(p *Policy, n int) { p.MaxReschedules = n })},
 		// A layer can only tighten it: "false" on a job never lifts the namespace's "true".
 		{key: AnnotationRequireDurableCheckpoints, parse: set(ParseRequireDurable, func(p *Policy, on bool) { p.RequireDurableCheckpoints = p.RequireDurableCheckpoints || on })},
+		{key: AnnotationInProcessRecovery, parse: set(ParseTaskD, func(p *Policy, on bool) { p.InProcessRecovery = on })},
 		{key: AnnotationMindClusterRecoverStrategy, parse: onlyCheck(ParseRecoverStrategy), checkOnly: true},
 		// Read from the Namespace only (Audited); an object's is ignored.
 		{key: AnnotationAdmissionMode, parse: onlyCheck(ParseAdmissionMode), checkOnly: true},

@@ -1,6 +1,9 @@
 """python3 -m trainguard reset-generations [DIR]: the operator's way out of a
 checkpoint directory whose fence generations are saturated
-(docs/checkpoint-protocol.md, "Resetting the generations")."""
+(docs/checkpoint-protocol.md, "Resetting the generations").
+
+python3 -m trainguard supervise -- <command>: run the trainer under the
+supervisor (docs/checkpoint-protocol.md, "In-process recovery")."""
 
 import argparse
 import os
@@ -16,7 +19,13 @@ def main(argv=None):
                                                      "directory; every earlier incarnation stays fenced")
     reset.add_argument("directory", nargs="?", help="the job's checkpoint directory (default: "
                                                     "$TRAINGUARD_CHECKPOINT_DIR, then $MIGRATION_CKPT_PATH)")
+    sup = sub.add_parser("supervise", help="run the trainer's command, restart it in place when a signal kills it, "
+                                           "and host the job's rendezvous store on global rank 0")
+    sup.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the trainer's command")
     args = p.parse_args(argv)
+    if args.command == "supervise":
+        from . import _supervise
+        return _supervise.run(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)
     directory = args.directory or os.environ.get("TRAINGUARD_CHECKPOINT_DIR") or os.environ.get("MIGRATION_CKPT_PATH")
     if not directory:
         p.error("reset-generations: name the job's checkpoint directory (or set TRAINGUARD_CHECKPOINT_DIR)")

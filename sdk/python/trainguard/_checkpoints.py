@@ -11,6 +11,7 @@ import time
 from . import _fence as fence
 from . import _periodic as periodic
 from . import _protocol as proto
+from . import _reform as reform
 from . import _storage as storage
 
 log = logging.getLogger("trainguard")
@@ -34,6 +35,9 @@ class Checkpoints:
         self.save_seconds = None  # how long that write took
         self.writer = periodic.Writer()  # the background save in flight, if any
         self._resolved = _UNRESOLVED  # (name, payload) or None, decided once
+        # A state from a peer's memory, asked before the volume (dist):
+        # _reform.Recovery.received.
+        self.from_peer = None
 
     @property
     def _cfg(self):
@@ -159,7 +163,12 @@ class Checkpoints:
         if self._resolved is not _UNRESOLVED:
             return self._resolved
         dist = storage.initialized_dist()
-        if dist is not None and dist.get_world_size() > 1:
+        peer = self.from_peer(dist) if dist is not None and self.from_peer is not None else None
+        if peer == reform.ALONE:  # the peers leave: the checkpoint, chosen alone
+            chosen = self._pick()
+        elif peer is not None:
+            chosen = peer
+        elif dist is not None and dist.get_world_size() > 1:
             chosen, refused = None, None
             if dist.get_rank() == 0:
                 try:
@@ -191,6 +200,8 @@ class Checkpoints:
             chosen = self._load_named(chosen[0])
             if chosen is None:
                 return None
+        if chosen[0].startswith(reform.PEER_NAME):  # a peer's state: in no checkpoint, and not on the volume to read again
+            return chosen
         self._resolved = (chosen[0], None)
         self.committed_step = chosen[1]["step"]
         return chosen

@@ -7,6 +7,7 @@
     _requests.Requests         the agent's requests and the acks (SignalDirs: where)
     _exit.Stopping             this pod's termination: the wait for the agent, SIGTERM
     _peer.PeerLoss             a peer's death: the dying gasp, the retryable exit
+    _reform.Recovery           a peer's death under the supervisor: re-form in process
 
 The facade holds the listener thread and the step() boundary, where the
 parts meet; each part takes the others it needs at construction.
@@ -23,6 +24,7 @@ from . import _exit as exiting
 from . import _peer as peer
 from . import _periodic as periodic
 from . import _protocol as proto
+from . import _reform as reform
 from . import _requests as requests
 from . import _shards as shards
 from . import _state as state
@@ -52,6 +54,8 @@ class Migrator:
         self._stopping = exiting.Stopping(self._settings, self._state, self._requests)
         self._stop = threading.Event()  # ends the listener
         self._peer = peer.PeerLoss(self._settings, self._state, self._checkpoints.save, self._stop.set)
+        self._recovery = reform.Recovery(self._settings, self._state, self._peer)
+        self._checkpoints.from_peer = self._recovery.received
         self._coordinator = shards.Coordinator()
         self._listener = None
         self._status = None  # the work-at-risk server (_status.py), local rank 0 while listening
@@ -122,6 +126,7 @@ class Migrator:
             log.info("trainguard: read-only: not listening for checkpoint requests in %s", cfg.checkpoint_dir)
             return self
         self._stopping.defer_agent_sigterm()
+        self._recovery.arrive()
         if proto.names_no_job(cfg.job):
             log.warning("trainguard: this pod carries no job-name label (training.kubeflow.org/job-name or "
                         "job-name), so %s is shared by every such pod of the namespace; set "
@@ -186,6 +191,7 @@ class Migrator:
             return None
         name, payload = chosen
         self._state.restore(payload["states"], payload["step"], name, payload.get("sharded") or ())
+        reform.restore_rng(payload)
         log.info("trainguard: resumed from %s at step %d", name, payload["step"])
         return {"step": payload["step"], "checkpoint": name, "saved_at": payload.get("saved_at")}
 
@@ -242,6 +248,8 @@ class Migrator:
             if self._stopping.termination is not None:
                 self._terminate()
             why = peer.classify(e)
+            if why is not None and self._recovery.recover(e, why):
+                return  # the group is whole again: steps() yields this step again
             if why is not None:
                 self._peer.lost(e, why, True, traceback=True)
                 raise SystemExit(peer.EXIT_PEER_LOST) from e
@@ -258,6 +266,13 @@ class Migrator:
             self._terminate()
         elif self._stopping.sigterm_from_agent:
             self._stopping.end_on_sigterm(self._peer.last_words)
+
+    def steps(self, total):
+        """The steps to train, global_step up to total: `for step in
+        migrator.steps(total): with migrator.step(): ...`. After an
+        in-process recovery (docs/checkpoint-protocol.md) the step that was
+        abandoned comes again; only a loop driven so recovers in process."""
+        return self._recovery.steps(total)
 
     def exit(self, info=None):
         """The default termination hook: stop the listener, finish a save in

@@ -321,7 +321,16 @@ class PeerLoss:
         self.peers = Peers()
         self.superseded = Superseded()
         self.started = time.time()  # this incarnation, in its heartbeat; reset when it starts listening
+        self.paused = False  # re-forming in process (_reform.py): the restarted peer is the one awaited
         self._lost = False
+
+    def quiet(self):
+        """This rank leaves without a dying gasp (its exit is on its way)."""
+        self._lost = True
+
+    def reset_peers(self):
+        """The group re-formed: the incarnations in it now are the peers."""
+        self.peers = Peers()
 
     def lost(self, exc, why, main, traceback=False):
         """exc (classify() says why) failed because a peer is gone; main: in
@@ -416,6 +425,8 @@ class PeerLoss:
         it, a core dump in progress, a half-open connection) left a survivor
         blocked in gloo's all_reduce for its whole timeout (30 min by
         default) while the peer had restarted in place."""
+        if self.paused:
+            return
         restarted = self.peers.observe(beats, self._state.step, self.started)
         newer = self.superseded.observe(newest, self._state.step)
         if restarted is not None:

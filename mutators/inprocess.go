@@ -1,0 +1,146 @@
+package mutators
+
+import (
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+)
+
+// The SDK's in-process recovery (docs/checkpoint-protocol.md, "In-process
+// recovery"): its supervisor, the env it reads, and the bound on a
+// survivor's wait.
+const (
+	EnvReformTimeout     = "TRAINGUARD_REFORM_TIMEOUT"
+	EnvInProcessRestarts = "TRAINGUARD_INPROCESS_RESTARTS"
+	// defaultReformTimeout is the SDK's own default; a pod whose grace
+	// period is shorter gets less (reformTimeout).
+	defaultReformTimeout = 30 * time.Second
+)
+
+// SupervisorCommand is what the training container's command is prefixed
+// with: the image's python3 runs the SDK's supervisor, which runs the
+// user's command (and args) as its child.
+func SupervisorCommand() []string {
+	return []string{"python3", "-m", "trainguard", "supervise", "--"}
+}
+
+// Supervised says c's command already starts with SupervisorCommand.
+func Supervised(c *corev1.Container) bool {
+	prefix := SupervisorCommand()
+	return len(c.Command) >= len(prefix) && slices.Equal(c.Command[:len(prefix)], prefix)
+}
+
+// InProcessApplies says whether t is where the supervisor may wrap the
+// training container: a PyTorchJob's template (whose operator sets RANK,
+// WORLD_SIZE and MASTER_PORT for each pod), not one torchrun launches
+// (an elastic PyTorchJob, a command that runs torchrun: torchrun's agent
+// restarts its workers itself, and a second store at MASTER_PORT would
+// collide with its rendezvous). The why is for the warning.
+func InProcessApplies(t *Target, c *corev1.Container) (bool, string) {
+	switch {
+	case t.Kind.Kind != "PyTorchJob":
+		return false, "only a PyTorchJob's trainer runs under the supervisor (under torchrun, e.g. a TrainJob, torchrun's agent restarts the workers)"
+	case t.Torchrun || launchesTorchrun(c):
+		return false, "torchrun launches this trainer: its agent restarts the workers, and the supervisor would take its rendezvous port"
+	}
+	return true, ""
+}
+
+// launchesTorchrun says c's command (or, without one, its args) starts
+// torchrun or torch.distributed.run / launch.
+func launchesTorchrun(c *corev1.Container) bool {
+	words := slices.Concat(c.Command, c.Args)
+	for i, w := range words {
+		if i > 2 {
+			break
+		}
+		if base := path.Base(w); base == "torchrun" || w == "torch.distributed.run" || w == "torch.distributed.launch" {
+			return true
+		}
+	}
+	return false
+}
+
+// InProcess runs the training container's command under the SDK's
+// supervisor where the effective policy asks for it
+// (trainguard.io/in-process-recovery: enabled): a trainer a signal killed
+// is started again in its container at once, and the surviving ranks
+// re-form the group in their own processes. Its budget of restarts is the
+// job's in-place cap (trainguard.io/max-reschedules), 0 once the
+// rescheduler stopped the job's in-place restarts: each one counts toward
+// that cap (the supervisor reports them in the termination message,
+// contract.InProcessRestartsLine). A container without a command (the
+// image's entrypoint, unknown here) is refused by the validating webhook
+// and left alone here. Idempotent: a command that starts with the
+// supervisor is not wrapped again.
+func InProcess(t *Target) bool {
+	c := t.TrainingContainer()
+	if c == nil || !t.Policy.InProcessRecovery {
+		return false
+	}
+	if ok, why := InProcessApplies(t, c); !ok {
+		t.Warnf("%s=enabled: not applied: %s", contract.AnnotationInProcessRecovery, why)
+		return false
+	}
+	if len(c.Command) == 0 {
+		return false // refused at validation (validators.checkInProcess)
+	}
+	if !Supervised(c) {
+		c.Command = slices.Concat(SupervisorCommand(), c.Command)
+	}
+	ensureEnv(c, corev1.EnvVar{Name: EnvReformTimeout, Value: contract.FormatDuration(reformTimeout(t))})
+	budget := t.Policy.MaxReschedules
+	if t.InPlaceStopped {
+		budget = 0
+	}
+	setBudget(c, budget)
+	return true
+}
+
+// InProcessPod completes InProcess for a pod: the rescheduler's record
+// (which only each pod is admitted with) may have stopped the job's
+// in-place restarts since its template was injected.
+func InProcessPod(t *Target) bool {
+	c := t.TrainingContainer()
+	if c == nil || !Supervised(c) || !marked(t, contract.InjectionInProcess) {
+		return false
+	}
+	if t.InPlaceStopped {
+		setBudget(c, 0)
+	}
+	return true
+}
+
+// setBudget sets the supervisor's restarts to at most n: a smaller value
+// of the user's stays (a tighter bound), a larger one or garbage does not.
+func setBudget(c *corev1.Container, n int) {
+	for i := range c.Env {
+		if c.Env[i].Name != EnvInProcessRestarts {
+			continue
+		}
+		if have, err := strconv.Atoi(strings.TrimSpace(c.Env[i].Value)); err != nil || have < 0 || have > n || c.Env[i].ValueFrom != nil {
+			c.Env[i] = corev1.EnvVar{Name: EnvInProcessRestarts, Value: strconv.Itoa(n)}
+		}
+		return
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: EnvInProcessRestarts, Value: strconv.Itoa(n)})
+}
+
+// reformTimeout is how long a survivor waits for the group to re-form:
+// the SDK's default, and below half the pod's grace period, so a survivor
+// of a pod being stopped still leaves through the termination path.
+func reformTimeout(t *Target) time.Duration {
+	grace := int64(kubeletDefaultGracePeriod)
+	if t.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *t.Spec.TerminationGracePeriodSeconds
+	}
+	half := time.Duration(math.Max(1, float64(grace/2))) * time.Second
+	return min(defaultReformTimeout, half)
+}

@@ -1,0 +1,86 @@
+package mutators
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+)
+
+func envOf(c *corev1.Container) map[string]string {
+	out := map[string]string{}
+	for _, e := range c.Env {
+		out[e.Name] = e.Value
+	}
+	return out
+}
+
+func inProcessTarget() *targetBuilder {
+	return newTarget("pytorch").template(corev1.RestartPolicyOnFailure).grace(90).
+		policy(func(p *contract.Policy) { p.InProcessRecovery, p.MaxReschedules = true, 4 }).
+		with(func(s *corev1.PodSpec) {
+			s.Containers[0].Command, s.Containers[0].Args = []string{"python3", "train.py"}, []string{"--steps", "9"}
+		})
+}
+
+// The supervisor goes in front of the command once (a second admission
+// changes nothing), the args stay, and its budget is the job's cap.
+func TestInProcessWrapsTheCommandOnce(t *testing.T) {
+	tg := inProcessTarget().build()
+	assert.True(t, InProcess(tg))
+	assert.True(t, InProcess(tg), "again")
+	c := &tg.Spec.Containers[0]
+	assert.Equal(t, []string{"python3", "-m", "trainguard", "supervise", "--", "python3", "train.py"}, c.Command)
+	assert.Equal(t, []string{"--steps", "9"}, c.Args)
+	assert.Equal(t, map[string]string{EnvReformTimeout: "30s", EnvInProcessRestarts: "4"}, envOf(c))
+	assert.Empty(t, tg.Warnings())
+}
+
+func TestInProcessBudgetAndTimeout(t *testing.T) {
+	// A short grace period: the survivors give up well within it.
+	tg := inProcessTarget().grace(20).build()
+	InProcess(tg)
+	assert.Equal(t, "10s", envOf(&tg.Spec.Containers[0])[EnvReformTimeout])
+	// The user may tighten the budget, never widen it past the cap.
+	for have, want := range map[string]string{"2": "2", "40": "4", "-1": "4", "many": "4"} {
+		tg := inProcessTarget().with(func(s *corev1.PodSpec) {
+			s.Containers[0].Env = []corev1.EnvVar{{Name: EnvInProcessRestarts, Value: have}}
+		}).build()
+		InProcess(tg)
+		assert.Equal(t, want, envOf(&tg.Spec.Containers[0])[EnvInProcessRestarts], "user's %q", have)
+	}
+	// A pod of a job whose in-place restarts stopped at the cap: none.
+	tg = inProcessTarget().build()
+	InProcess(tg)
+	Mark(tg.Meta, []string{contract.InjectionInProcess})
+	pod := &Target{Meta: tg.Meta, Spec: tg.Spec, Policy: tg.Policy, InPlaceStopped: true}
+	assert.True(t, InProcessPod(pod))
+	assert.Equal(t, "0", envOf(&pod.Spec.Containers[0])[EnvInProcessRestarts])
+}
+
+func TestInProcessOnlyWhereItApplies(t *testing.T) {
+	cases := map[string]*Target{
+		"elastic (torchrun)": func() *Target { tg := inProcessTarget().build(); tg.Torchrun = true; return tg }(),
+		"torchrun command": inProcessTarget().with(func(s *corev1.PodSpec) {
+			s.Containers[0].Command = []string{"torchrun", "--nproc-per-node=2", "train.py"}
+		}).build(),
+		"a bare pod": func() *Target { tg := inProcessTarget().build(); tg.Kind.Kind = ""; return tg }(),
+	}
+	for name, tg := range cases {
+		before := append([]string(nil), tg.Spec.Containers[0].Command...)
+		assert.False(t, InProcess(tg), name)
+		assert.Equal(t, before, tg.Spec.Containers[0].Command, name)
+		assert.Empty(t, tg.Spec.Containers[0].Env, name)
+		assert.Len(t, tg.Warnings(), 1, name)
+	}
+	// No command: the validating webhook refuses it; nothing here.
+	tg := inProcessTarget().with(func(s *corev1.PodSpec) { s.Containers[0].Command = nil }).build()
+	assert.False(t, InProcess(tg))
+	assert.Empty(t, tg.Spec.Containers[0].Env)
+	// Off (the default): nothing.
+	tg = inProcessTarget().policy(func(p *contract.Policy) { p.InProcessRecovery = false }).build()
+	assert.False(t, InProcess(tg))
+	assert.Equal(t, []string{"python3", "train.py"}, tg.Spec.Containers[0].Command)
+}

@@ -1,0 +1,128 @@
+package checkpoint_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
+)
+
+// startSupervised runs each rank as a PyTorchJob pod would with the
+// supervisor as its command: python3 -m trainguard supervise -- train.py.
+func (r rankPods) startSupervised(t *testing.T, extra [2][]string, args ...string) [2]*proc {
+	var procs [2]*proc
+	for rank, p := range r.pods {
+		env := append([]string{"OMP_NUM_THREADS=1", "WORLD_SIZE=2", "RANK=" + strconv.Itoa(rank), "LOCAL_RANK=0",
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(r.port)}, extra[rank]...)
+		argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
+		procs[rank] = startProc(t, p.env(env...), argv...)
+	}
+	return procs
+}
+
+// trainerPid is the pid of the trainer of pod p, from its heartbeat.
+func trainerPid(t *testing.T, p pod) int {
+	hb := readJSONFile(t, filepath.Join(p.signalDir, "heartbeat.json"))
+	return int(hb["pid"].(float64))
+}
+
+// TestInProcessRecoveryKeepsTheSurvivor: one rank's trainer is SIGKILLed
+// 30 steps into a run whose first periodic checkpoint is due at step 100.
+// The survivor keeps its process (same pid), re-forms the group with the
+// trainer its supervisor started again, and hands it the state of the last
+// completed step from memory: no step lost, though no checkpoint exists,
+// and both ranks end bit-identical to an uninterrupted run. Rank 0's
+// trainer (whose process hosted the store before the supervisor did) and a
+// worker's.
+func TestInProcessRecoveryKeepsTheSurvivor(t *testing.T) {
+	const steps = "110"
+	ref := newRankPods(t)
+	refDump := filepath.Join(t.TempDir(), "ref")
+	for _, r := range ref.start(t, "--steps", steps, "--dump-final", refDump) {
+		require.NoError(t, r.wait(180*time.Second), r.out.String())
+	}
+	for _, victim := range []int{1, 0} {
+		t.Run("kill rank "+strconv.Itoa(victim), func(t *testing.T) {
+			survivor := 1 - victim
+			job := newRankPods(t)
+			dump := filepath.Join(t.TempDir(), "final")
+			ranks := job.startSupervised(t, [2][]string{}, "--steps", steps, "--step-delay", "0.05",
+				"--save-every", "100", "--dump-final", dump)
+			ranks[victim].waitFor(`rank `+strconv.Itoa(victim)+`: completed step 30 `, 180*time.Second)
+			before := trainerPid(t, job.pods[survivor])
+			require.NoError(t, syscall.Kill(trainerPid(t, job.pods[victim]), syscall.SIGKILL))
+			killed := time.Now()
+			m := ranks[survivor].waitFor(`re-forming the group in this process \(pid (\d+)\) after step (\d+)`, 60*time.Second)
+			assert.Equal(t, strconv.Itoa(before), m[1], "the survivor's process changed")
+			ranks[survivor].waitFor(`re-formed the group at generation 2 in (\S+)s`, 60*time.Second)
+			got := ranks[victim].waitFor(`rank \d: resumed from peer:rank(\d) at step (\d+)`, 60*time.Second)
+			t.Logf("SIGKILL -> state handed over: %s (survivor's step %s)", time.Since(killed), m[2])
+			assert.Equal(t, strconv.Itoa(survivor), got[1])
+			assert.Equal(t, m[2], got[2], "the restarted rank resumes at the survivor's last completed step")
+			n, err := strconv.Atoi(got[2])
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, n, 30, "a step the victim completed was lost")
+			_, err = os.Stat(filepath.Join(job.pods[0].ckptDir, "trainguard-latest.json"))
+			require.True(t, os.IsNotExist(err), "a checkpoint was read or written: %v", err)
+			for rank, r := range ranks {
+				require.NoError(t, r.wait(180*time.Second), "rank %d: %s", rank, r.out.String())
+			}
+			assert.Equal(t, before, trainerPid(t, job.pods[survivor]), "the survivor's trainer was restarted")
+			// Each rank's metrics hold its own loss: rank by rank.
+			compareStates(t, dump+".rank0", refDump+".rank0")
+			compareStates(t, dump+".rank1", refDump+".rank1")
+		})
+	}
+}
+
+// TestInProcessRecoveryTimesOutInto138: the killed rank is not started
+// again (its supervisor may restart nothing), so the group cannot re-form:
+// the survivor waits TRAINGUARD_REFORM_TIMEOUT, then takes the present
+// path: its dying gasp commits the last completed step and it exits 138,
+// which its supervisor passes on.
+func TestInProcessRecoveryTimesOutInto138(t *testing.T) {
+	job := newRankPods(t)
+	ranks := job.startSupervised(t, [2][]string{{"TRAINGUARD_REFORM_TIMEOUT=3s"}, {"TRAINGUARD_INPROCESS_RESTARTS=0"}},
+		"--steps", "100000", "--step-delay", "0.05")
+	ranks[1].waitFor(`rank 1: completed step 5 `, 180*time.Second)
+	require.NoError(t, syscall.Kill(trainerPid(t, job.pods[1]), syscall.SIGKILL))
+	ranks[1].wait(60 * time.Second)
+	assert.Equal(t, 128+int(syscall.SIGKILL), ranks[1].cmd.ProcessState.ExitCode(), "the supervisor keeps the code of a signal")
+	ranks[0].wait(60 * time.Second)
+	out := ranks[0].out.String()
+	require.Equal(t, contract.ExitPeerLost, ranks[0].cmd.ProcessState.ExitCode(), out)
+	assert.Contains(t, out, "did not re-form at generation 2 within 3s (TRAINGUARD_REFORM_TIMEOUT)")
+	m := regexp.MustCompile(`dying gasp: committed \S+, the last completed step (\d+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, "no dying gasp after the timeout: %s", out)
+}
+
+// TestInProcessRecoveryRefusesAMismatchedState: the trainer started again
+// runs other code (it registers one more object). It refuses the
+// survivor's state before loading any of it, naming the mismatch, and
+// loads the checkpoint; the survivor exits 138 without a gasp (its state is
+// the old code's), so the job restarts from the checkpoint.
+func TestInProcessRecoveryRefusesAMismatchedState(t *testing.T) {
+	job := newRankPods(t)
+	changed := filepath.Join(t.TempDir(), "changed")
+	ranks := job.startSupervised(t, [2][]string{},
+		"--steps", "100000", "--step-delay", "0.05", "--save-every", "10", "--extra-if-exists", changed)
+	ranks[1].waitFor(`rank 1: completed step 25 `, 180*time.Second)
+	require.NoError(t, os.WriteFile(changed, nil, 0o644))
+	require.NoError(t, syscall.Kill(trainerPid(t, job.pods[1]), syscall.SIGKILL))
+	ranks[0].wait(60 * time.Second)
+	out0 := ranks[0].out.String()
+	require.Equal(t, contract.ExitPeerLost, ranks[0].cmd.ProcessState.ExitCode(), out0)
+	assert.NotContains(t, out0, "dying gasp: committed")
+	want := `rank 1 refused the state of rank 0: extra: registered here, not in the peer's state`
+	assert.Contains(t, out0, want)
+	m := ranks[1].waitFor(`(?s)`+regexp.QuoteMeta(want)+`; nothing of it is loaded: loading the checkpoint.*rank 1: resumed from (trainguard-ckpt-\S+) at step (\d+)`, 60*time.Second)
+	t.Logf("the restarted rank refused the peer's state and resumed from %s at step %s", m[1], m[2])
+}
