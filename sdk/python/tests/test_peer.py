@@ -444,10 +444,18 @@ class SupersededTest(unittest.TestCase):
             with self.subTest(v=v):
                 self.assertIsNone(peer.Superseded().observe(v, 1))
 
+    def test_a_group_re_formed_in_process_takes_its_new_generation(self):
+        loss = peer.PeerLoss.__new__(peer.PeerLoss)
+        loss.superseded = peer.Superseded()
+        loss.superseded.observe(3, 5)
+        loss.reset_peers()  # the returning rank 0 claimed 4 while the survivor re-formed
+        self.assertIsNone(loss.superseded.observe(4, 5), "no step since, but 4 is the re-formed group's")
+        self.assertEqual(5, loss.superseded.observe(5, 5))
+
     def test_the_watch_exits_retryably_on_a_newer_generation(self):
         calls = []
         loss = peer.PeerLoss.__new__(peer.PeerLoss)
-        loss.peers, loss.superseded, loss.started = peer.Peers(), peer.Superseded(), 50.0
+        loss.peers, loss.superseded, loss.started, loss.paused = peer.Peers(), peer.Superseded(), 50.0, False
         loss._state = types.SimpleNamespace(step=5)
         loss._settings = types.SimpleNamespace(config=types.SimpleNamespace(rank=1))
         loss.lost = lambda exc, why, main: calls.append(str(exc))

@@ -329,8 +329,10 @@ class PeerLoss:
         self._lost = True
 
     def reset_peers(self):
-        """The group re-formed: the incarnations in it now are the peers."""
+        """The group re-formed: the incarnations in it now are the peers,
+        and the generation its returning rank 0 claimed is the group's."""
         self.peers = Peers()
+        self.superseded = Superseded()
 
     def lost(self, exc, why, main, traceback=False):
         """exc (classify() says why) failed because a peer is gone; main: in
