@@ -2,7 +2,6 @@ package mutators
 
 import (
 	"math"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,37 +36,6 @@ func Supervised(c *corev1.Container) bool {
 	return len(c.Command) >= len(prefix) && slices.Equal(c.Command[:len(prefix)], prefix)
 }
 
-// InProcessApplies says whether t is where the supervisor may wrap the
-// training container: a PyTorchJob's template (whose operator sets RANK,
-// WORLD_SIZE and MASTER_PORT for each pod), not one torchrun launches
-// (an elastic PyTorchJob, a command that runs torchrun: torchrun's agent
-// restarts its workers itself, and a second store at MASTER_PORT would
-// collide with its rendezvous). The why is for the warning.
-func InProcessApplies(t *Target, c *corev1.Container) (bool, string) {
-	switch {
-	case t.Kind.Kind != "PyTorchJob":
-		return false, "only a PyTorchJob's trainer runs under the supervisor (under torchrun, e.g. a TrainJob, torchrun's agent restarts the workers)"
-	case t.Torchrun || launchesTorchrun(c):
-		return false, "torchrun launches this trainer: its agent restarts the workers, and the supervisor would take its rendezvous port"
-	}
-	return true, ""
-}
-
-// launchesTorchrun says c's command (or, without one, its args) starts
-// torchrun or torch.distributed.run / launch.
-func launchesTorchrun(c *corev1.Container) bool {
-	words := slices.Concat(c.Command, c.Args)
-	for i, w := range words {
-		if i > 2 {
-			break
-		}
-		if base := path.Base(w); base == "torchrun" || w == "torch.distributed.run" || w == "torch.distributed.launch" {
-			return true
-		}
-	}
-	return false
-}
-
 // InProcess runs the training container's command under the SDK's
 // supervisor where the effective policy asks for it
 // (trainguard.io/in-process-recovery: enabled): a trainer a signal killed
@@ -85,7 +53,7 @@ func InProcess(t *Target) bool {
 	if c == nil || !t.Policy.InProcessRecovery {
 		return false
 	}
-	if ok, why := InProcessApplies(t, c); !ok {
+	if ok, why := contract.InProcessApplies(t.Kind.Kind, t.Torchrun, c); !ok {
 		t.Warnf("%s=enabled: not applied: %s", contract.AnnotationInProcessRecovery, why)
 		return false
 	}

@@ -4,13 +4,11 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
-	"github.com/trainguard/trainguard/mutators"
 )
 
 // Cross-field checks compare the final object (the validating webhook sees
@@ -66,7 +64,7 @@ func checkTaskDPort(p *contract.Policy, spec *corev1.PodSpec, specPath *field.Pa
 }
 
 // checkInProcess refuses, where trainguard.io/in-process-recovery asks
-// for the supervisor and it would apply (mutators.InProcessApplies), a
+// for the supervisor and it would apply (contract.InProcessApplies), a
 // training container without a command: the supervisor runs the command
 // it prefixes, and the image's entrypoint is not known at admission.
 func checkInProcess(p *contract.Policy, kind string, elastic bool, spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
@@ -75,8 +73,7 @@ func checkInProcess(p *contract.Policy, kind string, elastic bool, spec *corev1.
 		return nil
 	}
 	c := &spec.Containers[i]
-	t := &mutators.Target{Spec: spec, Policy: p, Kind: schema.GroupKind{Kind: kind}, Torchrun: elastic}
-	if ok, _ := mutators.InProcessApplies(t, c); !ok || len(c.Command) > 0 {
+	if ok, _ := contract.InProcessApplies(kind, elastic, c); !ok || len(c.Command) > 0 {
 		return nil
 	}
 	return field.ErrorList{field.Required(specPath.Child("containers").Index(i).Child("command"),
