@@ -92,7 +92,7 @@ start_control_plane() {
     --kubelet-client-certificate "$p/apiserver-kubelet-client.crt" --kubelet-client-key "$p/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types InternalIP,Hostname --allow-privileged=true --v=1
   wait_for kube-apiserver 90 kc get --raw /readyz
-  log "kube-controller-manager, kube-scheduler, kube-proxy"
+  log "kube-controller-manager, kube-scheduler"
   start_proc kube-controller-manager "$CLUSTER_DIR/logs/kube-controller-manager.log" "$CLUSTER_BIN/kube-controller-manager" \
     --kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" --controllers '*' --use-service-account-credentials \
     --service-account-private-key-file "$p/sa.key" --root-ca-file "$p/ca.crt" \
@@ -101,6 +101,14 @@ start_control_plane() {
     --leader-elect=false --bind-address 127.0.0.1 --secure-port 10357 --v=1
   start_proc kube-scheduler "$CLUSTER_DIR/logs/kube-scheduler.log" "$CLUSTER_BIN/kube-scheduler" \
     --kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" --leader-elect=false --bind-address 127.0.0.1 --secure-port 10359 --v=1
+}
+
+# kube-proxy starts once its node (tg-node-1) is registered: started before,
+# it exits when the node appears with its addresses ("NodeIPs changed", it
+# expects a DaemonSet to restart it), and the add-ons' Services then lead
+# nowhere. No Service is used before the add-ons.
+start_kube_proxy() {
+  log "kube-proxy"
   cat >"$CLUSTER_DIR/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -138,6 +146,7 @@ main() {
   seed_stores
   for i in $(seq 1 "$NODES"); do log "node $(node_name "$i"): containerd, images, kubelet"; start_node "$i"; done
   wait_for "$NODES Ready nodes" 120 nodes_ready
+  start_kube_proxy
   log "addons: CoreDNS, cert-manager, training-operator, JobSet, Kubeflow Trainer"
   bash "$root/hack/cluster/addons.sh"
   local t1; t1=$(date +%s)

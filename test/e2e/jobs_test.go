@@ -79,6 +79,17 @@ func trainScriptWith(launcher, job string, steps int, delay float64, saveEvery i
 	}, "; ")
 }
 
+// trainExecScript is trainScript for a trainer under trainguard's
+// supervisor (trainguard.io/in-process-recovery): the shell execs the
+// trainer, so the supervisor's child is the trainer itself and sees it die
+// of its signal (a shell around it would exit 128+n, which is no signal
+// death); the supervisor, not the trainer, is PID 1 and forwards SIGTERM.
+func trainExecScript(job string, steps int, delay float64, saveEvery int) string {
+	d := "/checkpoint/e2e-dumps/" + job
+	return fmt.Sprintf("mkdir -p %s || exit 1; exec python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --dump-state %s/resumed --dump-final %s/final",
+		d, steps, delay, saveEvery, d, d)
+}
+
 // sleepScript keeps a replica alive without training (exit-code scenarios).
 const sleepScript = "exec python3 -c 'import time; time.sleep(3600)'"
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,64 +17,93 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/test/goodput"
 )
 
 // rankCrashCase is one job of the rank-crash scenario: its kind (a
-// PyTorchJob under a restart policy, or a TrainJob) and how its rank 1
-// trainer dies.
+// PyTorchJob under a restart policy, or a TrainJob), which rank's trainer
+// dies and how, and when.
 type rankCrashCase struct {
-	name   string
-	policy string // PyTorchJob restartPolicy; "" for a TrainJob
-	signal string // KILL (137, as the OOM killer) or SEGV (139)
+	name      string
+	policy    string // PyTorchJob restartPolicy; "" for a TrainJob
+	signal    string // KILL (137, as the OOM killer) or SEGV (139)
+	rank      int    // the rank whose trainer dies
+	saveEvery int    // periodic checkpoint interval in steps
+	killAt    int    // rank 0's step before the kill
 }
 
 const (
 	rankCrashSaveEvery = 10
-	// rankCrashTarget is the target from the kill to training again.
-	rankCrashTarget = 10 * time.Second
+	// The figures' targets, printed beside them (not asserted: the machine
+	// is shared): kill → training again.
+	rankCrashTarget       = 10 * time.Second
+	rankCrashMedianTarget = 5 * time.Second
+	// rankCrashFarFromCheckpoint: at least one job is killed this many steps
+	// after its last periodic checkpoint, so 0 steps lost can only come
+	// from a peer's memory.
+	rankCrashFarFromCheckpoint = 15
 )
 
+// rankCrashResult is what the scenario's assertions across jobs need.
+type rankCrashResult struct {
+	trained      time.Duration // kill → training again
+	rank         int           // the rank killed
+	inProcess    bool
+	sinceCkpt    int // steps from the last periodic checkpoint to the step resumed
+	survivorsPID bool
+}
+
 // rankCrash: one rank's trainer dies mid-training, killed
-// (SIGKILL, 137, as the OOM killer does) or crashing (SIGSEGV, 139). Under
-// every restart policy users write (a PyTorchJob under OnFailure and under
-// ExitCode, a TrainJob through torchrun) the whole job trains again, in
-// place, within seconds: the survivor's collective fails and the SDK ends it
-// retryably (138) after rank 0 committed the last completed step (the dying
-// gasp), the kubelet restarts both containers where they are (OnFailure, or
-// trainguard's container restart rules under ExitCode's Never), torchrun
-// restarts its workers itself (PET_MAX_RESTARTS). Asserted for each job:
-// never Failed, every rank resumed at the same step, the pods are the same
-// pods on the same nodes (the operator and the Job retried nothing, the
-// JobSet did not restart), no bad node recorded. A seventh job's rank
-// segfaults on every start (a bug, not a fault): its in-place restarts
-// stop at the job's cap (rankCrashCap). The seven jobs run side by side.
+// (SIGKILL, 137, as the OOM killer does) or crashing (SIGSEGV, 139).
+// PyTorchJobs (OnFailure and ExitCode) opt in to in-process recovery
+// (trainguard.io/in-process-recovery: enabled): the dead trainer's
+// supervisor starts it again at once in its container, the survivor keeps
+// its process (same PID), re-forms the group and hands the returning rank
+// the state of the last completed step from its memory; rank 0 dies in
+// some jobs (its supervisor keeps the rendezvous store), a worker in
+// others, and one job is killed far from its last periodic checkpoint.
+// TrainJobs run under torchrun, whose agent restarts all its local
+// workers, which resume from the checkpoint the survivor's dying gasp
+// committed. Asserted for each job: never Failed, 0 steps lost, the pods
+// are the same pods on the same nodes, no bad node recorded; for the
+// in-process jobs no container restarted and the survivor's PID is
+// unchanged. A seventh job's rank segfaults on every start (a bug, not a
+// fault): its restarts stop at the job's cap (rankCrashCap). The seven
+// jobs run side by side; kill → training again is printed per job in its
+// phases, with its targets.
 func (e *env) rankCrash(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(ctx, t, "e2e-rank-crash", true)
 	cases := []rankCrashCase{
-		{"onfailure-kill", "OnFailure", "KILL"},
-		{"onfailure-segv", "OnFailure", "SEGV"},
-		{"exitcode-kill", "ExitCode", "KILL"},
-		{"exitcode-segv", "ExitCode", "SEGV"},
-		{"trainjob-kill", "", "KILL"},
-		{"trainjob-segv", "", "SEGV"},
+		{"onfailure-kill", "OnFailure", "KILL", 1, 40, 56},
+		{"onfailure-segv", "OnFailure", "SEGV", 0, rankCrashSaveEvery, 15},
+		{"exitcode-kill", "ExitCode", "KILL", 0, rankCrashSaveEvery, 15},
+		{"exitcode-segv", "ExitCode", "SEGV", 1, rankCrashSaveEvery, 15},
+		{"trainjob-kill", "", "KILL", 1, rankCrashSaveEvery, 15},
+		{"trainjob-segv", "", "SEGV", 1, rankCrashSaveEvery, 15},
 	}
+	var mu sync.Mutex
+	results := map[string]rankCrashResult{}
 	t.Run("jobs", func(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				var fig string
+				var res rankCrashResult
 				var err error
 				if c.policy == "" {
-					fig, err = e.rankCrashTrainJob(ctx, t, ns, c)
+					fig, res, err = e.rankCrashTrainJob(ctx, t, ns, c)
 				} else {
-					fig, err = e.rankCrashPyTorchJob(ctx, t, ns, c)
+					fig, res, err = e.rankCrashPyTorchJob(ctx, t, ns, c)
 				}
 				if err != nil {
 					e.record("rank crash "+c.name, false, "%s", clip(err.Error()))
 					t.Fatal(err)
 				}
+				mu.Lock()
+				results[c.name] = res
+				mu.Unlock()
 				e.record("rank crash "+c.name, true, "%s", fig)
 			})
 		}
@@ -87,99 +117,225 @@ func (e *env) rankCrash(t *testing.T) {
 			e.record("rank crash at the cap", true, "%s", fig)
 		})
 	})
+	if len(results) == len(cases) {
+		fig, err := rankCrashAcross(results)
+		e.record("rank crash, all jobs", err == nil, "%s", fig)
+		if err != nil {
+			t.Error(err)
+		}
+	}
 	if err := e.noBadNode(ctx, ns); err != nil {
 		e.record("rank crash", false, "%v", err)
 		t.Error(err)
 	}
 }
 
+// rankCrashAcross asserts what no single job shows (a job far from its
+// checkpoint, rank 0 and a worker killed) and prints the figures against
+// their targets.
+func rankCrashAcross(results map[string]rankCrashResult) (string, error) {
+	var all []time.Duration
+	far, killed := 0, map[int]bool{}
+	for _, r := range results {
+		all = append(all, r.trained)
+		if r.inProcess {
+			killed[r.rank] = true
+			far = max(far, r.sinceCkpt)
+		}
+	}
+	slices.Sort(all)
+	median := all[len(all)/2]
+	if len(all)%2 == 0 {
+		median = (all[len(all)/2-1] + all[len(all)/2]) / 2
+	}
+	fig := fmt.Sprintf("kill → training again: median %s (target ≤ %s), slowest %s (target ≤ %s each); farthest kill from a periodic checkpoint with 0 lost: %d steps",
+		median.Round(100*time.Millisecond), rankCrashMedianTarget, all[len(all)-1].Round(100*time.Millisecond), rankCrashTarget, far)
+	switch {
+	case far < rankCrashFarFromCheckpoint:
+		return fig, fmt.Errorf("no in-process job was killed %d or more steps after its last periodic checkpoint (farthest %d): 0 lost does not show a peer's state", rankCrashFarFromCheckpoint, far)
+	case !killed[0] || !killed[1]:
+		return fig, fmt.Errorf("the in-process jobs killed ranks %v, want rank 0 in one and a worker in another", killed)
+	}
+	return fig, nil
+}
+
 // rankCrashPyTorchJob runs a 2-rank PyTorchJob (master + 1 worker) under
-// c.policy and kills the worker's trainer.
-func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, c rankCrashCase) (string, error) {
+// c.policy with in-process recovery and kills rank c.rank's trainer.
+func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, c rankCrashCase) (string, rankCrashResult, error) {
+	res := rankCrashResult{rank: c.rank, inProcess: true}
 	job := "rc-" + c.name
-	script := trainScript(job, 2000, 0.3, rankCrashSaveEvery)
-	if err := e.createJob(ctx, pytorchJob(ns, job, replica{1, c.policy, script}, replica{1, c.policy, script}, false)); err != nil {
-		return "", fmt.Errorf("create PyTorchJob: %w", err)
+	script := trainExecScript(job, 2000, 0.3, c.saveEvery)
+	pj := pytorchJob(ns, job, replica{1, c.policy, script}, replica{1, c.policy, script}, false)
+	pj.SetAnnotations(map[string]string{contract.AnnotationInProcessRecovery: "enabled"})
+	if err := e.createJob(ctx, pj); err != nil {
+		return "", res, fmt.Errorf("create PyTorchJob: %w", err)
 	}
 	defer func() { _ = e.dyn.Resource(pytorchJobs).Namespace(ns).Delete(ctx, job, metav1.DeleteOptions{}) }()
 	master, worker := job+"-master-0", job+"-worker-0"
-	if err := e.waitStep(ctx, ns, master, 15, 5*time.Minute); err != nil {
-		return "", err
+	victim, survivor, survivorRank := worker, master, 0
+	if c.rank == 0 {
+		victim, survivor, survivorRank = master, worker, 1
+	}
+	if err := e.waitStep(ctx, ns, master, c.killAt, 5*time.Minute); err != nil {
+		return "", res, err
 	}
 	before, err := e.podsOf(ctx, ns, master, worker)
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
-	tKill, err := e.killRank(ctx, ns, worker, "pytorch", c.signal)
+	pidBefore, err := e.rankPID(ctx, ns, survivor, survivorRank)
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
-	t.Logf("%s: rank 1's trainer sent SIG%s at %s", job, c.signal, tKill.Format(time.RFC3339Nano))
-	var trained time.Time
+	tKill, err := e.killRank(ctx, ns, victim, "pytorch", c.signal, c.rank)
+	if err != nil {
+		return "", res, err
+	}
+	t.Logf("%s: rank %d's trainer sent SIG%s at %s", job, c.rank, c.signal, tKill.Format(time.RFC3339Nano))
+	var rec inProcessRecovery
 	err = poll(ctx, time.Second, 3*time.Minute, func() (bool, error) {
 		if cond, err := e.jobCondition(ctx, ns, job); err == nil && cond == "Failed" {
 			return false, stop(fmt.Errorf("PyTorchJob %s Failed after the kill", job))
 		}
-		ts, _, ok := firstStepAfterResume(e.logs(ctx, ns, master), tKill)
-		trained = ts
+		var ok bool
+		rec, ok = parseRecovery(e.logs(ctx, ns, survivor), e.logs(ctx, ns, victim), survivorRank, c.rank, tKill)
 		return ok, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("%s: rank 0 not training again after the kill: %w", job, err)
+		return "", res, fmt.Errorf("%s: not training again in process after the kill (%s): %w", job, rec.missing, err)
 	}
 	after, err := e.podsOf(ctx, ns, master, worker)
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
 	if err := samePods(before, after); err != nil {
-		return "", fmt.Errorf("%s: %w", job, err)
+		return "", res, fmt.Errorf("%s: %w", job, err)
 	}
-	want := map[string]int32{worker: signalExit(c.signal), master: 138}
-	restarts := []string{}
 	for _, name := range []string{master, worker} {
-		p := after[name]
-		code, n := lastExit(p, "pytorch")
-		if code != want[name] {
-			return "", fmt.Errorf("%s: container exited %d before its restart, want %d", name, code, want[name])
+		if code, n := lastExit(after[name], "pytorch"); n != 0 {
+			return "", res, fmt.Errorf("%s: its container restarted %d times (last exit %d): the supervisor did not restart the trainer in it", name, n, code)
 		}
-		restarts = append(restarts, fmt.Sprintf("%s exit %d, restarted in place (%d)", strings.TrimPrefix(name, job+"-"), code, n))
 	}
-	resumed, err := e.sameResume(ctx, ns, tKill, map[string]string{master: "pytorch", worker: "pytorch"})
+	if rec.signal != "SIG"+c.signal {
+		return "", res, fmt.Errorf("%s: the supervisor saw its trainer die of %s, want SIG%s", job, rec.signal, c.signal)
+	}
+	pidAfter, err := e.rankPID(ctx, ns, survivor, survivorRank)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", job, err)
+		return "", res, err
 	}
-	lost := e.lostSteps(ctx, ns, master, "pytorch", true, resumed)
+	if pidBefore != pidAfter || rec.survivorPID != pidBefore {
+		return "", res, fmt.Errorf("%s: the survivor (rank %d) did not keep its process: PID %d before the kill, %d re-forming, %d after", job, survivorRank, pidBefore, rec.survivorPID, pidAfter)
+	}
+	res.survivorsPID = true
+	if rec.resumed != rec.lastBefore {
+		return "", res, fmt.Errorf("%s: the survivor completed step %d before the kill, the returning rank resumed at step %d: %d steps lost", job, rec.lastBefore, rec.resumed, rec.lastBefore-rec.resumed)
+	}
 	if cond, _ := e.jobCondition(ctx, ns, job); cond == "Failed" {
-		return "", fmt.Errorf("%s Failed", job)
+		return "", res, fmt.Errorf("%s Failed", job)
 	}
 	events, err := e.reschedulerEvents(ctx, ns, job+"-")
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", job, err)
+		return "", res, fmt.Errorf("%s: %w", job, err)
 	}
-	budget := "the operator retried nothing (ExitCode: its retries are new pods)"
-	if c.policy == "OnFailure" {
-		budget = "the operator recreated nothing (OnFailure: kubeflow counts the kubelet's restarts against backoffLimit)"
+	res.trained = rec.trained.Sub(tKill)
+	res.sinceCkpt = rec.resumed % c.saveEvery
+	return fmt.Sprintf("%s, in process, SIG%s of rank %d at step %d (%d after its last periodic checkpoint, every %d): kill → training again %s (target %s) = exit seen by the supervisor %s + trainer restart, import and join %s + re-forming and the state from rank %d's memory %s + the step %s; 0 steps lost (resumed at step %d); survivor rank %d kept its PID %d; no container restarted, same pods on the same nodes; job not Failed; %s",
+		c.policy, c.signal, c.rank, rec.resumed, res.sinceCkpt, c.saveEvery, res.trained.Round(100*time.Millisecond), rankCrashTarget,
+		rec.exitSeen.Sub(tKill).Round(100*time.Millisecond), rec.joined.Sub(rec.exitSeen).Round(100*time.Millisecond), survivorRank,
+		rec.reformed.Sub(rec.joined).Round(100*time.Millisecond), rec.trained.Sub(rec.reformed).Round(100*time.Millisecond),
+		rec.resumed, survivorRank, pidBefore, events), res, nil
+}
+
+// inProcessRecovery is one rank's in-process recovery as the two pods'
+// logs tell it (kubelet timestamps, one clock with the kill's).
+type inProcessRecovery struct {
+	exitSeen    time.Time // the victim's supervisor saw its trainer die
+	signal      string
+	joined      time.Time // every rank arrived at the new generation (the survivor's figures)
+	reformed    time.Time // the group re-formed, the state handed on
+	trained     time.Time // the survivor's first step after
+	survivorPID int
+	lastBefore  int // the survivor's last completed step before it re-formed
+	resumed     int // the step the returning rank resumed at
+	missing     string
+}
+
+var (
+	supervisorRestart = regexp.MustCompile(`^(\S+) trainguard supervise: the trainer \(pid \d+\) died of (\w+); starting it again`)
+	reforming         = regexp.MustCompile(`^(\S+) .*trainguard: rank (\d+): a peer is gone .*re-forming the group in this process \(pid (\d+)\)`)
+	reformed          = regexp.MustCompile(`^(\S+) .*trainguard: rank (\d+): re-formed the group at generation \d+ in ([\d.]+)s \(waited ([\d.]+)s`)
+	peerState         = regexp.MustCompile(`^(\S+) .*trainguard: rank (\d+): the state of step (\d+) from rank \d+'s memory`)
+	anyStep           = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): completed step (\d+)`)
+)
+
+// parseRecovery reads an in-process recovery after t from the survivor's
+// and the victim's current logs; ok once the survivor trained again.
+func parseRecovery(survivorLog, victimLog string, survivorRank, victimRank int, t time.Time) (rec inProcessRecovery, ok bool) {
+	at := func(s string) time.Time { ts, _ := time.Parse(time.RFC3339Nano, s); return ts }
+	for _, l := range strings.Split(victimLog, "\n") {
+		if m := supervisorRestart.FindStringSubmatch(l); m != nil && rec.exitSeen.IsZero() && at(m[1]).After(t) {
+			rec.exitSeen, rec.signal = at(m[1]), m[2]
+		}
+		if m := peerState.FindStringSubmatch(l); m != nil && m[2] == strconv.Itoa(victimRank) && at(m[1]).After(t) {
+			rec.resumed, _ = strconv.Atoi(m[3])
+		}
 	}
-	return fmt.Sprintf("%s, SIG%s of rank 1: kill → training again %s (target %s); every rank resumed at step %d; %s; %s; same pods on the same nodes, %s; job not Failed; %s",
-		c.policy, c.signal, trained.Sub(tKill).Round(100*time.Millisecond), rankCrashTarget, resumed, lost,
-		strings.Join(restarts, ", "), budget, events), nil
+	if rec.exitSeen.IsZero() {
+		rec.missing = "no restart by the victim's supervisor"
+		return rec, false
+	}
+	if rec.resumed == 0 {
+		rec.missing = "the returning rank got no state from a peer's memory"
+		return rec, false
+	}
+	for _, l := range strings.Split(survivorLog, "\n") {
+		if m := anyStep.FindStringSubmatch(l); m != nil && m[2] == strconv.Itoa(survivorRank) {
+			switch {
+			case rec.survivorPID == 0: // before it re-formed: the steps the job had
+				rec.lastBefore, _ = strconv.Atoi(m[3])
+			case !rec.reformed.IsZero() && rec.trained.IsZero():
+				rec.trained = at(m[1])
+			}
+		}
+		if m := reforming.FindStringSubmatch(l); m != nil && at(m[1]).After(t) && rec.survivorPID == 0 {
+			rec.survivorPID, _ = strconv.Atoi(m[3])
+		}
+		if m := reformed.FindStringSubmatch(l); m != nil && at(m[1]).After(t) && rec.reformed.IsZero() {
+			total, _ := strconv.ParseFloat(m[3], 64)
+			waited, _ := strconv.ParseFloat(m[4], 64)
+			rec.reformed = at(m[1])
+			rec.joined = rec.reformed.Add(-time.Duration((total - waited) * float64(time.Second)))
+		}
+	}
+	switch {
+	case rec.survivorPID == 0:
+		rec.missing = "the survivor logged no re-forming"
+	case rec.reformed.IsZero():
+		rec.missing = "the survivor did not re-form the group"
+	case rec.trained.IsZero():
+		rec.missing = "the survivor completed no step after re-forming"
+	}
+	return rec, rec.missing == ""
 }
 
 // rankCrashTrainJob runs a TrainJob (torchrun, 2 ranks in its trainer pod)
-// and kills rank 1.
-func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c rankCrashCase) (string, error) {
+// and kills rank c.rank. torchrun's agent restarts all its local workers
+// (no supervisor under torchrun): they resume from the checkpoint of the
+// last completed step that the survivor's dying gasp committed.
+func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c rankCrashCase) (string, rankCrashResult, error) {
+	res := rankCrashResult{rank: c.rank}
 	name := "rc-" + c.name
-	pod := e.startTrainJob(ctx, t, ns, name, 2000, rankCrashSaveEvery, 15)
+	pod := e.startTrainJob(ctx, t, ns, name, 2000, c.saveEvery, c.killAt)
 	defer func() { _ = e.dyn.Resource(trainJobs).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}) }()
 	before, err := e.podsOf(ctx, ns, pod.Name)
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
-	tKill, err := e.killRank(ctx, ns, pod.Name, "node", c.signal)
+	tKill, err := e.killRank(ctx, ns, pod.Name, "node", c.signal, c.rank)
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
-	t.Logf("%s: rank 1's trainer sent SIG%s at %s", name, c.signal, tKill.Format(time.RFC3339Nano))
+	t.Logf("%s: rank %d's trainer sent SIG%s at %s", name, c.rank, c.signal, tKill.Format(time.RFC3339Nano))
 	var trained time.Time
 	err = poll(ctx, time.Second, 3*time.Minute, func() (bool, error) {
 		ts, _, ok := firstStepAfterResume(e.containerLogs(ctx, ns, pod.Name, "node"), tKill)
@@ -187,53 +343,60 @@ func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c 
 		return ok, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("%s: rank 0 not training again after the kill: %w", name, err)
+		return "", res, fmt.Errorf("%s: rank 0 not training again after the kill: %w", name, err)
 	}
 	after, err := e.podsOf(ctx, ns, pod.Name)
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
 	if err := samePods(before, after); err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
+		return "", res, fmt.Errorf("%s: %w", name, err)
 	}
 	_, containerRestarts := lastExit(after[pod.Name], "node")
 	resumed, err := e.sameResume(ctx, ns, tKill, map[string]string{pod.Name: "node"})
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
+		return "", res, fmt.Errorf("%s: %w", name, err)
 	}
-	lost := e.lostSteps(ctx, ns, pod.Name, "node", false, resumed)
+	last := lastStep(lastResumeCut(e.containerLogs(ctx, ns, pod.Name, "node")))
+	if last > resumed {
+		return "", res, fmt.Errorf("%s: rank 0 completed step %d before the crash, every rank resumed at step %d: %d steps lost", name, last, resumed, last-resumed)
+	}
 	counts, err := e.disruptionsNotCounted(ctx, ns, name)
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
 	tj, err := e.dyn.Resource(trainJobs).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", err
+		return "", res, err
 	}
 	if slices.Contains(trueConditions(tj), "Failed") {
-		return "", fmt.Errorf("TrainJob %s Failed", name)
+		return "", res, fmt.Errorf("TrainJob %s Failed", name)
 	}
-	return fmt.Sprintf("TrainJob (torchrun, 2 ranks), SIG%s of rank 1: kill → training again %s (target %s); every rank resumed at step %d; %s; torchrun restarted its workers, container restarts %d, same pod on the same node; %s",
-		c.signal, trained.Sub(tKill).Round(100*time.Millisecond), rankCrashTarget, resumed, lost, containerRestarts, counts), nil
+	res.trained = trained.Sub(tKill)
+	return fmt.Sprintf("TrainJob (torchrun, 2 ranks), SIG%s of rank %d: torchrun's agent restarts all its local workers, from the checkpoint: kill → training again %s (target %s); every rank resumed at step %d, the last completed: 0 steps lost; container restarts %d, same pod on the same node; %s",
+		c.signal, c.rank, res.trained.Round(100*time.Millisecond), rankCrashTarget, resumed, containerRestarts, counts), res, nil
 }
 
 // segvLoopScript segfaults two seconds after every start, as a bug in a
-// native kernel would. python3 is not PID 1 (sh waits for it), and the
-// fault is a real one: sh exits 139.
-const segvLoopScript = `python3 -c 'import ctypes, time; time.sleep(2); ctypes.string_at(0)'; exit $?`
+// native kernel would. The shell execs python3, so under trainguard's
+// supervisor the fault is its child's own signal death (the supervisor
+// restarts it in the container); the supervisor exits 139.
+const segvLoopScript = `exec python3 -c 'import ctypes, time; time.sleep(2); ctypes.string_at(0)'`
 
-// rankCrashCap (bounded): a PyTorchJob under restartPolicy Never
-// with trainguard.io/max-reschedules=1 whose worker segfaults on every
-// start. trainguard's restart rules restart it in place once; at the cap
-// the rescheduler stops the job's in-place restarts (Warning
-// InPlaceRestartCapReached on the job, the stop in its record, the pod
-// evicted once, no bad node), the worker's replacement has no restart
-// rules, and the job ends by the operator's own policy (Never: Failed),
-// not restarted for ever.
+// rankCrashCap (bounded): a PyTorchJob under restartPolicy Never with
+// trainguard.io/max-reschedules=1 and in-process recovery whose worker
+// segfaults on every start. Its supervisor restarts it in the container
+// once (the budget the webhook gives it is the cap), then exits 139 and
+// reports the restart, which counts toward the cap: the rescheduler stops
+// the job's in-place restarts (Warning InPlaceRestartCapReached on the
+// job, the stop in its record, the pod evicted once, no bad node), the
+// worker's replacement has no restart rules and a supervisor budget of 0,
+// and the job ends by the operator's own policy (Never: Failed), not
+// restarted for ever.
 func (e *env) rankCrashCap(ctx context.Context, t *testing.T, ns string) (string, error) {
 	const job = "rc-cap"
 	pj := pytorchJob(ns, job, replica{1, "Never", sleepScript}, replica{1, "Never", segvLoopScript}, false)
-	pj.SetAnnotations(map[string]string{"trainguard.io/max-reschedules": "1"})
+	pj.SetAnnotations(map[string]string{"trainguard.io/max-reschedules": "1", contract.AnnotationInProcessRecovery: "enabled"})
 	start := time.Now()
 	if err := e.createJob(ctx, pj); err != nil {
 		return "", fmt.Errorf("create PyTorchJob: %w", err)
@@ -241,7 +404,7 @@ func (e *env) rankCrashCap(ctx context.Context, t *testing.T, ns string) (string
 	defer func() { _ = e.dyn.Resource(pytorchJobs).Namespace(ns).Delete(ctx, job, metav1.DeleteOptions{}) }()
 	worker := job + "-worker-0"
 	var first *corev1.Pod
-	var maxRestarts int32
+	var maxRestarts, inProcess int32 // the kubelet's restarts of the first worker, its supervisor's
 	err := poll(ctx, time.Second, 4*time.Minute, func() (bool, error) {
 		if p, _ := e.pod(ctx, ns, worker); p != nil {
 			if first == nil {
@@ -250,6 +413,7 @@ func (e *env) rankCrashCap(ctx context.Context, t *testing.T, ns string) (string
 			if p.UID == first.UID {
 				_, n := lastExit(p, "pytorch")
 				maxRestarts = max(maxRestarts, n)
+				inProcess = max(inProcess, supervisorRestarts(p))
 			}
 		}
 		cond, err := e.jobCondition(ctx, ns, job)
@@ -262,8 +426,8 @@ func (e *env) rankCrashCap(ctx context.Context, t *testing.T, ns string) (string
 	if first == nil || len(first.Spec.Containers[0].RestartPolicyRules) == 0 {
 		return "", fmt.Errorf("%s: the first worker pod had no restart rules (restartPolicy Never)", job)
 	}
-	if maxRestarts > 2 {
-		return "", fmt.Errorf("%s: the first worker restarted in place %d times, past the cap of 1", job, maxRestarts)
+	if maxRestarts+inProcess > 2 {
+		return "", fmt.Errorf("%s: the first worker restarted in place %d times by the kubelet and %d by its supervisor, past the cap of 1", job, maxRestarts, inProcess)
 	}
 	if p, _ := e.pod(ctx, ns, worker); p != nil && p.UID != first.UID && len(p.Spec.Containers[0].RestartPolicyRules) > 0 {
 		return "", fmt.Errorf("%s: the worker's replacement got restart rules after the cap", job)
@@ -294,8 +458,22 @@ func (e *env) rankCrashCap(ctx context.Context, t *testing.T, ns string) (string
 	if !stopped {
 		return "", fmt.Errorf("%s: the job's record does not say its in-place restarts stopped", job)
 	}
-	return fmt.Sprintf("Never, max-reschedules 1, worker SIGSEGV on every start: restarted in place %d time(s), then InPlaceRestartCapReached on the job (%q), the stop recorded, no restart rules on new pods; the job Failed by its own policy %s after its creation",
-		maxRestarts, clip(note), ended.Round(time.Second)), nil
+	return fmt.Sprintf("Never, max-reschedules 1, in-process recovery, worker SIGSEGV on every start: restarted in its container %d time(s) by its supervisor, %d by the kubelet, then InPlaceRestartCapReached on the job (%q), the stop recorded, no restart rules on new pods; the job Failed by its own policy %s after its creation",
+		inProcess, maxRestarts, clip(note), ended.Round(time.Second)), nil
+}
+
+// supervisorRestarts is the restarts the training container's supervisor
+// reported in its termination messages (contract.InProcessRestartsLine).
+func supervisorRestarts(p *corev1.Pod) int32 {
+	n := 0
+	for _, s := range p.Status.ContainerStatuses {
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if s.Name == "pytorch" && t != nil {
+				n = max(n, contract.InProcessRestarts(t.Message))
+			}
+		}
+	}
+	return int32(n) //nolint:gosec // at most 1000
 }
 
 func signalExit(sig string) int32 {
@@ -305,18 +483,30 @@ func signalExit(sig string) int32 {
 	return 137
 }
 
-// killRank signals the rank 1 trainer in pod/container and returns when
+// killRank signals rank's trainer in pod/container and returns when
 // the signal was sent. The script prints the trainer's PID once it sent
 // the signal; the exec session may then die with the container (the
 // trainer is its main process: exit 137 from kubectl), which is not a
 // failure to send it.
-func (e *env) killRank(ctx context.Context, ns, pod, container, signal string) (time.Time, error) {
+func (e *env) killRank(ctx context.Context, ns, pod, container, signal string, rank int) (time.Time, error) {
 	t := time.Now()
-	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", goodput.KillRankScript, signal, "1")
+	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", goodput.KillRankScript, signal, strconv.Itoa(rank))
 	if err != nil && !signalSent(out) {
-		return t, fmt.Errorf("kill rank 1 in %s: %w (%s)", pod, err, out)
+		return t, fmt.Errorf("kill rank %d in %s: %w (%s)", rank, pod, err, out)
 	}
 	return t, nil
+}
+
+// rankPID is the PID of rank's trainer in pod's container "pytorch":
+// KillRankScript's search, signal 0 (none sent).
+func (e *env) rankPID(ctx context.Context, ns, pod string, rank int) (int, error) {
+	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", "pytorch", "--", "python3", "-c", goodput.KillRankScript, "0", strconv.Itoa(rank))
+	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	pid, perr := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || perr != nil {
+		return 0, fmt.Errorf("rank %d's trainer PID in %s: %v (%s)", rank, pod, err, out)
+	}
+	return pid, nil
 }
 
 // signalSent says the kill script's output starts with the PID it signalled.
@@ -420,25 +610,6 @@ func (e *env) sameResume(ctx context.Context, ns string, t time.Time, containers
 		return 0, fmt.Errorf("ranks resumed at different steps: %v", steps)
 	}
 	return steps["0"], nil
-}
-
-// lostSteps compares the last step rank 0 completed before the kill with the
-// step every rank resumed at. previous: rank 0's container restarted (its
-// earlier steps are in the previous log); otherwise its process restarted
-// inside the same container (torchrun).
-func (e *env) lostSteps(ctx context.Context, ns, pod, container string, previous bool, resumed int) string {
-	log := e.containerLogs(ctx, ns, pod, container)
-	if previous {
-		raw, err := e.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: true, Timestamps: true}).DoRaw(ctx)
-		if err != nil {
-			return fmt.Sprintf("steps lost unknown (previous log: %v)", err)
-		}
-		log = string(raw)
-	} else {
-		log = lastResumeCut(log) // the steps before the restarted workers' resume
-	}
-	last := lastStep(log)
-	return fmt.Sprintf("last step completed before the crash %d: %d steps lost", last, max(last-resumed, 0))
 }
 
 // lastResumeCut is the log up to its last rank 0 resume line.

@@ -680,7 +680,8 @@ func (r *Runner) perArm(f func(Arm) string) string {
 	return strings.Join(notes, "; ")
 }
 
-// KillRankScript sends a signal (argv[1]) to the trainer of rank argv[2] in
+// KillRankScript sends a signal (argv[1], a name or a number: 0 sends none)
+// to the trainer of rank argv[2] in
 // a container: the python3 process running the example trainer with that
 // RANK in its environment (not the shell around it, not torchrun), and
 // prints its PID. Python, because the image has no grep or pgrep.
@@ -693,7 +694,7 @@ for p in filter(str.isdigit, os.listdir("/proc")):
     except OSError:
         continue
     if argv[0].endswith(b"python3") and b"/opt/trainguard/trainer/train.py" in argv and b"torch.distributed.run" not in argv and want in env:
-        os.kill(int(p), getattr(signal, "SIG" + sys.argv[1]))
+        os.kill(int(p), int(sys.argv[1]) if sys.argv[1].isdigit() else getattr(signal, "SIG" + sys.argv[1]))
         print(p)
         sys.exit(0)
 sys.exit("no rank %s trainer found" % sys.argv[2])`
