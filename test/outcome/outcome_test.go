@@ -21,10 +21,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
 const (
@@ -228,27 +228,19 @@ func namespace(t *testing.T, optIn bool) string {
 	return name
 }
 
-const workerSpec = `  pytorchReplicaSpecs:
-    Worker:
-      replicas: 1
-      restartPolicy: ExitCode
-      template:
-        spec:
-          containers:
-          - name: pytorch
-            image: example.com/train:1
-`
-
 func pytorchJob(t *testing.T, ns, name string) *unstructured.Unstructured {
 	t.Helper()
 	return jobOf(t, "kubeflow.org/v1", ns, name)
 }
 
+// jobOf is one Worker restarted by exit code, under kubeflow's or KubeDL's API.
 func jobOf(t *testing.T, apiVersion, ns, name string) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	doc := fmt.Sprintf("apiVersion: %s\nkind: PyTorchJob\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", apiVersion, name, ns, workerSpec)
-	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
+	u := builders.MakeKubeflowJob(ns, name).WithExitCodeWorkers(1).Unstructured()
+	if apiVersion != "kubeflow.org/v1" {
+		u = builders.MakeKubeDLJob(ns, name).WithExitCodeWorkers(1).Unstructured()
+	}
+	require.Equal(t, apiVersion, u.GetAPIVersion())
 	require.NoError(t, env.c.Create(context.Background(), u))
 	return u
 }

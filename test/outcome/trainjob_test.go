@@ -2,7 +2,6 @@ package outcome
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/testing/builders"
 )
 
 // A Kubeflow Trainer v2 pod's outcome reaches its TrainJob through the
@@ -116,47 +115,17 @@ func TestPlainJobGetsTheEventNotTheTrainJobItsPodClaims(t *testing.T) {
 
 func trainJob(t *testing.T, ns, name string) *unstructured.Unstructured {
 	t.Helper()
-	return create(t, fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  runtimeRef:
-    name: torch-distributed
-`, name, ns), nil)
+	return create(t, builders.MakeTrainJob(ns, name).Unstructured())
 }
 
 // jobSet is the JobSet of a TrainJob: its name, one replicated job "node".
 func jobSet(t *testing.T, ns, name string, owner metav1.OwnerReference) *unstructured.Unstructured {
 	t.Helper()
-	return create(t, fmt.Sprintf(`apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  replicatedJobs:
-  - name: node
-    replicas: 1
-    template:
-      spec:
-        template:
-          spec:
-            restartPolicy: Never
-            containers:
-            - name: node
-              image: example.com/train:1
-`, name, ns), &owner)
+	return create(t, builders.MakeJobSet(ns, name).WithOwner(owner).Unstructured())
 }
 
-func create(t *testing.T, doc string, owner *metav1.OwnerReference) *unstructured.Unstructured {
+func create(t *testing.T, u *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
-	if owner != nil {
-		u.SetOwnerReferences([]metav1.OwnerReference{*owner})
-	}
 	require.NoError(t, env.c.Create(context.Background(), u))
 	return u
 }

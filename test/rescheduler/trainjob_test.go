@@ -2,7 +2,6 @@ package rescheduler
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -14,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	resched "github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
+	"github.com/trainguard/trainguard/internal/testing/builders"
 	"github.com/trainguard/trainguard/test/chart"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
@@ -28,12 +27,12 @@ import (
 // TrainJob, its JobSet and the pod (on node, admitted by the webhook).
 func trainJobPod(t *testing.T, ns, name, node string, annotations map[string]string) (tj, js *unstructured.Unstructured, pod *corev1.Pod) {
 	t.Helper()
-	tj = createDoc(t, fmt.Sprintf("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n  namespace: %s\n"+
-		"spec:\n  runtimeRef:\n    name: torch-distributed\n", name, ns), annotations, nil)
-	js = createDoc(t, fmt.Sprintf("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata:\n  name: %s\n  namespace: %s\n"+
-		"spec:\n  replicatedJobs:\n  - name: node\n    replicas: 1\n    template:\n      spec:\n        template:\n          spec:\n"+
-		"            restartPolicy: Never\n            containers:\n            - name: node\n              image: example.com/train:1\n",
-		name, ns), nil, ptr.To(controllerRef(tj)))
+	tjw := builders.MakeTrainJob(ns, name)
+	for k, v := range annotations {
+		tjw.WithAnnotation(k, v)
+	}
+	tj = create(t, tjw.Unstructured())
+	js = create(t, builders.MakeJobSet(ns, name).WithOwner(controllerRef(tj)).Unstructured())
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.JobSetJobName(name, "node", "0"), OwnerReferences: []metav1.OwnerReference{controllerRef(js)}},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -63,14 +62,8 @@ func trainJobPod(t *testing.T, ns, name, node string, annotations map[string]str
 	return tj, js, pod
 }
 
-func createDoc(t *testing.T, doc string, annotations map[string]string, owner *metav1.OwnerReference) *unstructured.Unstructured {
+func create(t *testing.T, u *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
-	u.SetAnnotations(annotations)
-	if owner != nil {
-		u.SetOwnerReferences([]metav1.OwnerReference{*owner})
-	}
 	require.NoError(t, env.c.Create(context.Background(), u))
 	return u
 }

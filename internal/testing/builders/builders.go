@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -41,6 +42,17 @@ func MustJSON(v any) []byte {
 		panic(fmt.Sprintf("builders: marshalling %T: %v", v, err))
 	}
 	return raw
+}
+
+// toUnstructured decodes a builder's own JSON, which always decodes, into
+// the form a client sends without the kind's Go types. The fields the Go
+// types marshal empty (creationTimestamp: null) the API server drops.
+func toUnstructured(raw []byte) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		panic(fmt.Sprintf("builders: decoding own JSON: %v", err))
+	}
+	return u
 }
 
 func setKey(m *map[string]string, k, v string) {

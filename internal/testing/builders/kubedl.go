@@ -2,6 +2,7 @@ package builders
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kubedlv1alpha1 "github.com/trainguard/trainguard/internal/foundations/apis/kubedl/v1alpha1"
@@ -46,6 +47,19 @@ func (w *KubeDLJobWrapper) WithAnnotation(k, v string) *KubeDLJobWrapper {
 	setKey(&w.Annotations, k, v)
 	return w
 }
+
+// WithExitCodeWorkers is n Workers, no Master, not elastic, restarted by
+// exit code: the kubeflow job of KubeflowJobWrapper.WithExitCodeWorkers
+// under KubeDL's API.
+func (w *KubeDLJobWrapper) WithExitCodeWorkers(n int32) *KubeDLJobWrapper {
+	w.Spec = kubedlv1alpha1.PyTorchJobSpec{PyTorchReplicaSpecs: map[string]*kubedlv1alpha1.ReplicaSpec{
+		"Worker": {Replicas: &n, RestartPolicy: "ExitCode", Template: Template(Container("pytorch"))},
+	}}
+	return w
+}
+
+// Unstructured is the job as the suites create it without KubeDL's Go types.
+func (w *KubeDLJobWrapper) Unstructured() *unstructured.Unstructured { return toUnstructured(w.JSON()) }
 
 // JSON returns the job as the API server would send it.
 func (w *KubeDLJobWrapper) JSON() []byte { return MustJSON(&w.PyTorchJob) }

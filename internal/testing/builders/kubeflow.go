@@ -1,8 +1,6 @@
 package builders
 
 import (
-	"encoding/json"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -147,11 +145,7 @@ func (w *KubeflowJobWrapper) GVK() schema.GroupVersionKind { return w.GroupVersi
 // Unstructured is the job as a client sends it without kubeflow's Go
 // types (the suites create it through a real API server).
 func (w *KubeflowJobWrapper) Unstructured() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(w.JSON(), &u.Object); err != nil {
-		panic(err) // a builder's own JSON always decodes
-	}
-	return u
+	return toUnstructured(w.JSON())
 }
 
 // WithExitCodeWorkers is n Workers, no Master, restarted by exit code
