@@ -64,8 +64,10 @@ python-deps: ## Debian's python3-torch for the checkpoint end-to-end tests.
 	bash hack/install-python-deps.sh
 
 .PHONY: test
+# test/checkpoint runs real PyTorch processes (in-process recovery, sharded
+# state): on 2 busy cores it took up to 10 minutes, go test's default limit.
 test: tools build ## Unit, golden, fuzz-seed, chart, checkpoint, Python and integration tests (what CI runs; make test-kube-previous adds the older releases).
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/test/integration$$' -e '/test/rescheduler$$' -e '/test/trainer$$')
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/test/integration$$' -e '/test/rescheduler$$' -e '/test/trainer$$')
 	$(MAKE) test-integration
 	$(MAKE) test-trainer
 	$(MAKE) test-python
