@@ -133,18 +133,29 @@ func running(t *testing.T, pod *corev1.Pod) {
 	}))
 }
 
-// avoided lists the hostnames the pod's required node affinity excludes.
+// avoided lists the hostnames the pod's node affinity excludes, required or preferred.
 func avoided(pod *corev1.Pod) []string {
-	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil || pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil {
 		return nil
 	}
+	na := pod.Spec.Affinity.NodeAffinity
 	var out []string
-	for _, term := range pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		for _, e := range term.MatchExpressions {
+	add := func(exprs []corev1.NodeSelectorRequirement) {
+		for _, e := range exprs {
 			if e.Key == "kubernetes.io/hostname" && e.Operator == corev1.NodeSelectorOpNotIn {
 				out = append(out, e.Values...)
 			}
 		}
+	}
+	if na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			add(term.MatchExpressions)
+		}
+	}
+	// A node that failed the job once is avoided by preference
+	// (docs/rescheduler.md, "Which nodes a job avoids").
+	for _, term := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+		add(term.Preference.MatchExpressions)
 	}
 	return out
 }
