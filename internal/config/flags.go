@@ -146,6 +146,19 @@ func BindFlags(fs *pflag.FlagSet, c *configv1alpha1.Configuration) {
 	b.Int32(pb.MaxBoost, "priorityBoost.maxBoost",
 		"highest priority boost, 0-1000000; each job's also stays strictly below the next priority class above its own")
 	b.Duration(&pb.MinInterval.Duration, "priorityBoost.minInterval", "at most one priority-boost change per Workload this often")
+	nw := &c.NodeWarnings
+	b.Bool(nw.Enabled, "nodeWarnings.enabled",
+		"ask each job with a rank on a node that warns (nodeWarnings.conditions, nodeWarnings.taints) to commit a checkpoint now and train on (docs/node-warnings.md); runs with the rescheduler")
+	b.StringSlice(&nw.Conditions, "nodeWarnings.conditions",
+		"node conditions that warn of the node's loss, as Type=Status, comma-separated (default: Kubernetes' NodeLifecycleConditions); empty listens to none")
+	b.StringSlice(&nw.Taints, "nodeWarnings.taints", "taint keys that warn of the node's loss, comma-separated (any value or effect)")
+	b.Duration(&nw.CommitTimeout.Duration, "nodeWarnings.commitTimeout",
+		"how long a trainer has from the checkpoint-now request to commit the step it acknowledged; past it the Event says TrainerDidNotAnswer and the job trains on")
+	b.Duration(&nw.MinInterval.Duration, "nodeWarnings.minInterval", "at most one checkpoint-now request per job this often (a flapping condition is no checkpoint storm)")
+	b.Float64(&nw.BrakeThreshold, "nodeWarnings.brakeThreshold",
+		"brake: when more than this fraction of the nodes carrying managed pods warn at once (and at least --node-warnings-brake-min-nodes), "+
+			"the warning source is suspected and no request is sent until it clears. 1 disables it")
+	b.Int(&nw.BrakeMinNodes, "nodeWarnings.brakeMinNodes", "warning nodes the brake needs at least")
 	le := &c.LeaderElection
 	b.Duration(&le.LeaseDuration.Duration, "leaderElection.leaseDuration",
 		"with --leader-elect, how long the other replicas wait after the leader's last renewal before taking over")

@@ -65,3 +65,34 @@ rescheduler: {maxBadNodes: 4, nodeLostGrace: 2m}
 
 	require.ErrorContains(t, (&boolMap{m: &cfg.Mutators}).Set("gpu"), `"gpu": use name=true or name=false`)
 }
+
+// A list of warnings, from the file or a flag, replaces the default list
+// rather than adding to it; an empty one listens to none.
+func TestNodeWarningListsReplaceTheDefaults(t *testing.T) {
+	cfg, err := parseConfig([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nnodeWarnings: {conditions: [KernelDeadlock=True]}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"KernelDeadlock=True"}, cfg.NodeWarnings.Conditions)
+
+	none, err := parseConfig([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nnodeWarnings: {conditions: []}\n"))
+	require.NoError(t, err)
+	assert.Empty(t, none.NodeWarnings.Conditions)
+	assert.NotNil(t, none.NodeWarnings.Conditions, "[] is none, not the default")
+
+	unset, err := parseConfig([]byte("apiVersion: config.trainguard.io/v1alpha1\nkind: Configuration\nnodeWarnings: {conditions: null}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, configv1alpha1.DefaultWarningConditions(), unset.NodeWarnings.Conditions)
+
+	given := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	BindFlags(given, configv1alpha1.Default())
+	require.NoError(t, given.Parse([]string{"--node-warnings-conditions=GPUHealthy=False,DrainInProgress=True", "--node-warnings-taints=example.com/gpu-failing"}))
+	require.NoError(t, ApplyFlags(cfg, given))
+	assert.Equal(t, []string{"GPUHealthy=False", "DrainInProgress=True"}, cfg.NodeWarnings.Conditions)
+	assert.Equal(t, []string{"example.com/gpu-failing"}, cfg.NodeWarnings.Taints)
+
+	bad := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	BindFlags(bad, configv1alpha1.Default())
+	require.NoError(t, bad.Parse([]string{"--node-warnings-conditions=MaintenancePlanned"}))
+	err = ApplyFlags(cfg, bad)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `nodeWarnings.conditions[0]: Invalid value: "MaintenancePlanned": no '=': write Type=Status, e.g. MaintenancePlanned=True (flag --node-warnings-conditions)`)
+}

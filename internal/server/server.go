@@ -10,6 +10,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/trainguard/trainguard/internal/controllers/optin"
 	"github.com/trainguard/trainguard/internal/controllers/outcome"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
+	"github.com/trainguard/trainguard/internal/controllers/warning"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/webhook"
@@ -162,6 +164,24 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// errNoCheckpointNow: this build's trainers have no checkpoint-now request
+// to answer; every warning is then reported as TrainerDidNotAnswer.
+var errNoCheckpointNow = errors.New("this trainguard build sends no checkpoint-now request (the trainer side is not wired in)")
+
+// warningTrainers reaches the trainers for the node-warning controller:
+// their status through the priority boost's reader; the checkpoint-now
+// request is the trainer status client's, once it is wired in.
+func warningTrainers() warning.Trainers {
+	fetch := boost.HTTPFetcher()
+	return warning.TrainerFuncs{
+		Request: func(context.Context, string, string) (int64, error) { return 0, errNoCheckpointNow },
+		Read: func(ctx context.Context, podIP string) (int64, *int64, error) {
+			s, err := fetch(ctx, podIP)
+			return s.Step, s.CommittedStep, err
+		},
+	}
+}
+
 // tlsHardening: TLS >= 1.2 and HTTP/1.1 only (HTTP/2 rapid reset, CVE-2023-44487).
 func tlsHardening(c *tls.Config) {
 	c.NextProtos = []string{"http/1.1"}
@@ -207,6 +227,9 @@ func wire(ctx context.Context, restCfg *rest.Config, mgr ctrl.Manager, o Options
 	}
 	if err := boost.Setup(mgr, o.Config, kinds, o.Namespace, *o.Config.Rescheduler.Enabled); err != nil {
 		return fmt.Errorf("setting up priority boost: %w", err)
+	}
+	if err := warning.Setup(mgr, o.Config, kinds, o.Namespace, *o.Config.Rescheduler.Enabled, warningTrainers()); err != nil {
+		return fmt.Errorf("setting up node-warning controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding healthz: %w", err)

@@ -62,6 +62,14 @@ config:
     enabled: true
     maxBoost: 250
     minInterval: 90s
+  nodeWarnings:
+    enabled: false
+    conditions: [KernelDeadlock=True, GPUHealthy=False]
+    taints: [example.com/gpu-failing]
+    commitTimeout: 30s
+    minInterval: 10m
+    brakeThreshold: 0.3
+    brakeMinNodes: 4
   leaderElection:
     leaseDuration: 45s
     renewDeadline: 30s
@@ -283,6 +291,13 @@ func TestValuesSchemaAgreesWithTheBinary(t *testing.T) {
 		{path: "priorityBoost.maxBoost", vals: []any{0, 100, 1000000, 1000001, -1}},
 		{path: "priorityBoost.minInterval", vals: []any{"1m", "1h", "3601s", "0s", "-1s", "soon"},
 			accepted: []any{"10s", "10000ms", "0.5m"}, refused: []any{"1ns", "9s", "9.999s"}},
+		{path: "nodeWarnings.conditions", accepted: []any{[]any{}, []any{"MaintenancePlanned=True"}, []any{"example.com/GPU_Health-1=Unknown"}},
+			refused: []any{[]any{"MaintenancePlanned"}, []any{"MaintenancePlanned=true"}, []any{"=True"}, []any{"Bad Type=True"}, []any{"a/b/c=True"}}},
+		{path: "nodeWarnings.taints", accepted: []any{[]any{"example.com/gpu-failing"}}, refused: []any{[]any{""}, []any{"bad key"}}},
+		{path: "nodeWarnings.commitTimeout", accepted: []any{"5s", "1h"}, refused: []any{"4.9s", "0s", "61m", "-1s"}},
+		{path: "nodeWarnings.minInterval", accepted: []any{"10s", "24h"}, refused: []any{"9s", "0s", "25h"}},
+		{path: "nodeWarnings.brakeThreshold", accepted: []any{0.1, 1}, refused: []any{0, 1.5, -0.5}},
+		{path: "nodeWarnings.brakeMinNodes", accepted: []any{1, 100}, refused: []any{0, -1}},
 		{path: "leaderElection.leaseDuration", vals: []any{"15s", "1m", "10s", "9s", "0s", "-1s"},
 			accepted: []any{"5m", "300s", "4m59s"}, refused: []any{"5m1s", "301s", "1000h"}},
 		{path: "leaderElection.renewDeadline", vals: []any{"10s", "14s", "15s", "2.3s", "2.5s", "0s"}, refused: []any{"1000h"}},

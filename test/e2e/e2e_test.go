@@ -21,7 +21,8 @@ import (
 // to 0, upgraded, reinstalled) run alone after the lanes.
 var lanes = []lane{
 	{"goodput", 3, []string{"goodput"}},
-	{"crash", 2, []string{"node-crash", "trainjob-node-crash"}},
+	// node-warning joins the crash lane, the shortest of the four.
+	{"crash", 2, []string{"node-crash", "trainjob-node-crash", "node-warning"}},
 	{"drain", 2, []string{"drain", "indexed-job-drain", "trainjob-drain", "exit-codes", "rank-crash", "partition"}},
 	{"kueue", 2, []string{"kueue-preemption", "checkpoint-aware-preemption", "scheduler-preemption"}},
 }
@@ -74,6 +75,7 @@ func TestE2E(t *testing.T) {
 		"kueue-preemption": e.kueuePreemption, "checkpoint-aware-preemption": e.checkpointAwarePreemption,
 		"scheduler-preemption": e.schedulerPreemption, "exit-codes": e.exitCodes, "rank-crash": e.rankCrash,
 		"trainjob-node-crash": e.trainJobCrash, "partition": e.partition, "node-crash": e.nodeCrash,
+		"node-warning": e.nodeWarning,
 		// E2E_GOODPUT=0 leaves the goodput short form (docs/goodput.md) out of a local run.
 		"goodput": e.goodputShort,
 	}

@@ -39,7 +39,7 @@ type layer struct {
 // key in jobs, the outcome line in contract, the owner chains in
 // controller support) and each can be read, tested and wired alone.
 func controllers() []string {
-	return []string{"rescheduler", "outcome", "boost", "optin"}
+	return []string{"rescheduler", "outcome", "boost", "optin", "warning"}
 }
 
 // architecture is the layering, bottom up. Reading the rows is reading the

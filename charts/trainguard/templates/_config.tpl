@@ -27,7 +27,7 @@ and under the objects where keys most often land under the wrong parent
 */ -}}
 {{- define "trainguard.valueKeys" -}}
 "": [admissionPolicy, affinity, certManager, clusterWide, clusterWideExcludedNamespaces, config, excludedNamespaces, extraArgs, fullnameOverride, global, image, imagePullSecrets, metrics, monitoring, nameOverride, networkPolicy, nodeSelector, podAnnotations, podDisruptionBudget, podLabels, priorityClassName, replicaCount, rescheduler, resources, serviceAccount, shutdownDelaySeconds, tolerations, topologySpreadConstraints, trainer, webhook]
-"config": [admissionMode, agent, checkpoint, faultScheduling, gpu, leaderElection, maxReschedules, mutators, priorityBoost, recoverStrategy, rescheduler, taskd, trainingContainer]
+"config": [admissionMode, agent, checkpoint, faultScheduling, gpu, leaderElection, maxReschedules, mutators, nodeWarnings, priorityBoost, recoverStrategy, rescheduler, taskd, trainingContainer]
 "rescheduler": [enabled]
 "config.rescheduler": [backoffBase, backoffMax, badNodeTTL, concurrentReconciles, forceDeleteAfter, graceOverTime, leaseLostAfter, maxBadNodes, nodeEvictionBurst, nodeEvictionRate, nodeLostGrace, retryEvictionBurst, retryEvictionRate, unhealthyClusterThreshold, unhealthyZoneThreshold, unknownExitCodeRetryable]
 "config.checkpoint": [claim, gracePeriodMargin, interval, path, preStopTimeout, requireDurable]
@@ -95,6 +95,19 @@ schema lets these three through for that). The argument is the root context.
 {{- $s := include "trainguard.seconds" $pb.minInterval | float64 -}}
 {{- if or (lt $s 10.0) (gt $s 3600.0) -}}
 {{- fail (printf "config.priorityBoost.minInterval: Invalid value: %q: must be between 10s and 1h0m0s: trainguard reads each job's work at risk every 10s, and each change is a Workload write Kueue re-queues the job for" (toString $pb.minInterval)) -}}
+{{- end -}}
+{{- end -}}
+{{- $nw := get $cfg "nodeWarnings" | default dict -}}
+{{- $nwBounds := dict
+  "commitTimeout" (list 5.0 3600.0 "must be between 5s and 1h0m0s (the trainer's time from the request to the commit)")
+  "minInterval" (list 10.0 86400.0 "must be between 10s and 24h0m0s (at most one request per job this often)") -}}
+{{- range $name := keys $nwBounds | sortAlpha -}}
+{{- $b := get $nwBounds $name -}}
+{{- if hasKey $nw $name -}}
+{{- $s := include "trainguard.seconds" (get $nw $name) | float64 -}}
+{{- if or (lt $s (index $b 0)) (gt $s (index $b 1)) -}}
+{{- fail (printf "config.nodeWarnings.%s: Invalid value: %q: %s" $name (toString (get $nw $name)) (index $b 2)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $le := get $cfg "leaderElection" | default dict -}}

@@ -34,6 +34,14 @@ const (
 	MaxMaxBoost             = 1000000
 	DefaultBoostMinInterval = time.Minute
 
+	// Node warnings (docs/node-warnings.md). The commit bound leaves a
+	// large model's save time; the interval keeps a flapping condition to
+	// one checkpoint per job per interval; the brake is the rescheduler's
+	// cluster brake (DefaultUnhealthyClusterThreshold, at least 2 nodes).
+	DefaultWarningCommitTimeout  = 2 * time.Minute
+	DefaultWarningMinInterval    = 5 * time.Minute
+	DefaultWarningBrakeThreshold = 0.5
+	DefaultWarningBrakeMinNodes  = 2
 	// Leader election: controller-runtime's (and kube-controller-manager's)
 	// defaults.
 	DefaultLeaseDuration = 15 * time.Second
@@ -142,6 +150,7 @@ func SetDefaults(c *Configuration) {
 	c.APIVersion, c.Kind = APIVersion, Kind
 	setZeroDefaults(&c.Rescheduler)
 	setLeaderElectionDefaults(&c.LeaderElection)
+	setNodeWarningsZeroDefaults(&c.NodeWarnings)
 	fill(c)
 }
 
@@ -168,6 +177,15 @@ func fill(c *Configuration) {
 	}
 	if c.PriorityBoost.MinInterval == nil {
 		c.PriorityBoost.MinInterval = &metav1.Duration{Duration: DefaultBoostMinInterval}
+	}
+	if c.NodeWarnings.Enabled == nil {
+		c.NodeWarnings.Enabled = ptr(true)
+	}
+	if c.NodeWarnings.Conditions == nil {
+		c.NodeWarnings.Conditions = DefaultWarningConditions()
+	}
+	if len(c.NodeWarnings.Taints) == 0 {
+		c.NodeWarnings.Taints = nil // none, however written
 	}
 	if c.Checkpoint.Path == "" {
 		c.Checkpoint.Path = DefaultCheckpointPath
@@ -274,6 +292,31 @@ func setZeroDefaults(r *ReschedulerConfig) {
 	}
 }
 
+// DefaultWarningConditions are Kubernetes 1.37's NodeLifecycleConditions
+// (alpha): a node about to be maintained, drained or shut down.
+func DefaultWarningConditions() []string {
+	return []string{"MaintenancePlanned=True", "MaintenanceInProgress=True", "DrainInProgress=True", "GracefulNodeShutdownInProgress=True"}
+}
+
+// setNodeWarningsZeroDefaults defaults the node-warning settings whose
+// zero is not a setting.
+func setNodeWarningsZeroDefaults(w *NodeWarningsConfig) {
+	for _, d := range []struct {
+		field *metav1.Duration
+		def   time.Duration
+	}{{&w.CommitTimeout, DefaultWarningCommitTimeout}, {&w.MinInterval, DefaultWarningMinInterval}} {
+		if d.field.Duration == 0 {
+			d.field.Duration = d.def
+		}
+	}
+	if w.BrakeThreshold == 0 {
+		w.BrakeThreshold = DefaultWarningBrakeThreshold
+	}
+	if w.BrakeMinNodes == 0 {
+		w.BrakeMinNodes = DefaultWarningBrakeMinNodes
+	}
+}
+
 // setLeaderElectionDefaults defaults the durations left zero (a zero
 // duration is no setting of its own).
 func setLeaderElectionDefaults(l *LeaderElectionConfig) {
@@ -292,6 +335,8 @@ func (c *Configuration) defaulted() bool {
 	return c.Checkpoint.PreStopTimeout != nil && c.Checkpoint.GracePeriodMargin != nil && c.Checkpoint.Interval != nil && c.TaskD.Enabled != nil && c.GPU.DefaultCount != nil &&
 		c.TaskD.Port != nil && c.MaxReschedules != nil && c.Rescheduler.Enabled != nil && c.Rescheduler.NodeEvictionRate != nil &&
 		c.Rescheduler.RetryEvictionRate != nil && c.PriorityBoost.MaxBoost != nil && c.PriorityBoost.MinInterval != nil &&
+		c.NodeWarnings.Enabled != nil && c.NodeWarnings.Conditions != nil && c.NodeWarnings.CommitTimeout.Duration != 0 &&
+		c.NodeWarnings.MinInterval.Duration != 0 && c.NodeWarnings.BrakeThreshold != 0 && c.NodeWarnings.BrakeMinNodes != 0 &&
 		c.LeaderElection.LeaseDuration.Duration != 0 && c.LeaderElection.RenewDeadline.Duration != 0 && c.LeaderElection.RetryPeriod.Duration != 0
 }
 

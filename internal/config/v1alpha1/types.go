@@ -71,6 +71,10 @@ type Configuration struct {
 	// PriorityBoost: Kueue priority boost from each job's work at risk
 	// (docs/preemption.md).
 	PriorityBoost PriorityBoostConfig `json:"priorityBoost"`
+	// NodeWarnings: node conditions and taints that announce a node's loss,
+	// on which every job with a rank there commits a checkpoint at once
+	// (docs/node-warnings.md).
+	NodeWarnings NodeWarningsConfig `json:"nodeWarnings"`
 	// LeaderElection times the leader election among replicas (only the
 	// leader runs the rescheduler; every replica serves the webhooks).
 	LeaderElection LeaderElectionConfig `json:"leaderElection"`
@@ -107,6 +111,35 @@ type PriorityBoostConfig struct {
 	MaxBoost *int32 `json:"maxBoost,omitempty"`
 	// MinInterval: at most one boost change per Workload this often.
 	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
+}
+
+// NodeWarningsConfig says which node conditions and taints warn of a
+// node's loss and how trainguard answers one: each job with a rank on the
+// node is asked, once, to commit a checkpoint now and train on.
+type NodeWarningsConfig struct {
+	// Enabled runs the node-warning controller (with the rescheduler, whose
+	// caches it shares).
+	Enabled *bool `json:"enabled,omitempty"`
+	// Conditions are node conditions as Type=Status (Status True, False or
+	// Unknown): a node whose condition of that type has that status warns.
+	// An empty list listens to no condition.
+	Conditions []string `json:"conditions,omitempty"`
+	// Taints are taint keys: a node with a taint of that key (any value or
+	// effect) warns. Empty by default.
+	Taints []string `json:"taints,omitempty"`
+	// CommitTimeout bounds one request: the trainer has this long from the
+	// request to commit the step it acknowledged.
+	CommitTimeout metav1.Duration `json:"commitTimeout"`
+	// MinInterval: at most one request per job this often, however often
+	// its nodes' warnings come and go.
+	MinInterval metav1.Duration `json:"minInterval"`
+	// BrakeThreshold: when more than this fraction of the nodes carrying
+	// managed pods warn at once (and at least BrakeMinNodes of them), the
+	// warning source is suspected, not the nodes, and no request is sent
+	// until it clears. 1 disables the brake.
+	BrakeThreshold float64 `json:"brakeThreshold,omitempty"`
+	// BrakeMinNodes: the brake needs at least this many warning nodes.
+	BrakeMinNodes int `json:"brakeMinNodes,omitempty"`
 }
 
 // ReschedulerConfig holds the rescheduler's settings (docs/rescheduler.md);

@@ -131,6 +131,7 @@ func Validate(c *Configuration) field.ErrorList {
 	check(field.NewPath("maxReschedules"), fmt.Sprint(*c.MaxReschedules), err)
 	errs = append(errs, c.PriorityBoost.validate(field.NewPath("priorityBoost"))...)
 	errs = append(errs, c.LeaderElection.validate(field.NewPath("leaderElection"))...)
+	errs = append(errs, ValidateNodeWarnings(&c.NodeWarnings, field.NewPath("nodeWarnings"))...)
 	resched := append(ValidateRescheduler(&c.Rescheduler, field.NewPath("rescheduler")), reschedulerFloors(&c.Rescheduler, field.NewPath("rescheduler"))...)
 	sortErrors(resched)
 	return append(errs, resched...)
@@ -211,6 +212,80 @@ func (b *PriorityBoostConfig) validate(p *field.Path) field.ErrorList {
 				MinBoostMinInterval, MaxBoostMinInterval, MinBoostMinInterval)))
 	}
 	return errs
+}
+
+// Bounds of the node-warning settings.
+const (
+	// MinWarningCommitTimeout: a request, a save and a commit of even a
+	// small model take seconds; below it every request would time out.
+	MinWarningCommitTimeout = 5 * time.Second
+	MaxWarningCommitTimeout = time.Hour
+	// MinWarningMinInterval: at least one request's bound between two.
+	MinWarningMinInterval = 10 * time.Second
+	MaxWarningMinInterval = 24 * time.Hour
+	// MaxWarningRules bounds each list: every node event is matched against them.
+	MaxWarningRules = 32
+)
+
+// ValidateNodeWarnings refuses node-warning settings the controller cannot
+// work with; p is the block's path (nodeWarnings).
+func ValidateNodeWarnings(w *NodeWarningsConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(w.Conditions) > MaxWarningRules {
+		errs = append(errs, field.TooMany(p.Child("conditions"), len(w.Conditions), MaxWarningRules))
+	}
+	for i, c := range w.Conditions {
+		if _, _, err := ParseWarningCondition(c); err != nil {
+			errs = append(errs, field.Invalid(p.Child("conditions").Index(i), c, err.Error()))
+		}
+	}
+	if len(w.Taints) > MaxWarningRules {
+		errs = append(errs, field.TooMany(p.Child("taints"), len(w.Taints), MaxWarningRules))
+	}
+	for i, k := range w.Taints {
+		if bad := validation.IsQualifiedName(k); len(bad) > 0 {
+			errs = append(errs, field.Invalid(p.Child("taints").Index(i), k,
+				"must be a taint key such as example.com/gpu-unhealthy (a qualified name): "+strings.Join(bad, "; ")))
+		}
+	}
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		min, max time.Duration
+		why      string
+	}{
+		{"commitTimeout", w.CommitTimeout.Duration, MinWarningCommitTimeout, MaxWarningCommitTimeout, "the trainer's time from the request to the commit"},
+		{"minInterval", w.MinInterval.Duration, MinWarningMinInterval, MaxWarningMinInterval, "at most one request per job this often"},
+	} {
+		if d.v < d.min || d.v > d.max {
+			errs = append(errs, field.Invalid(p.Child(d.name), d.v.String(), fmt.Sprintf("must be between %s and %s (%s)", d.min, d.max, d.why)))
+		}
+	}
+	if t := w.BrakeThreshold; t <= 0 || t > 1 {
+		errs = append(errs, field.Invalid(p.Child("brakeThreshold"), t, "must be above 0 and at most 1 (1 disables the brake)"))
+	}
+	if w.BrakeMinNodes < 1 {
+		errs = append(errs, field.Invalid(p.Child("brakeMinNodes"), w.BrakeMinNodes,
+			fmt.Sprintf("must be at least 1 (unset takes the default, %d; to disable the brake, set brakeThreshold: 1)", DefaultWarningBrakeMinNodes)))
+	}
+	return errs
+}
+
+// ParseWarningCondition splits a nodeWarnings.conditions entry, Type=Status.
+func ParseWarningCondition(s string) (corev1.NodeConditionType, corev1.ConditionStatus, error) {
+	typ, status, ok := strings.Cut(s, "=")
+	const want = "write Type=Status, e.g. MaintenancePlanned=True"
+	if !ok {
+		return "", "", fmt.Errorf("no '=': %s", want)
+	}
+	if bad := validation.IsQualifiedName(typ); len(bad) > 0 {
+		return "", "", fmt.Errorf("condition type %q is not a qualified name (%s): %s", typ, strings.Join(bad, "; "), want)
+	}
+	switch st := corev1.ConditionStatus(status); st {
+	case corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown:
+		return corev1.NodeConditionType(typ), st, nil
+	}
+	return "", "", fmt.Errorf("status %q is not True, False or Unknown: %s", status, want)
 }
 
 // validate holds client-go's own rules (leaderelection.NewLeaderElector

@@ -175,9 +175,10 @@ func keptMessage(message string) string {
 	return restarts + "\n" + outcome
 }
 
-// TransformNode keeps the node's name, zone labels, cordon state and
-// conditions: what classifyNode and the zone brake read. Images and
-// addresses, the bulk of a Node, are dropped.
+// TransformNode keeps the node's name, zone labels, cordon state,
+// conditions and taints: what classifyNode and the zone brake read, and
+// the warnings the node-warning controller (sharing this cache) listens
+// to. Images, addresses and heartbeats, the bulk of a Node, are dropped.
 func TransformNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -189,12 +190,16 @@ func TransformNode(obj any) (any, error) {
 	m.DeletionTimestamp = node.DeletionTimestamp
 	m.Labels = filterMap(node.Labels, func(k string) bool { return k == corev1.LabelTopologyZone || k == corev1.LabelFailureDomainBetaZone })
 	out.Spec.Unschedulable = node.Spec.Unschedulable
+	// Every condition, not only Ready: a node carries a handful, written
+	// by the kubelet and node agents (never a tenant), and which of them
+	// warn is a setting.
 	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{
-				Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime,
-			})
-		}
+		out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{
+			Type: corev1.NodeConditionType(intern(string(c.Type))), Status: c.Status, Reason: intern(c.Reason), LastTransitionTime: c.LastTransitionTime,
+		})
+	}
+	for _, t := range node.Spec.Taints {
+		out.Spec.Taints = append(out.Spec.Taints, corev1.Taint{Key: intern(t.Key), Value: intern(t.Value), Effect: t.Effect})
 	}
 	return out, nil
 }
