@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -65,17 +64,5 @@ func TestAuditModeAdmitsUnchangedAndReports(t *testing.T) {
 // auditCount reads trainguard_audit_objects_total for a namespace's PyTorchJobs.
 func auditCount(t *testing.T, ns, verdict string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != "trainguard_audit_objects_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelValue(m, "namespace") == ns && labelValue(m, "kind") == "PyTorchJob" && labelValue(m, "verdict") == verdict {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterSum(t, "trainguard_audit_objects_total", "namespace", ns, "kind", "PyTorchJob", "verdict", verdict)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -83,17 +82,5 @@ func eventsWithReason(list corev1.EventList, reason string) []corev1.Event {
 // a namespace's PyTorchJobs (trainguard runs in this process).
 func ephemeralCount(t *testing.T, ns, decision string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != "trainguard_ephemeral_checkpoint_objects_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelValue(m, "namespace") == ns && labelValue(m, "kind") == "PyTorchJob" && labelValue(m, "decision") == decision {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterSum(t, "trainguard_ephemeral_checkpoint_objects_total", "namespace", ns, "kind", "PyTorchJob", "decision", decision)
 }
