@@ -1,14 +1,13 @@
 package validators
 
 import (
-	"github.com/trainguard/trainguard/internal/testing/builders"
-
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
 	kubeflowv1 "github.com/trainguard/trainguard/internal/foundations/apis/kubeflow/v1"
+	"github.com/trainguard/trainguard/internal/testing/builders"
+	"github.com/trainguard/trainguard/internal/testing/ruletable"
 )
 
 // ruleCase is one row of a rule table: the object, the exact field paths of
@@ -27,18 +26,7 @@ func runRuleCases(t *testing.T, cases []ruleCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			res := validate(t, tc.obj)
-			want := tc.errs
-			if want == nil {
-				want = []string{}
-			}
-			assert.Equal(t, want, paths(res.Errors), "errors: %v", res.Errors)
-			joined := strings.Join(res.Warnings, "\n")
-			if tc.warn != "" {
-				assert.Contains(t, joined, tc.warn)
-			}
-			if tc.noWarn != "" {
-				assert.NotContains(t, joined, tc.noWarn)
-			}
+			ruletable.Expect(t, res.Errors, res.Warnings, tc.errs, tc.warn, tc.noWarn)
 		})
 	}
 }

@@ -6,12 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/trainguard/trainguard/internal/foundations/admissionio"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/foundations/promreg"
 	"github.com/trainguard/trainguard/internal/jobs"
 )
 
@@ -60,22 +58,17 @@ func wouldInject(raw []byte, patch []jsonpatch.Operation) string {
 // auditReporter records what audit mode let through: a metric per object
 // and an Event on it, folded per namespace and verdict like the ephemeral
 // checkpoint Events (eventfold.go).
-type auditReporter struct {
-	events  events.EventRecorder
-	objects *prometheus.CounterVec
-	fold    *eventFold
-}
+type auditReporter struct{ foldedReporter }
 
 func newAuditReporter(reg prometheus.Registerer, rec events.EventRecorder) (*auditReporter, error) {
-	objects := prometheus.NewCounterVec(prometheus.CounterOpts{
+	r, err := newFoldedReporter(reg, rec, prometheus.CounterOpts{
 		Name: "trainguard_audit_objects_total",
 		Help: "Objects admitted unchanged in audit mode that trainguard would have injected (verdict=would-inject) or refused (verdict=would-refuse), by namespace and kind.",
-	}, []string{"namespace", "kind", "verdict"})
-	objects, err := promreg.Register(reg, objects)
+	}, "verdict", "audit")
 	if err != nil {
-		return nil, fmt.Errorf("registering the audit metric: %w", err)
+		return nil, err
 	}
-	return &auditReporter{events: rec, objects: objects, fold: newEventFold(ephemeralEventInterval)}, nil
+	return &auditReporter{r}, nil
 }
 
 // report records one object audit mode let through; like the durable
@@ -84,29 +77,11 @@ func (a *auditReporter) report(req *admissionv1.AdmissionRequest, reason, what s
 	if a == nil || (req.DryRun != nil && *req.DryRun) {
 		return
 	}
-	verdict := "would-inject"
+	verdict, action := "would-inject", "WouldInject"
 	if reason == ReasonAuditWouldRefuse {
-		verdict = "would-refuse"
+		verdict, action = "would-refuse", "WouldRefuse"
 	}
-	a.objects.WithLabelValues(req.Namespace, req.Kind.Kind, verdict).Inc()
-	if a.events == nil {
-		return
-	}
-	emit, objects := a.fold.admit(req.Namespace, reason)
-	if !emit {
-		return
-	}
-	regarding := &corev1.ObjectReference{APIVersion: apiVersion(req), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
-	if req.Name == "" {
-		regarding = &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: req.Namespace}
-	}
-	action := "WouldInject"
-	if reason == ReasonAuditWouldRefuse {
-		action = "WouldRefuse"
-	}
-	a.events.Eventf(regarding, nil, corev1.EventTypeWarning, reason, action,
-		"audit mode admitted %s %s unchanged: %s (%d such object(s) in namespace %s since the last such Event, this one included: one Event per namespace every %s)",
-		req.Kind.Kind, displayName(req), what, objects, req.Namespace, a.fold.interval)
+	a.record(req, verdict, reason, action, "audit mode admitted %s %s unchanged: %s", req.Kind.Kind, displayName(req), what)
 }
 
 // auditErrored turns an error answer into an admission in audit mode.

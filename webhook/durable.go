@@ -1,15 +1,11 @@
 package webhook
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/internal/foundations/promreg"
 	"github.com/trainguard/trainguard/validators"
 )
 
@@ -26,22 +22,17 @@ const (
 // admission warning. The metric counts every object; the Events are folded
 // to one per namespace and interval, which names how many objects it
 // stands for.
-type durableReporter struct {
-	events  events.EventRecorder
-	objects *prometheus.CounterVec
-	fold    *eventFold
-}
+type durableReporter struct{ foldedReporter }
 
 func newDurableReporter(reg prometheus.Registerer, rec events.EventRecorder) (*durableReporter, error) {
-	objects := prometheus.NewCounterVec(prometheus.CounterOpts{
+	r, err := newFoldedReporter(reg, rec, prometheus.CounterOpts{
 		Name: "trainguard_ephemeral_checkpoint_objects_total",
 		Help: "Training jobs and pods admitted (decision=warned) or refused (decision=refused) because their checkpoints would be deleted with the pod, by the object's namespace (scraped through the ServiceMonitor it reads exported_namespace, as trainguard_checkpoint_total) and kind.",
-	}, []string{"namespace", "kind", "decision"})
-	objects, err := promreg.Register(reg, objects)
+	}, "decision", "ephemeral checkpoint")
 	if err != nil {
-		return nil, fmt.Errorf("registering the ephemeral checkpoint metric: %w", err)
+		return nil, err
 	}
-	return &durableReporter{events: rec, objects: objects, fold: newEventFold(ephemeralEventInterval)}, nil
+	return &durableReporter{r}, nil
 }
 
 // report records one admission: only a CREATE that is not a dry run, so
@@ -51,37 +42,11 @@ func (d *durableReporter) report(req *admissionv1.AdmissionRequest, res validato
 	if d == nil || warned+refused == 0 || req.Operation != admissionv1.Create || (req.DryRun != nil && *req.DryRun) {
 		return
 	}
-	decision, reason, action, eventType := "warned", ReasonEphemeralCheckpoints, "Admitted", corev1.EventTypeWarning
+	decision, reason, action := "warned", ReasonEphemeralCheckpoints, "Admitted"
 	if refused > 0 {
 		decision, reason, action = "refused", ReasonEphemeralCheckpointsRefused, "Refused"
 	}
-	d.objects.WithLabelValues(req.Namespace, req.Kind.Kind, decision).Inc()
-	if d.events == nil {
-		return
-	}
-	emit, objects := d.fold.admit(req.Namespace, reason)
-	if !emit {
-		return
-	}
-	regarding := &corev1.ObjectReference{APIVersion: apiVersion(req), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
-	if req.Name == "" { // generateName: the object has no name yet, its namespace does
-		regarding = &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: req.Namespace}
-	}
-	d.events.Eventf(regarding, nil, eventType, reason, action,
-		"%s %s: %d pod template(s) checkpoint to storage that is deleted with the pod; set %s on the namespace to a ReadWriteMany PersistentVolumeClaim (%d such object(s) in namespace %s since the last such Event, this one included: one Event per namespace every %s)",
-		req.Kind.Kind, displayName(req), warned+refused, contract.AnnotationCheckpointClaim, objects, req.Namespace, d.fold.interval)
-}
-
-func apiVersion(req *admissionv1.AdmissionRequest) string {
-	if req.Kind.Group == "" {
-		return req.Kind.Version
-	}
-	return req.Kind.Group + "/" + req.Kind.Version
-}
-
-func displayName(req *admissionv1.AdmissionRequest) string {
-	if req.Name == "" {
-		return "(generated name) in namespace " + req.Namespace
-	}
-	return req.Namespace + "/" + req.Name
+	d.record(req, decision, reason, action,
+		"%s %s: %d pod template(s) checkpoint to storage that is deleted with the pod; set %s on the namespace to a ReadWriteMany PersistentVolumeClaim",
+		req.Kind.Kind, displayName(req), warned+refused, contract.AnnotationCheckpointClaim)
 }

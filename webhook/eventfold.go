@@ -1,8 +1,16 @@
 package webhook
 
 import (
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/trainguard/trainguard/internal/foundations/promreg"
 )
 
 // ephemeralEventInterval is how often at most a namespace gets an
@@ -70,4 +78,59 @@ func (f *eventFold) dropExpired(now time.Time) {
 			delete(f.windows, k)
 		}
 	}
+}
+
+// foldedReporter is what audit mode and the durable-checkpoint check
+// share: a counter per object, by namespace, kind and verdict, and a
+// Warning Event on the object folded per namespace and reason, which names
+// how many objects it stands for.
+type foldedReporter struct {
+	events  events.EventRecorder
+	objects *prometheus.CounterVec
+	fold    *eventFold
+}
+
+// newFoldedReporter registers the counter opts describes, labelled
+// namespace, kind and verdictLabel; what names it in the error.
+func newFoldedReporter(reg prometheus.Registerer, rec events.EventRecorder, opts prometheus.CounterOpts, verdictLabel, what string) (foldedReporter, error) {
+	objects, err := promreg.Register(reg, prometheus.NewCounterVec(opts, []string{"namespace", "kind", verdictLabel}))
+	if err != nil {
+		return foldedReporter{}, fmt.Errorf("registering the %s metric: %w", what, err)
+	}
+	return foldedReporter{events: rec, objects: objects, fold: newEventFold(ephemeralEventInterval)}, nil
+}
+
+// record counts the object req admits under verdict and, when the fold
+// lets it through, writes the Event format and args say, followed by the
+// count it stands for.
+func (r *foldedReporter) record(req *admissionv1.AdmissionRequest, verdict, reason, action, format string, args ...any) {
+	r.objects.WithLabelValues(req.Namespace, req.Kind.Kind, verdict).Inc()
+	if r.events == nil {
+		return
+	}
+	emit, objects := r.fold.admit(req.Namespace, reason)
+	if !emit {
+		return
+	}
+	regarding := &corev1.ObjectReference{APIVersion: apiVersion(req), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
+	if req.Name == "" { // generateName: the object has no name yet, its namespace does
+		regarding = &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: req.Namespace}
+	}
+	r.events.Eventf(regarding, nil, corev1.EventTypeWarning, reason, action,
+		format+" (%d such object(s) in namespace %s since the last such Event, this one included: one Event per namespace every %s)",
+		append(args, objects, req.Namespace, r.fold.interval)...)
+}
+
+func apiVersion(req *admissionv1.AdmissionRequest) string {
+	if req.Kind.Group == "" {
+		return req.Kind.Version
+	}
+	return req.Kind.Group + "/" + req.Kind.Version
+}
+
+func displayName(req *admissionv1.AdmissionRequest) string {
+	if req.Name == "" {
+		return "(generated name) in namespace " + req.Namespace
+	}
+	return req.Namespace + "/" + req.Name
 }

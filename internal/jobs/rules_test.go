@@ -1,12 +1,12 @@
 package jobs
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/trainguard/trainguard/internal/testing/ruletable"
 )
 
 // fixture is a builder's object (internal/testing/builders): its kind and
@@ -39,22 +39,7 @@ func runRuleCases(t *testing.T, cases []ruleCase) {
 			job, err := a.Decode(tc.obj.JSON())
 			require.NoError(t, err)
 			res := a.Validate(job, RuleEnv{})
-			got := []string{}
-			for _, e := range res.Errors {
-				got = append(got, e.Field)
-			}
-			want := tc.errs
-			if want == nil {
-				want = []string{}
-			}
-			assert.Equal(t, want, got, "errors: %v", res.Errors)
-			joined := strings.Join(res.Warnings, "\n")
-			if tc.warn != "" {
-				assert.Contains(t, joined, tc.warn)
-			}
-			if tc.noWarn != "" {
-				assert.NotContains(t, joined, tc.noWarn)
-			}
+			ruletable.Expect(t, res.Errors, res.Warnings, tc.errs, tc.warn, tc.noWarn)
 		})
 	}
 }

@@ -1,10 +1,7 @@
 package chart
 
 import (
-	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -53,26 +50,14 @@ func TestChartSaysWhatTheCLISays(t *testing.T) {
 // TestValueKeysAreTheSchemas: trainguard.valueKeys (templates cannot read
 // values.schema.json) lists exactly the schema's keys at each parent.
 func TestValueKeysAreTheSchemas(t *testing.T) {
-	root, err := RepoRoot()
-	require.NoError(t, err)
-	tpl, err := os.ReadFile(filepath.Join(root, "charts", "trainguard", "templates", "_config.tpl"))
-	require.NoError(t, err)
+	tpl := chartFile(t, "templates/_config.tpl")
 	m := regexp.MustCompile(`(?s)\{\{- define "trainguard.valueKeys" -\}\}\n(.*?)\{\{- end -\}\}`).FindSubmatch(tpl)
 	require.NotNil(t, m, "trainguard.valueKeys in _config.tpl")
 	var listed map[string][]string
 	require.NoError(t, yaml.Unmarshal(m[1], &listed))
 
-	raw, err := os.ReadFile(filepath.Join(root, "charts", "trainguard", "values.schema.json"))
-	require.NoError(t, err)
-	var schema map[string]any
-	require.NoError(t, json.Unmarshal(raw, &schema))
 	for parent, keys := range listed {
-		node := schema
-		if parent != "" {
-			for _, p := range strings.Split(parent, ".") {
-				node = node["properties"].(map[string]any)[p].(map[string]any)
-			}
-		}
+		node := schemaAt(t, strings.ReplaceAll(parent, ".", "/"))
 		var want []string
 		for k := range node["properties"].(map[string]any) {
 			want = append(want, k)

@@ -1,8 +1,6 @@
 package chart
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -91,9 +89,7 @@ func parseHelm(t *testing.T, cmd string) helmCommand {
 
 func TestReadmeCommandsRenderExactly(t *testing.T) {
 	helm, dir := helmAndChart(t)
-	data, err := os.ReadFile(filepath.Join(dir, "README.md"))
-	require.NoError(t, err)
-	cmds := readmeCommands(t, string(data))
+	cmds := readmeCommands(t, string(chartFile(t, "README.md")))
 	require.NotEmpty(t, cmds)
 
 	var installs, upgrades, uninstalls int
@@ -199,19 +195,13 @@ func valueKeys(prefix string, m map[string]any, out *[]string) {
 }
 
 func TestReadmeValuesTableCoversEveryValue(t *testing.T) {
-	dir, err := Dir()
-	require.NoError(t, err)
-	raw, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
-	require.NoError(t, err)
 	var values map[string]any
-	require.NoError(t, yaml.Unmarshal(raw, &values))
+	require.NoError(t, yaml.Unmarshal(chartFile(t, "values.yaml"), &values))
 	var keys []string
 	valueKeys("", values, &keys)
 	sort.Strings(keys)
 
-	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
-	require.NoError(t, err)
-	_, table, found := strings.Cut(string(readme), "\n## Values\n")
+	_, table, found := strings.Cut(string(chartFile(t, "README.md")), "\n## Values\n")
 	require.True(t, found, "README.md needs a ## Values section")
 	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\|")
 	var documented []string

@@ -81,15 +81,25 @@ func TestChartSchemaAcceptsWhatTheBinaryAccepts(t *testing.T) {
 	}
 }
 
-// schemaAt returns the schema object at a /-separated path of "properties".
-func schemaAt(t *testing.T, path string) map[string]any {
+// chartFile is the content of the file at path in the chart.
+func chartFile(t *testing.T, path string) []byte {
 	t.Helper()
 	dir, err := Dir()
 	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(dir, "values.schema.json"))
+	data, err := os.ReadFile(filepath.Join(dir, path))
 	require.NoError(t, err)
+	return data
+}
+
+// schemaAt returns the schema object at a /-separated path of "properties"
+// ("" for the whole schema).
+func schemaAt(t *testing.T, path string) map[string]any {
+	t.Helper()
 	var node map[string]any
-	require.NoError(t, json.Unmarshal(data, &node))
+	require.NoError(t, json.Unmarshal(chartFile(t, "values.schema.json"), &node))
+	if path == "" {
+		return node
+	}
 	for _, key := range strings.Split(path, "/") {
 		props, ok := node["properties"].(map[string]any)
 		require.True(t, ok, "no properties above %s", key)

@@ -20,10 +20,8 @@ import (
 func (r rankPods) startSupervised(t *testing.T, extra [2][]string, args ...string) [2]*proc {
 	var procs [2]*proc
 	for rank, p := range r.pods {
-		env := append([]string{"OMP_NUM_THREADS=1", "WORLD_SIZE=2", "RANK=" + strconv.Itoa(rank), "LOCAL_RANK=0",
-			"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(r.port)}, extra[rank]...)
 		argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
-		procs[rank] = startProc(t, p.env(env...), argv...)
+		procs[rank] = startProc(t, p.env(r.env(rank, extra[rank]...)...), argv...)
 	}
 	return procs
 }
@@ -44,11 +42,7 @@ func trainerPid(t *testing.T, p pod) int {
 // worker's.
 func TestInProcessRecoveryKeepsTheSurvivor(t *testing.T) {
 	const steps = "110"
-	ref := newRankPods(t)
-	refDump := filepath.Join(t.TempDir(), "ref")
-	for _, r := range ref.start(t, "--steps", steps, "--dump-final", refDump) {
-		require.NoError(t, r.wait(180*time.Second), r.out.String())
-	}
+	refDump := uninterrupted(t, steps, 180*time.Second)
 	for _, victim := range []int{1, 0} {
 		t.Run("kill rank "+strconv.Itoa(victim), func(t *testing.T) {
 			survivor := 1 - victim

@@ -35,13 +35,29 @@ func newRankPods(t *testing.T) rankPods {
 	return rankPods{pods: [2]pod{master, worker}, port: freePort(t)}
 }
 
+// env is rank's environment as the training operator sets it, then extra.
+func (r rankPods) env(rank int, extra ...string) []string {
+	return append([]string{"OMP_NUM_THREADS=1", "WORLD_SIZE=2", "RANK=" + strconv.Itoa(rank), "LOCAL_RANK=0",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(r.port)}, extra...)
+}
+
 func (r rankPods) start(t *testing.T, args ...string) [2]*proc {
 	var procs [2]*proc
 	for rank, p := range r.pods {
-		procs[rank] = startTrainer(t, p, []string{"OMP_NUM_THREADS=1", "WORLD_SIZE=2", "RANK=" + strconv.Itoa(rank),
-			"LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(r.port)}, args...)
+		procs[rank] = startTrainer(t, p, r.env(rank), args...)
 	}
 	return procs
+}
+
+// uninterrupted runs a fresh 2-rank job for steps, never interrupted,
+// and returns where it dumped its final state (".rank0", ".rank1" added),
+// the reference a recovered run must equal.
+func uninterrupted(t *testing.T, steps string, timeout time.Duration) string {
+	dump := filepath.Join(t.TempDir(), "ref")
+	for _, r := range newRankPods(t).start(t, "--steps", steps, "--dump-final", dump) {
+		require.NoError(t, r.wait(timeout), r.out.String())
+	}
+	return dump
 }
 
 // TestPeerKilledDuringAllReduce: the worker's trainer is
@@ -76,11 +92,7 @@ func TestPeerKilledDuringAllReduce(t *testing.T) {
 
 	// An uninterrupted run of that many steps: the gasp holds exactly its
 	// rank 0's state (the loss in its metrics is rank 0's own).
-	ref := newRankPods(t)
-	refDump := filepath.Join(t.TempDir(), "ref")
-	for _, r := range ref.start(t, "--steps", last, "--dump-final", refDump) {
-		require.NoError(t, r.wait(120*time.Second), r.out.String())
-	}
+	refDump := uninterrupted(t, last, 120*time.Second)
 	compareStates(t, "--checkpoint", job.pods[0].ckptDir, "--name", m[1], refDump+".rank0")
 
 	// The job restarts: both ranks resume from the gasp.

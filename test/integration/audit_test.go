@@ -3,17 +3,13 @@ package integration
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 // TestAuditModeAdmitsUnchangedAndReports: through a real kube-apiserver,
@@ -24,9 +20,7 @@ import (
 // job in an enforcing namespace is refused.
 func TestAuditModeAdmitsUnchangedAndReports(t *testing.T) {
 	ctx := context.Background()
-	cfg, rec := controlplane.WithWarnings(env.cp.Config)
-	c, err := client.New(cfg, client.Options{})
-	require.NoError(t, err)
+	c, rec := warningClient(t)
 
 	ns := namespace(t, true, map[string]string{contract.AnnotationAdmissionMode: contract.ModeAudit})
 	require.NoError(t, c.Create(ctx, job(t, ns, "would-refuse", invalidElasticSpec)), "audit mode admits what enforce refuses")
@@ -43,12 +37,7 @@ func TestAuditModeAdmitsUnchangedAndReports(t *testing.T) {
 	require.Len(t, containers, 1)
 	assert.NotContains(t, containers[0], "lifecycle", "no preStop hook")
 
-	var events corev1.EventList
-	require.Eventually(t, func() bool {
-		require.NoError(t, env.c.List(ctx, &events, client.InNamespace(ns)))
-		return len(eventsWithReason(events, "AuditWouldRefuse")) > 0 && len(eventsWithReason(events, "AuditWouldInject")) > 0
-	}, 10*time.Second, 100*time.Millisecond, "AuditWouldRefuse and AuditWouldInject Events in %s", ns)
-	ev := eventsWithReason(events, "AuditWouldRefuse")[0]
+	ev := awaitEvents(t, ns, "AuditWouldRefuse", "AuditWouldInject")[0]
 	t.Logf("Event: %s %s: %s", ev.Reason, ev.InvolvedObject.Name, ev.Message)
 	assert.Equal(t, "would-refuse", ev.InvolvedObject.Name)
 	assert.Contains(t, ev.Message, "spec.elasticPolicy.maxReplicas")
@@ -57,7 +46,7 @@ func TestAuditModeAdmitsUnchangedAndReports(t *testing.T) {
 	assert.Equal(t, 1.0, auditCount(t, ns, "would-inject"))
 
 	enforced := namespace(t, true, map[string]string{contract.AnnotationAdmissionMode: contract.ModeEnforce})
-	err = c.Create(ctx, job(t, enforced, "refused", invalidElasticSpec))
+	err := c.Create(ctx, job(t, enforced, "refused", invalidElasticSpec))
 	require.Error(t, err, "enforce refuses it")
 	assert.Contains(t, err.Error(), "spec.elasticPolicy.maxReplicas")
 }
@@ -65,17 +54,5 @@ func TestAuditModeAdmitsUnchangedAndReports(t *testing.T) {
 // auditCount reads trainguard_audit_objects_total for a namespace's PyTorchJobs.
 func auditCount(t *testing.T, ns, verdict string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != "trainguard_audit_objects_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelValue(m, "namespace") == ns && labelValue(m, "kind") == "PyTorchJob" && labelValue(m, "verdict") == verdict {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterSum(t, "trainguard_audit_objects_total", "namespace", ns, "kind", "PyTorchJob", "verdict", verdict)
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/test/controlplane"
@@ -24,20 +24,13 @@ import (
 // claim gets none; a namespace requiring durable checkpoints refuses it.
 func TestEphemeralCheckpointsThroughTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	cfg, rec := controlplane.WithWarnings(env.cp.Config)
-	c, err := client.New(cfg, client.Options{})
-	require.NoError(t, err)
+	c, rec := warningClient(t)
 
 	ns := namespace(t, true, nil)
 	require.NoError(t, c.Create(ctx, job(t, ns, "ephemeral", masterWorkerSpec)))
 	warnings := rec.Take()
 	assert.Equal(t, 2, countContaining(warnings, "checkpoints are not durable: /checkpoint is on the container's own filesystem"), "one per template: %q", warnings)
-	var events corev1.EventList
-	require.Eventually(t, func() bool {
-		require.NoError(t, env.c.List(ctx, &events, client.InNamespace(ns)))
-		return len(eventsWithReason(events, "EphemeralCheckpoints")) > 0
-	}, 10*time.Second, 100*time.Millisecond, "an EphemeralCheckpoints Event in %s", ns)
-	ev := eventsWithReason(events, "EphemeralCheckpoints")[0]
+	ev := awaitEvents(t, ns, "EphemeralCheckpoints")[0]
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 	assert.Equal(t, "PyTorchJob", ev.InvolvedObject.Kind)
 	assert.Equal(t, "ephemeral", ev.InvolvedObject.Name)
@@ -51,7 +44,7 @@ func TestEphemeralCheckpointsThroughTheAPIServer(t *testing.T) {
 	assert.Zero(t, ephemeralCount(t, withClaim, "warned"))
 
 	strict := namespace(t, true, map[string]string{contract.AnnotationRequireDurableCheckpoints: "true"})
-	err = c.Create(ctx, job(t, strict, "refused", masterWorkerSpec))
+	err := c.Create(ctx, job(t, strict, "refused", masterWorkerSpec))
 	require.Error(t, err)
 	t.Logf("API server said: %s", err)
 	assert.Contains(t, err.Error(), "spec.pytorchReplicaSpecs[Master].template.spec.containers[0].volumeMounts: Forbidden: checkpoints are not durable")
@@ -69,31 +62,40 @@ func countContaining(list []string, s string) int {
 	return n
 }
 
-func eventsWithReason(list corev1.EventList, reason string) []corev1.Event {
-	var out []corev1.Event
-	for _, e := range list.Items {
-		if e.Reason == reason {
-			out = append(out, e)
+// warningClient is a client of the API server whose warnings the test
+// reads from rec.
+func warningClient(t *testing.T) (client.Client, *controlplane.Warnings) {
+	t.Helper()
+	cfg, rec := controlplane.WithWarnings(env.cp.Config)
+	c, err := client.New(cfg, client.Options{})
+	require.NoError(t, err)
+	return c, rec
+}
+
+// awaitEvents waits for an Event of each reason in ns and returns the
+// first of each, in the order of reasons.
+func awaitEvents(t *testing.T, ns string, reasons ...string) []corev1.Event {
+	t.Helper()
+	var found []corev1.Event
+	require.Eventually(t, func() bool {
+		var events corev1.EventList
+		require.NoError(t, env.c.List(context.Background(), &events, client.InNamespace(ns)))
+		found = found[:0]
+		for _, reason := range reasons {
+			i := slices.IndexFunc(events.Items, func(e corev1.Event) bool { return e.Reason == reason })
+			if i < 0 {
+				return false
+			}
+			found = append(found, events.Items[i])
 		}
-	}
-	return out
+		return true
+	}, 10*time.Second, 100*time.Millisecond, "Events %v in %s", reasons, ns)
+	return found
 }
 
 // ephemeralCount reads trainguard_ephemeral_checkpoint_objects_total for
 // a namespace's PyTorchJobs (trainguard runs in this process).
 func ephemeralCount(t *testing.T, ns, decision string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != "trainguard_ephemeral_checkpoint_objects_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelValue(m, "namespace") == ns && labelValue(m, "kind") == "PyTorchJob" && labelValue(m, "decision") == decision {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterSum(t, "trainguard_ephemeral_checkpoint_objects_total", "namespace", ns, "kind", "PyTorchJob", "decision", decision)
 }

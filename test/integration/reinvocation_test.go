@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -67,15 +68,26 @@ func mutatePodCalls(t *testing.T) float64 {
 // ("patched", "allowed", ...; "" counts all).
 func mutatePodDecisions(t *testing.T, decision string) float64 {
 	t.Helper()
+	if decision == "" {
+		return counterSum(t, "trainguard_admission_decisions_total", "webhook", "mutate-pod")
+	}
+	return counterSum(t, "trainguard_admission_decisions_total", "webhook", "mutate-pod", "decision", decision)
+}
+
+// counterSum adds up the series of trainguard's counter name (it runs in
+// this process) whose labels have the values labels gives, in name, value
+// pairs.
+func counterSum(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	require.NoError(t, err)
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() != "trainguard_admission_decisions_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if labelValue(m, "webhook") == "mutate-pod" && (decision == "" || labelValue(m, "decision") == decision) {
+			if hasLabels(m, labels) {
 				total += m.GetCounter().GetValue()
 			}
 		}
@@ -83,13 +95,13 @@ func mutatePodDecisions(t *testing.T, decision string) float64 {
 	return total
 }
 
-func labelValue(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
+func hasLabels(m *dto.Metric, pairs []string) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] }) {
+			return false
 		}
 	}
-	return ""
+	return true
 }
 
 func TestReinvocationInjectsExactlyOnce(t *testing.T) {

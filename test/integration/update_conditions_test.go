@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
@@ -16,20 +15,7 @@ import (
 // decisions counts trainguard's answers on one endpoint so far.
 func decisions(t *testing.T, webhookName string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "trainguard_admission_decisions_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelValue(m, "webhook") == webhookName {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
+	return counterSum(t, "trainguard_admission_decisions_total", "webhook", webhookName)
 }
 
 // TestUpdateMatchConditionsSendOnlyWhatTrainguardChecks: with trainguard up,

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
-	"github.com/trainguard/trainguard/test/controlplane"
 )
 
 func TestInvalidElasticPolicyIsRefusedWithFieldPath(t *testing.T) {
@@ -28,9 +27,7 @@ func TestInvalidElasticPolicyIsRefusedWithFieldPath(t *testing.T) {
 }
 
 func TestWarningsReachTheClient(t *testing.T) {
-	cfg, rec := controlplane.WithWarnings(env.cp.Config)
-	c, err := client.New(cfg, client.Options{})
-	require.NoError(t, err)
+	c, rec := warningClient(t)
 	ns := namespace(t, true, nil)
 	// An elastic job with no checkpoint volume is legal but risky.
 	require.NoError(t, c.Create(context.Background(), job(t, ns, "elastic", elasticSpec)))

@@ -3,7 +3,6 @@ package rescheduler
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,12 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/trainguard/trainguard/internal/foundations/contract"
 	"github.com/trainguard/trainguard/internal/policy"
 )
 
@@ -36,7 +33,8 @@ import (
 // were evicted and 4 force-deleted before it).
 //
 // judgeArea (brake_judge.go) says whether the zone and cluster brakes are
-// engaged; the brakes type counts the carriers it judges from, records and
+// engaged; the brakes type counts the carriers it judges from (carrier.go:
+// which nodes carry managed pods, from the pod informer's index), records and
 // exports what it says, restarts the silence a released brake covered,
 // keeps the buckets and reads a lost node's Lease live.
 
@@ -506,71 +504,6 @@ func (b *brakes) countArea(ctx context.Context) (area, error) {
 	}
 	a.cluster.silentLeases, a.cluster.leases = b.leases.silentCount(silence)
 	return a, nil
-}
-
-// carrierNodes is the set of nodes a pod trainguard manages runs on:
-// labelled managed, not opted out, in a namespace that opted in. The label
-// alone is anyone's to set: counted as it was, pods of namespaces that
-// never opted in, on healthy nodes, diluted the zone's unhealthy fraction
-// and kept the brake off during a partition.
-func (b *brakes) carrierNodes(ctx context.Context) (map[string]bool, error) {
-	keys, err := b.carrierKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing the nodes that carry managed pods: %w", err)
-	}
-	nodes := map[string]bool{}
-	namespaces := map[string]bool{} // the namespace's verdict, asked once a count
-	for _, key := range keys {
-		ns, node, ok := strings.Cut(key, "/")
-		if !ok || nodes[node] {
-			continue
-		}
-		in, asked := namespaces[ns]
-		if !asked {
-			_, why, err := b.scope.Object(ctx, ns, nil)
-			if err != nil {
-				return nil, err
-			}
-			in = why == ""
-			namespaces[ns] = in
-		}
-		if in {
-			nodes[node] = true
-		}
-	}
-	return nodes, nil
-}
-
-// IndexCarrier indexes the cached managed pods by "namespace/node", for a
-// pod on a node that did not opt out: its values are the distinct pairs
-// the brakes count carriers from, read without copying a pod.
-const IndexCarrier = "trainguard.io/carrier"
-
-// carrierKey is a pod's IndexCarrier value: none for a pod on no node, one
-// that opted out or one that never ran on its node (the namespace's opt-in
-// is judged at count time: it can change without the pod changing).
-func carrierKey(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" || !ranOnNode(pod) || policy.OptOut(pod.Annotations) != "" || pod.Labels[contract.LabelManaged] != "true" {
-		return nil, nil
-	}
-	return []string{pod.Namespace + "/" + pod.Spec.NodeName}, nil
-}
-
-// ranOnNode: the node's kubelet took the pod up (it set a start time or a
-// phase past Pending). spec.nodeName alone is the pod's creator's to write:
-// a tenant's Pending pods pinned to nodes under repair would otherwise count
-// those nodes as lost carriers and engage a zone brake that holds every
-// other tenant's recoveries. Only the kubelet (or trainguard, marking a
-// lost pod Failed) writes the status.
-func ranOnNode(pod *corev1.Pod) bool {
-	return pod.Status.StartTime != nil || (pod.Status.Phase != "" && pod.Status.Phase != corev1.PodPending)
-}
-
-// indexedCarrierKeys lists IndexCarrier's values from the pod informer's
-// own index: strings only, no pod copied.
-func indexedCarrierKeys(idx toolscache.Indexer) func(context.Context) ([]string, error) {
-	return func(context.Context) ([]string, error) { return idx.ListIndexFuncValues(IndexCarrier), nil }
 }
 
 // zoneOf is the node's zone, as NLC reads it; "" for nodes without one

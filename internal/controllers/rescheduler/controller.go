@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -91,25 +90,6 @@ func newReconciler(c client.Client, apiReader client.Reader, rec events.EventRec
 		blocked: map[types.NamespacedName]blockedPod{}, leases: l,
 		kinds: kinds, chains: ownerchain.New(kinds),
 	}
-}
-
-// carrierIndex adds IndexCarrier to the pod informer and returns its
-// reader. The informer's own indexer, not a field index of the cache: the
-// cache's List copies every pod it returns, and the brakes need only the
-// distinct (namespace, node) pairs.
-func carrierIndex(mgr ctrl.Manager) (func(context.Context) ([]string, error), error) {
-	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{})
-	if err != nil {
-		return nil, fmt.Errorf("getting the pod informer: %w", err)
-	}
-	if err := inf.AddIndexers(toolscache.Indexers{IndexCarrier: carrierKey}); err != nil {
-		return nil, fmt.Errorf("indexing pods by namespace and node: %w", err)
-	}
-	idx, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
-	if !ok {
-		return nil, fmt.Errorf("the pod informer (%T) has no indexer to read the carrier index from", inf)
-	}
-	return indexedCarrierKeys(idx.GetIndexer()), nil
 }
 
 func podNodeName(o client.Object) []string {

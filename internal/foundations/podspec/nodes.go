@@ -19,13 +19,7 @@ func RequireNotOnNodes(spec *corev1.PodSpec, nodes []string) bool {
 	if len(nodes) == 0 {
 		return false
 	}
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
-	}
-	if spec.Affinity.NodeAffinity == nil {
-		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	na := spec.Affinity.NodeAffinity
+	na := nodeAffinity(spec)
 	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
 	}
@@ -54,13 +48,7 @@ func PreferNotOnNodes(spec *corev1.PodSpec, nodes []string) bool {
 	if len(nodes) == 0 {
 		return false
 	}
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
-	}
-	if spec.Affinity.NodeAffinity == nil {
-		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	na := spec.Affinity.NodeAffinity
+	na := nodeAffinity(spec)
 	for i := range na.PreferredDuringSchedulingIgnoredDuringExecution {
 		term := &na.PreferredDuringSchedulingIgnoredDuringExecution[i]
 		exprs := term.Preference.MatchExpressions
@@ -75,12 +63,21 @@ func PreferNotOnNodes(spec *corev1.PodSpec, nodes []string) bool {
 		return true
 	}
 	na.PreferredDuringSchedulingIgnoredDuringExecution = append(na.PreferredDuringSchedulingIgnoredDuringExecution, corev1.PreferredSchedulingTerm{
-		Weight: AvoidWeight,
-		Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
-			{Key: HostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: mergeSorted(nil, nodes)},
-		}},
+		Weight:     AvoidWeight,
+		Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{notOnNodes(nodes)}},
 	})
 	return true
+}
+
+// nodeAffinity is spec's node affinity, made where the pod has none.
+func nodeAffinity(spec *corev1.PodSpec) *corev1.NodeAffinity {
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	return spec.Affinity.NodeAffinity
 }
 
 // excludeNodes merges nodes into the first hostname NotIn expression, or
@@ -96,7 +93,13 @@ func excludeNodes(exprs []corev1.NodeSelectorRequirement, nodes []string) []core
 		}
 		return exprs
 	}
-	return append(exprs, corev1.NodeSelectorRequirement{Key: HostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: mergeSorted(nil, nodes)})
+	return append(exprs, notOnNodes(nodes))
+}
+
+// notOnNodes is the expression both anti-affinities write: hostname NotIn
+// nodes, sorted and without repeats.
+func notOnNodes(nodes []string) corev1.NodeSelectorRequirement {
+	return corev1.NodeSelectorRequirement{Key: HostnameKey, Operator: corev1.NodeSelectorOpNotIn, Values: mergeSorted(nil, nodes)}
 }
 
 func mergeSorted(have, add []string) []string {
