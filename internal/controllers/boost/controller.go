@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/trainerstatus"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -55,7 +56,7 @@ type Reconciler struct {
 	// them owns it, and their KeyOf finds the job's pods.
 	Kinds   jobs.Kinds
 	Params  Params
-	Fetch   Fetcher
+	Fetch   trainerstatus.Fetcher
 	Clock   clock.PassiveClock
 	Metrics *Metrics
 

@@ -22,6 +22,7 @@ import (
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/trainerstatus"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 	"github.com/trainguard/trainguard/internal/testing/builders"
@@ -53,7 +54,7 @@ func trainingPod(name, job, ip string) *corev1.Pod {
 	}).Obj()
 }
 
-func setup(t *testing.T, enabled bool, fetch Fetcher, objs ...client.Object) (*Reconciler, client.Client) {
+func setup(t *testing.T, enabled bool, fetch trainerstatus.Fetcher, objs ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
 	s := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(s))
@@ -68,18 +69,18 @@ func setup(t *testing.T, enabled bool, fetch Fetcher, objs ...client.Object) (*R
 }
 
 // fetchFrom answers per pod IP; an IP without an answer is a deaf trainer.
-func fetchFrom(m map[string]Status) Fetcher {
-	return func(_ context.Context, ip string) (Status, error) {
+func fetchFrom(m map[string]trainerstatus.Status) trainerstatus.Fetcher {
+	return func(_ context.Context, ip string) (trainerstatus.Status, error) {
 		if s, ok := m[ip]; ok {
 			return s, nil
 		}
-		return Status{}, errors.New("connection refused")
+		return trainerstatus.Status{}, errors.New("connection refused")
 	}
 }
 
-func fresh(sinceCommit float64, save float64) Status {
+func fresh(sinceCommit float64, save float64) trainerstatus.Status {
 	step, at := int64(10), 1e9-sinceCommit
-	return Status{Format: 1, Now: 1e9, Step: 12, CommittedStep: &step, CommittedAt: &at, SaveSeconds: &save}
+	return trainerstatus.Status{Format: 1, Now: 1e9, Step: 12, CommittedStep: &step, CommittedAt: &at, SaveSeconds: &save}
 }
 
 func boostOf(t *testing.T, c client.Client, name string) (string, bool) {
@@ -103,7 +104,7 @@ func TestControllerBoostsTheJobThatWouldLoseMost(t *testing.T) {
 		workload("wl-deaf", "deaf", true, 100), trainingPod("deaf-0", "deaf", "10.0.0.2"),
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 150},
 	}
-	r, c := setup(t, true, fetchFrom(map[string]Status{"10.0.0.1": fresh(5, 0.2)}), objs...)
+	r, c := setup(t, true, fetchFrom(map[string]trainerstatus.Status{"10.0.0.1": fresh(5, 0.2)}), objs...)
 	reconcileOne(t, r, "wl-fresh")
 	reconcileOne(t, r, "wl-deaf")
 	_, ok := boostOf(t, c, "wl-fresh")

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/trainerstatus"
 )
 
 // silentPod is a trainer's status port that accepts every connection and
@@ -99,8 +100,8 @@ func (n *podNet) add(addr net.Addr) string {
 	return ip
 }
 
-func (n *podNet) fetcher() Fetcher {
-	f := httpFetcher(func(ctx context.Context, network, addr string) (net.Conn, error) {
+func (n *podNet) fetcher() trainerstatus.Fetcher {
+	f := trainerstatus.HTTPFetcherVia(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		n.mu.Lock()
 		to, ok := n.route[addr]
 		n.mu.Unlock()
@@ -109,7 +110,7 @@ func (n *podNet) fetcher() Fetcher {
 		}
 		return (&net.Dialer{}).DialContext(ctx, network, to)
 	})
-	return func(ctx context.Context, ip string) (Status, error) {
+	return func(ctx context.Context, ip string) (trainerstatus.Status, error) {
 		n.reads.Add(1)
 		return f(ctx, ip)
 	}

@@ -12,6 +12,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
+	"github.com/trainguard/trainguard/internal/foundations/trainerstatus"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/internal/policy"
 )
@@ -57,7 +58,7 @@ func Setup(mgr ctrl.Manager, cfg *configv1alpha1.Configuration, kinds jobs.Kinds
 		return err
 	}
 	r := &Reconciler{
-		Client: mgr.GetClient(), Params: p, Fetch: HTTPFetcher(), Clock: clock.RealClock{}, Metrics: m, Kinds: kinds,
+		Client: mgr.GetClient(), Params: p, Fetch: trainerstatus.HTTPFetcher(), Clock: clock.RealClock{}, Metrics: m, Kinds: kinds,
 		Scope: &policy.Scope{Config: cfg, OwnNamespace: ownNamespace, Namespaces: policy.ClientNamespaces(mgr.GetClient())},
 	}
 	wl := &unstructured.Unstructured{}

@@ -82,6 +82,10 @@ func EnvVars() []EnvVar {
 		// How long one connection to that port may take in all (a Go
 		// duration, default 2s): half-sent requests cannot pile up.
 		{Name: "TRAINGUARD_STATUS_TIMEOUT", SDK: true},
+		// At most one checkpoint-now request (POST CheckpointNowPath)
+		// accepted per pod, and committed per job, per this (a Go duration,
+		// default 30s): anyone on the pod network can send one.
+		{Name: "TRAINGUARD_CHECKPOINT_NOW_MIN_INTERVAL", SDK: true},
 		// In-process recovery (docs/checkpoint-protocol.md): how long a
 		// survivor waits for the group to re-form (a Go duration, default
 		// 30s), how often the supervisor restarts a trainer a signal killed

@@ -90,3 +90,19 @@ func TestExitPeerLostIsTheSDKs(t *testing.T) {
 	require.NotNil(t, m, "sdk/python/trainguard/_peer.py must define EXIT_PEER_LOST")
 	assert.Equal(t, strconv.Itoa(ExitPeerLost), m[1], "the SDK's EXIT_PEER_LOST vs contract.ExitPeerLost")
 }
+
+// The SDK spells the status port and its paths again; this ties the three.
+func TestStatusPortAndPathsAreTheSDKs(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "sdk", "python", "trainguard", "_status.py"))
+	require.NoError(t, err)
+	for name, want := range map[string]string{
+		"DEFAULT_PORT":    strconv.Itoa(StatusPort),
+		"PATH":            strconv.Quote(StatusPath),
+		"CHECKPOINT_PATH": strconv.Quote(CheckpointNowPath),
+	} {
+		m := regexp.MustCompile(`(?m)^` + name + ` = (\S+)`).FindStringSubmatch(string(src))
+		if assert.NotNil(t, m, "sdk/python/trainguard/_status.py must define %s", name) {
+			assert.Equal(t, want, m[1], "the SDK's %s vs contract", name)
+		}
+	}
+}

@@ -185,8 +185,11 @@ func truncate(s string, n int) string {
 // The trainer SDK's work-at-risk status (sdk/python/trainguard/_status.py):
 // local rank 0 of every listening pod serves it on StatusPort (unless its
 // TRAINGUARD_STATUS_PORT says otherwise), and the priority-boost controller
-// reads it. Its body is the tenant's, read as hostile input.
+// reads it. Its body is the tenant's, read as hostile input. The same port
+// takes POST CheckpointNowPath: commit the next completed step and train on
+// (internal/foundations/trainerstatus, docs/checkpoint-protocol.md).
 const (
-	StatusPort = 9602
-	StatusPath = "/trainguard/status"
+	StatusPort        = 9602
+	StatusPath        = "/trainguard/status"
+	CheckpointNowPath = "/trainguard/checkpoint"
 )

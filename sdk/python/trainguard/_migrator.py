@@ -5,6 +5,7 @@
     _periodic.Periodic         periodic checkpoints in the background
     _shards                    sharded state: every rank saves its part, at one step
     _requests.Requests         the agent's requests and the acks (SignalDirs: where)
+    _requests.NowRequests      checkpoint-now requests: commit a step, train on
     _exit.Stopping             this pod's termination: the wait for the agent, SIGTERM
     _peer.PeerLoss             a peer's death: the dying gasp, the retryable exit
     _reform.Recovery           a peer's death under the supervisor: re-form in process
@@ -51,6 +52,7 @@ class Migrator:
         self._periodic = periodic.Periodic(self._settings, self._state, self._checkpoints)
         self._dirs = requests.SignalDirs(self._settings, self._checkpoints.root)
         self._requests = requests.Requests(self._settings, self._dirs)
+        self._now = requests.NowRequests(self._settings, self._dirs)
         self._stopping = exiting.Stopping(self._settings, self._state, self._requests)
         self._stop = threading.Event()  # ends the listener
         self._peer = peer.PeerLoss(self._settings, self._state, self._checkpoints.save, self._stop.set)
@@ -142,13 +144,14 @@ class Migrator:
             self._dirs.own()  # creates it; refuses a symlink on the way
         self._stopping.begin()
         self._checkpoints.claim()
-        self._peer.started = time.time()
+        self._peer.started = self._now.started = time.time()
         self._requests.heartbeat(self._state.phase, self._state.step, self._peer.started)
         self._dirs.waker = wake.Waker()
         self._listener = threading.Thread(target=self._listen, name="trainguard-listener", daemon=True)
         self._listener.start()
         if cfg.local_rank == 0:
-            self._status = status.serve(self._settings.env, self.status)
+            self._status = status.serve(self._settings.env, self.status, checkpoint=self._request_now,
+                                        min_interval=cfg.now_interval)
         return self
 
     def status(self):
@@ -160,6 +163,19 @@ class Migrator:
         return {"format": status.FORMAT, "now": time.time(), "step": self._state.step,
                 "committed_step": committed_step, "committed_at": committed_at,
                 "save_seconds": self._checkpoints.save_seconds}
+
+    def _request_now(self, reason):
+        """A checkpoint-now request that came to this pod's status port,
+        filed in its signal dir for global rank 0 (who reads every pod's);
+        returns the step this process is at, which the commit will reach."""
+        own = self._dirs.own()
+        if own is None:
+            raise OSError("no signal directory yet")
+        step = self._state.step
+        own.write_json_atomic(proto.NOW_FILE, {"nonce": os.urandom(16).hex(), "step": step,
+                                               "requested_at": time.time(), "reason": reason})
+        log.info("trainguard: checkpoint now requested at step %d: %s", step, reason or "no reason given")
+        return step
 
     def close(self):
         """Stop listening (the thread is a daemon; this is for tests and clean exits)."""
@@ -262,6 +278,11 @@ class Migrator:
             self._answer_requests()
         elif self._periodic.due():
             self._periodic.save()
+            self._now.taken(self._state.step)
+        elif self._now_due():
+            log.info("trainguard: checkpoint now: saving step %d in the background", self._state.step)
+            self._periodic.save()
+            self._now.taken(self._state.step, extra=True)
         if self._stopping.termination is not None:
             self._terminate()
         elif self._stopping.sigterm_from_agent:
@@ -320,24 +341,34 @@ class Migrator:
 
     def _sharded_boundary(self):
         """Sharded state: every rank saves at the same step or none does.
-        Global rank 0 decides (a request pending, a periodic save due) and
-        tells the others: one small broadcast per step."""
-        decision = shards.NONE
+        Global rank 0 decides (a request pending, a periodic save or a
+        checkpoint now due) and tells the others: one small broadcast per step."""
+        decision, now = shards.NONE, False
         if self.config.rank == 0 and not self._checkpoints.read_only:
             if self._requests.pending:
                 decision = shards.REQUEST
             elif self._periodic.due():
                 decision = shards.PERIODIC
+            elif self._now_due():  # taken as a periodic save is: every rank, this step
+                decision, now = shards.PERIODIC, True
         decision = self._coordinator.agree(storage.initialized_dist(), decision)
         if decision == shards.REQUEST and self.config.rank == 0:
             self._answer_requests()
         elif decision == shards.PERIODIC:
+            if now:
+                log.info("trainguard: checkpoint now: saving step %d on every rank", self._state.step)
             self._periodic.save_now()
+            if now:  # a failed save leaves the request waiting, for the next interval
+                committed = self._checkpoints.committed_step
+                self._now.taken(committed if committed is not None else -1, extra=True)
         elif decision == shards.REQUEST:
             try:
                 self._checkpoints.save()
             except Exception as e:  # rank 0 acknowledges the failure; this rank trains on
                 log.error("trainguard: rank %d: checkpoint failed: %s: %s", self.config.rank, type(e).__name__, e)
+
+    def _now_due(self):
+        return self._now.due(self._state.step, self._checkpoints.committed_step)
 
     def _answer_with(self, name):
         """Another pod's request while this one stops: this checkpoint answers it."""
@@ -358,7 +389,9 @@ class Migrator:
                     self._requests.heartbeat(self._state.phase, self._state.step, self._peer.started)
                     next_beat = time.time() + cfg.heartbeat_interval
                 if cfg.rank == 0:
-                    self._requests.scan()
+                    dirs = self._dirs.all()
+                    self._requests.scan(dirs)
+                    self._now.scan(self._state.step, dirs)
                 self._stopping.watch_own_ack()
                 if cfg.world_size > 1 and cfg.local_rank == 0 and time.time() >= next_peers:
                     # One rank per pod, every PEER_WATCH_INTERVAL: the first

@@ -15,6 +15,7 @@ REQUEST_FILE = "request.json"
 ACK_FILE = "ack.json"
 HEARTBEAT_FILE = "heartbeat.json"
 DONE_FILE = "done.json"  # the agent's preStop is over: the outcome is written
+NOW_FILE = "checkpoint-now.json"  # a checkpoint-now request (_status.py): commit a step, train on
 EXIT_CODE = 143  # 128 + SIGTERM: a Job's podFailurePolicy must not count a stopped pod as a success
 POINTER_FILE = "trainguard-latest.json"
 CKPT_PREFIX = "trainguard-ckpt-"
@@ -75,6 +76,7 @@ class Config:
     exit_grace: float = 10.0  # after the exit began, os._exit if the interpreter has not ended by then (0: never)
     dump_timeout: float = 5.0  # the dying gasp's bound (0: no gasp)
     torchrun: bool = False  # started by torchrun, whose agent SIGTERMs every worker once one died
+    now_interval: float = 30.0  # at most one checkpoint-now request accepted per pod, and committed per job, per this
 
     @classmethod
     def from_env(cls, env=None):
@@ -108,6 +110,7 @@ class Config:
             exit_grace=max(0.0, _duration_seconds(env.get("TRAINGUARD_EXIT_GRACE"), 10.0)),
             dump_timeout=max(0.0, _duration_seconds(env.get("TRAINGUARD_DUMP_TIMEOUT"), 5.0)),
             torchrun=bool(env.get("TORCHELASTIC_RUN_ID")),
+            now_interval=_now_interval(env.get("TRAINGUARD_CHECKPOINT_NOW_MIN_INTERVAL")),
         )
 
 
@@ -143,6 +146,24 @@ def _after_checkpoint(value):
             "trainguard: TRAINGUARD_AFTER_CHECKPOINT=%r is not one of %s; using exit", value, "|".join(AFTER_CHECKPOINT))
         return "exit"
     return value
+
+
+DEFAULT_NOW_INTERVAL = 30.0
+
+
+def _now_interval(value):
+    """Seconds between two checkpoint-now requests. Anyone on the pod
+    network can send one, so no value turns the limit off: 0, a negative or
+    an unreadable value is the default, with a warning."""
+    if not value:
+        return DEFAULT_NOW_INTERVAL
+    seconds = _duration_seconds(value.strip(), None)
+    if seconds is None or not seconds > 0:
+        logging.getLogger("trainguard").warning(
+            "trainguard: TRAINGUARD_CHECKPOINT_NOW_MIN_INTERVAL=%r is not a positive duration; using %gs",
+            value, DEFAULT_NOW_INTERVAL)
+        return DEFAULT_NOW_INTERVAL
+    return seconds
 
 
 def job_identity(env):
@@ -412,3 +433,29 @@ def parse_request(req):
 def live(request, now):
     """The agent still waits for this (parsed) request."""
     return not request["expired"] and request["deadline"] >= now
+
+
+MAX_REASON = 200  # characters of a checkpoint-now reason kept: a log line, not a document
+
+
+def sanitize_reason(text):
+    """A tenant's reason as printable ASCII, at most MAX_REASON characters:
+    it is logged, never a path or a command."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:MAX_REASON])
+
+
+def parse_now(req):
+    """A checkpoint-now request as a status server writes it (NOW_FILE), or
+    ValueError saying what is wrong. It is read from the volume: hostile."""
+    if req is None:
+        raise ValueError("unreadable or not a JSON object")
+    nonce, step, at, reason = req.get("nonce"), req.get("step"), req.get("requested_at"), req.get("reason", "")
+    if not isinstance(nonce, str) or not NONCE.match(nonce):
+        raise ValueError("malformed nonce")
+    if not is_count(step):
+        raise ValueError("step %r is not an integer in [0, %d]" % (step, MAX_GENERATION))
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+        raise ValueError("requested_at %r is not a number of Unix seconds" % (at,))
+    if not isinstance(reason, str):
+        raise ValueError("reason is not a string")
+    return {"nonce": nonce, "step": step, "requested_at": float(at), "reason": sanitize_reason(reason)}

@@ -176,13 +176,13 @@ class Requests:
             "generation": self._handled_generation(self.dirs.own_key), "rank": cfg.rank, "started": started,
         })
 
-    def scan(self):
-        """Global rank 0 queues every live request not yet handled. Each
-        pod's request is judged on its own: a malformed one (a "deadline":
-        "soon" once raised here and hid every pod sorted after it) is logged
-        once and skipped."""
+    def scan(self, dirs=None):
+        """Global rank 0 queues every live request not yet handled, in dirs
+        (self.dirs.all() when None). Each pod's request is judged on its
+        own: a malformed one (a "deadline": "soon" once raised here and hid
+        every pod sorted after it) is logged once and skipped."""
         now = time.time()
-        for name, d in self.dirs.all():
+        for name, d in self.dirs.all() if dirs is None else dirs:
             try:
                 self._scan_one(name, d, now)
             except Exception as e:  # an unreadable dir, a flaky volume: the next pod still counts
@@ -276,3 +276,75 @@ class Requests:
         """The largest generation handled in a signal dir (the heartbeat's
         generation, which the agent's next request exceeds when it can)."""
         return max((g for g, _ in self._handled.get(name, ())), default=0)
+
+
+# A request written before this incarnation began listening (less this
+# allowance for the pods' clocks) is from before a restart: not answered.
+_NOW_CLOCK_SKEW = 10.0
+
+
+class NowRequests:
+    """Checkpoint-now requests as global rank 0 reads them: what each pod's
+    status server filed in its signal dir (_status.py, proto.NOW_FILE).
+    They make one target step: the job commits the first step boundary at or
+    after it, with at most one such extra checkpoint per now_interval across
+    the job (another commit that covers the step answers it as well)."""
+
+    def __init__(self, settings, dirs, clock=time.monotonic):
+        self._settings, self.dirs, self._clock = settings, dirs, clock
+        self.lock = threading.Lock()
+        self.target = None  # the step to commit by; None: nothing asked
+        self.started = time.time()
+        self._seen = {}  # signal dir -> nonce of the request last read there
+        self._last = None  # clock() when the last extra checkpoint for one was taken
+        self._warned = set()
+
+    def scan(self, step, dirs=None):
+        """Global rank 0, at `step`: note every request not yet read in dirs
+        (self.dirs.all() when None)."""
+        for name, d in self.dirs.all() if dirs is None else dirs:
+            try:
+                raw = d.read_json(proto.NOW_FILE)
+                if raw is None:
+                    continue
+                req = proto.parse_now(raw)
+            except Exception as e:  # each pod's request on its own, as the agent's
+                if name not in self._warned:
+                    self._warned.add(name)
+                    log.warning("trainguard: ignoring the checkpoint-now request in %s: %s", d.path, e)
+                continue
+            if self._seen.get(name) == req["nonce"]:
+                continue
+            self._seen[name] = req["nonce"]
+            if req["requested_at"] < self.started - _NOW_CLOCK_SKEW:
+                continue
+            # The pods train in lockstep, a step apart at most, so no real
+            # request names a step beyond rank 0's next: a forged larger
+            # one must not keep the request waiting for ever.
+            target = min(req["step"], step + 1)
+            with self.lock:
+                self.target = target if self.target is None else max(self.target, target)
+            log.info("trainguard: checkpoint now, asked in %s at step %d: %s", d.path, req["step"],
+                     req["reason"] or "no reason given")
+
+    def due(self, step, committed_step):
+        """Whether rank 0 takes an extra checkpoint at this boundary."""
+        with self.lock:
+            if self.target is None:
+                return False
+            if committed_step is not None and committed_step >= self.target:
+                self.target = None  # a commit since covers it
+                return False
+            if step < self.target:
+                return False
+            interval = self._settings.config.now_interval
+            return self._last is None or self._clock() - self._last >= interval
+
+    def taken(self, step, extra=False):
+        """A checkpoint of step was committed (or, in the background, started);
+        extra: it was taken for a request, and counts against the interval."""
+        with self.lock:
+            if self.target is not None and step >= self.target:
+                self.target = None
+            if extra:
+                self._last = self._clock()

@@ -12,8 +12,8 @@ JSON document on TRAINGUARD_STATUS_PORT (default 9602):
 it; the other pods read the pointer rank 0 writes), `save_seconds` how long
 global rank 0's last save took. The controller turns it into the job's work
 at risk and a Kueue priority boost (docs/preemption.md). Nothing here is
-secret (a step count and two times), nothing is read from the request but
-its request line, and the server answers only GET of that path. A serving
+secret (a step count and two times), nothing is read from a GET but its
+request line, and of that path the server answers only GET. A serving
 failure (the port taken) is logged once and training goes on.
 
 The port is reachable by anyone on the pod network, and the trainer's file
@@ -29,10 +29,24 @@ listener, the connections served, one being turned away) and
 MAX_IN_FLIGHT + 1 threads, whatever the port receives. Host-network pods do
 not serve at all (host_network()): the controller never reads them, and
 there the port would be the node's.
+
+It also takes one request that changes something: POST
+/trainguard/checkpoint with {"format": 1, "reason": "<text>"} (at most
+MAX_CHECKPOINT_BODY bytes, Content-Length required) asks the job to commit
+its next completed step and train on (docs/checkpoint-protocol.md,
+"Checkpoint now"). The answer, 202 {"format": 1, "step": S}, promises a
+commit of S or later: the caller polls GET /trainguard/status until
+committed_step >= S. The server only writes the request into this pod's
+signal dir, where global rank 0 reads it; the reason is sanitised and
+logged, never used to name anything. Anyone on the pod network can send
+it, so at most one is accepted per TRAINGUARD_CHECKPOINT_NOW_MIN_INTERVAL
+(default 30s; 429 with Retry-After before that), and a bad body is refused
+(400) before it counts. The deadline and MAX_IN_FLIGHT bound it as a GET.
 """
 
 import json
 import logging
+import math
 import socket
 import struct
 import threading
@@ -42,8 +56,11 @@ from . import _protocol as proto
 
 log = logging.getLogger("trainguard")
 
-PATH = "/trainguard/status"
+PATH = "/trainguard/status"  # Go: contract.StatusPath
+CHECKPOINT_PATH = "/trainguard/checkpoint"  # Go: contract.CheckpointNowPath
 DEFAULT_PORT = 9602  # Go: contract.StatusPort
+# {"format":1,"reason":"..."}: a reason of a few words is about 100 bytes.
+MAX_CHECKPOINT_BODY = 1024
 FORMAT = 1
 # The controller reads one pod of each job every 10 s, with a 2 s timeout
 # (internal/controllers/boost): a connection still unanswered after 2 s is
@@ -110,10 +127,10 @@ def host_network(hosts_file=None):
     return first == HOST_NETWORK_HOSTS_HEADER
 
 
-def serve(env, status):
-    """A Server of status() on the port env names, or None: none asked
-    (TRAINGUARD_STATUS_PORT=0), a host-network pod, or the port taken
-    (logged; training goes on)."""
+def serve(env, status, checkpoint=None, min_interval=proto.DEFAULT_NOW_INTERVAL):
+    """A Server of status() (and of checkpoint-now requests, Server) on the
+    port env names, or None: none asked (TRAINGUARD_STATUS_PORT=0), a
+    host-network pod, or the port taken (logged; training goes on)."""
     port = port_from_env(env)
     if port == 0:
         return None
@@ -123,17 +140,50 @@ def serve(env, status):
         log.info("trainguard: a host-network pod: not serving the work-at-risk status on port %d", port)
         return None
     try:
-        return Server(port, status, timeout=timeout_from_env(env))
+        return Server(port, status, timeout=timeout_from_env(env), checkpoint=checkpoint, min_interval=min_interval)
     except OSError as e:
         log.warning("trainguard: not serving the work-at-risk status on port %d: %s", port, e)
         return None
 
 
-def _response(code, reason, body=b"", content_type=None):
+def _response(code, reason, body=b"", content_type=None, headers=()):
     head = ["HTTP/1.1 %d %s" % (code, reason), "Content-Length: %d" % len(body), "Connection: close"]
     if content_type:
         head.append("Content-Type: " + content_type)
+    head.extend(headers)
     return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
+
+
+def _json(code, reason, obj, headers=()):
+    return _response(code, reason, json.dumps(obj).encode(), "application/json", headers)
+
+
+def _refuse(code, reason, error, headers=()):
+    """An error answer naming the problem and the fix."""
+    return _json(code, reason, {"format": FORMAT, "error": error}, headers)
+
+
+CHECKPOINT_BODY_HELP = 'send {"format":1,"reason":"<text>"} with a Content-Length of at most %d bytes' % MAX_CHECKPOINT_BODY
+
+
+def parse_checkpoint_body(body):
+    """The sanitised reason of a checkpoint-now body, or ValueError naming
+    the problem."""
+    try:
+        obj = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ValueError("the body is not JSON: " + CHECKPOINT_BODY_HELP) from None
+    if not isinstance(obj, dict):
+        raise ValueError("the body is not a JSON object: " + CHECKPOINT_BODY_HELP)
+    unknown = sorted(proto.sanitize_reason(k) for k in obj if k not in ("format", "reason"))
+    if unknown:
+        raise ValueError("unknown field %s: %s" % (", ".join(repr(k) for k in unknown[:3]), CHECKPOINT_BODY_HELP))
+    if obj.get("format") != FORMAT or isinstance(obj.get("format"), bool):
+        raise ValueError("format must be %d" % FORMAT)
+    reason = obj.get("reason", "")
+    if not isinstance(reason, str):
+        raise ValueError("reason must be a string")
+    return proto.sanitize_reason(reason)
 
 
 def _drop(conn):
@@ -149,10 +199,20 @@ def _drop(conn):
 class Server:
     """Serves status() (a dict) as JSON until close(): one accepting thread,
     at most max_in_flight connections handled at once, each for at most
-    timeout seconds."""
+    timeout seconds. With checkpoint, a callable(reason) that files a
+    checkpoint-now request and returns the step this process is at (raising
+    when it cannot), it also answers POST CHECKPOINT_PATH, accepting at
+    most one request per min_interval seconds."""
 
-    def __init__(self, port, status, host="", timeout=DEFAULT_TIMEOUT, max_in_flight=MAX_IN_FLIGHT):
+    def __init__(self, port, status, host="", timeout=DEFAULT_TIMEOUT, max_in_flight=MAX_IN_FLIGHT,
+                 checkpoint=None, min_interval=proto.DEFAULT_NOW_INTERVAL, clock=time.monotonic):
         self._status = status
+        self._checkpoint = checkpoint
+        self._min_interval = float(min_interval)
+        self._clock = clock
+        self._last_accepted = None  # clock() of the last checkpoint-now request accepted
+        self.accepted = 0  # checkpoint-now requests accepted
+        self.rate_limited = 0  # ... answered 429
         self._timeout = float(timeout)
         self._max = int(max_in_flight)
         self._lock = threading.Lock()
@@ -223,7 +283,9 @@ class Server:
             head = self._read_head(conn, deadline)
             if head is None:
                 return
-            answer = self._answer(head)
+            answer = self._answer(head, conn, deadline)
+            if answer is None:
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -262,11 +324,21 @@ class Server:
         with self._lock:
             self.timed_out += 1
 
-    def _answer(self, head):
-        parts = head.split(b"\n", 1)[0].strip().split()
+    def _answer(self, buf, conn, deadline):
+        """The answer to the request buf begins (its head, perhaps the start
+        of a body), or None when its body did not come by the deadline."""
+        ends = [(i, len(sep)) for sep in (b"\r\n\r\n", b"\n\n") for i in [buf.find(sep)] if i >= 0]
+        end, sep = min(ends)
+        head, rest = buf[:end], buf[end + sep:]
+        lines = head.split(b"\n")
+        parts = lines[0].strip().split()
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
             return _response(400, "Bad Request")
         method, path = parts[0], parts[1]
+        if self._checkpoint is not None and path == CHECKPOINT_PATH.encode():
+            if method != b"POST":
+                return _response(405, "Method Not Allowed", headers=("Allow: POST",))
+            return self._post(lines[1:], rest, conn, deadline)
         if method != b"GET":
             return _response(405, "Method Not Allowed")
         if path != PATH.encode():
@@ -277,6 +349,78 @@ class Server:
             log.warning("trainguard: status: %s: %s", type(e).__name__, e)
             return _response(500, "Internal Server Error")
         return _response(200, "OK", body, "application/json")
+
+    def _post(self, header_lines, rest, conn, deadline):
+        """A checkpoint-now request: its body checked, then the rate limit,
+        then the request filed."""
+        headers = {}
+        for line in header_lines:
+            name, colon, value = line.strip().partition(b":")
+            if not name:
+                continue
+            if not colon:
+                return _refuse(400, "Bad Request", "a header line has no colon")
+            name = name.strip().lower()
+            if name in headers:
+                return _refuse(400, "Bad Request", "header %s is repeated" % proto.sanitize_reason(name.decode("latin-1"))[:40])
+            headers[name] = value.strip()
+        if b"transfer-encoding" in headers:
+            return _refuse(400, "Bad Request", "Transfer-Encoding is not accepted: " + CHECKPOINT_BODY_HELP)
+        length = headers.get(b"content-length", b"")
+        if not length.isdigit() or len(length) > 6:
+            return _refuse(400, "Bad Request", "Content-Length is missing or not a number: " + CHECKPOINT_BODY_HELP)
+        length = int(length)
+        if length > MAX_CHECKPOINT_BODY:
+            return _refuse(400, "Bad Request", "the body is more than %d bytes: %s"
+                           % (MAX_CHECKPOINT_BODY, CHECKPOINT_BODY_HELP))
+        if len(rest) > length:  # one request per connection: nothing may follow the body
+            return _refuse(400, "Bad Request", "more bytes than the Content-Length: " + CHECKPOINT_BODY_HELP)
+        body = self._read_body(conn, rest, length, deadline)
+        if body is None:
+            return None
+        try:
+            reason = parse_checkpoint_body(body)
+        except ValueError as e:
+            return _refuse(400, "Bad Request", str(e))
+        with self._lock:
+            now, last = self._clock(), self._last_accepted
+            if last is not None and now - last < self._min_interval:
+                self.rate_limited += 1
+                wait = max(1, math.ceil(self._min_interval - (now - last)))
+                return _refuse(429, "Too Many Requests",
+                               "one checkpoint-now request per %gs (TRAINGUARD_CHECKPOINT_NOW_MIN_INTERVAL); retry in "
+                               "%ds" % (self._min_interval, wait), headers=("Retry-After: %d" % wait,))
+            self._last_accepted = now
+        try:
+            step = self._checkpoint(reason)
+        except Exception as e:  # the volume, most likely: training goes on, the caller may retry
+            with self._lock:
+                if self._last_accepted == now:
+                    self._last_accepted = last  # nothing was filed: the slot is not taken
+            log.warning("trainguard: checkpoint-now request not filed: %s: %s", type(e).__name__, e)
+            return _refuse(503, "Service Unavailable", "the request could not be filed: %s" % type(e).__name__)
+        with self._lock:
+            self.accepted += 1
+        return _json(202, "Accepted", {"format": FORMAT, "step": step})
+
+    def _read_body(self, conn, body, length, deadline):
+        """body (what came with the head) and the rest of its length bytes,
+        read within the deadline, or None."""
+        while len(body) < length:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._timed_out()
+                return None
+            conn.settimeout(left)
+            try:
+                chunk = conn.recv(length - len(body))
+            except socket.timeout:
+                self._timed_out()
+                return None
+            if not chunk:
+                return None
+            body += chunk
+        return body
 
     def close(self):
         self._stop.set()
