@@ -10,7 +10,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"time"
 
@@ -34,6 +33,7 @@ import (
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/controllers/warning"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/trainerstatus"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/webhook"
 )
@@ -164,17 +164,16 @@ func newManager(restCfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// errNoCheckpointNow: this build's trainers have no checkpoint-now request
-// to answer; every warning is then reported as TrainerDidNotAnswer.
-var errNoCheckpointNow = errors.New("this trainguard build sends no checkpoint-now request (the trainer side is not wired in)")
-
-// warningTrainers reaches the trainers for the node-warning controller:
-// their status through the priority boost's reader; the checkpoint-now
-// request is the trainer status client's, once it is wired in.
+// warningTrainers reaches the trainers for the node-warning controller
+// through the trainer status client: the checkpoint-now request and the
+// status document it is acknowledged by.
 func warningTrainers() warning.Trainers {
-	fetch := boost.HTTPFetcher()
+	fetch, request := trainerstatus.HTTPFetcher(), trainerstatus.HTTPRequester()
 	return warning.TrainerFuncs{
-		Request: func(context.Context, string, string) (int64, error) { return 0, errNoCheckpointNow },
+		Request: func(ctx context.Context, podIP, reason string) (int64, error) {
+			ack, err := request(ctx, podIP, reason)
+			return ack.Step, err
+		},
 		Read: func(ctx context.Context, podIP string) (int64, *int64, error) {
 			s, err := fetch(ctx, podIP)
 			return s.Step, s.CommittedStep, err

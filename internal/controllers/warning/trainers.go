@@ -2,7 +2,8 @@ package warning
 
 import (
 	"context"
-	"errors"
+
+	"github.com/trainguard/trainguard/internal/foundations/trainerstatus"
 )
 
 // Trainers reaches the trainers of training pods at their pod IPs (the
@@ -20,8 +21,8 @@ type Trainers interface {
 }
 
 // ErrRateLimited is a trainer's refusal of a request that came within its
-// own interval (HTTP 429).
-var ErrRateLimited = errors.New("the trainer refused: it committed on request too recently (rate-limited)")
+// own interval (HTTP 429): the trainer status client's own error.
+var ErrRateLimited = trainerstatus.ErrRateLimited
 
 // TrainerFuncs is Trainers from two functions: the process wires the
 // trainer status client's requester and fetcher into them.
