@@ -88,17 +88,33 @@ func InProcessPod(t *Target) bool {
 
 // setBudget sets the supervisor's restarts to at most n: a smaller value
 // of the user's stays (a tighter bound), a larger one or garbage does not.
+// One entry stays, where the first was: the kubelet takes the last of
+// entries with one name, so a second one after a first within the bound
+// would lift it.
 func setBudget(c *corev1.Container, n int) {
-	for i := range c.Env {
-		if c.Env[i].Name != EnvInProcessRestarts {
+	budget, at := n, -1
+	env := c.Env[:0]
+	for _, e := range c.Env {
+		if e.Name != EnvInProcessRestarts {
+			env = append(env, e)
 			continue
 		}
-		if have, err := strconv.Atoi(strings.TrimSpace(c.Env[i].Value)); err != nil || have < 0 || have > n || c.Env[i].ValueFrom != nil {
-			c.Env[i] = corev1.EnvVar{Name: EnvInProcessRestarts, Value: strconv.Itoa(n)}
+		budget = n
+		if have, err := strconv.Atoi(strings.TrimSpace(e.Value)); err == nil && have >= 0 && have <= n && e.ValueFrom == nil {
+			budget = have
 		}
-		return
+		if at < 0 {
+			at = len(env)
+			env = append(env, e)
+		}
 	}
-	c.Env = append(c.Env, corev1.EnvVar{Name: EnvInProcessRestarts, Value: strconv.Itoa(n)})
+	v := corev1.EnvVar{Name: EnvInProcessRestarts, Value: strconv.Itoa(budget)}
+	if at < 0 {
+		env = append(env, v)
+	} else {
+		env[at] = v
+	}
+	c.Env = env
 }
 
 // reformTimeout is how long a survivor waits for the group to re-form:

@@ -51,6 +51,24 @@ func TestInProcessBudgetAndTimeout(t *testing.T) {
 		InProcess(tg)
 		assert.Equal(t, want, envOf(&tg.Spec.Containers[0])[EnvInProcessRestarts], "user's %q", have)
 	}
+	// A second entry of the name, which the kubelet would take, cannot lift
+	// the bound a first one within it seemed to keep: one entry stays.
+	for _, have := range [][2]string{{"0", "1000"}, {"1000", "2"}, {"3", "-1"}} {
+		tg := inProcessTarget().with(func(s *corev1.PodSpec) {
+			s.Containers[0].Env = []corev1.EnvVar{{Name: EnvInProcessRestarts, Value: have[0]}, {Name: "X", Value: "1"},
+				{Name: EnvInProcessRestarts, Value: have[1]}}
+		}).build()
+		InProcess(tg)
+		var values []string
+		for _, e := range tg.Spec.Containers[0].Env {
+			if e.Name == EnvInProcessRestarts {
+				values = append(values, e.Value)
+			}
+		}
+		want := map[string]string{"1000": "4", "2": "2", "-1": "4"}[have[1]]
+		assert.Equal(t, []string{want}, values, "user's %q", have)
+		assert.Equal(t, EnvInProcessRestarts, tg.Spec.Containers[0].Env[0].Name, "where the first entry was")
+	}
 	// A pod of a job whose in-place restarts stopped at the cap: none.
 	tg = inProcessTarget().build()
 	InProcess(tg)

@@ -593,6 +593,12 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, tc renderCase) {
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "", "events", false))
 	assert.Equal(t, sorted("create", "patch"), verbsFor(cr.Rules, "events.k8s.io", "events", false))
 	assert.Equal(t, none, verbsFor(cr.Rules, "", "secrets", false), "no cluster-wide access to Secrets")
+	// No pod subresource but the rescheduler's eviction and status (the
+	// policy fences the others too, TestAdmissionPolicyFencesPodSubresources).
+	for _, res := range []string{"pods/binding", "pods/ephemeralcontainers", "pods/resize", "pods/exec", "pods/attach",
+		"pods/portforward", "pods/proxy", "serviceaccounts/token"} {
+		assert.Equal(t, none, append(verbsFor(cr.Rules, "", res, false), verbsFor(role.Rules, "", res, false)...), res)
+	}
 	// The right to write the webhook configurations is
 	// the right to reroute admission; it exists only where trainguard
 	// injects the CA bundle itself, and never unnamed.

@@ -83,6 +83,25 @@ class ShardsTest(Base):
         with self.assertRaisesRegex(RuntimeError, "saved by 1 ranks, and this job runs 2 ranks.*Run 1 ranks"):
             reader.resolve()
 
+    def test_a_rank_reports_only_its_own_part(self):
+        # Every rank's report of what it wrote becomes commit.json: a
+        # report naming another rank's part or the common state put another
+        # size there (the checkpoint never loaded), whatever the writer.
+        mine = [[{"state.json": 10, "tensors.pt": 20, "shard-00000.json": 3}, ""], [{"shard-00001.json": 4}, ""]]
+        self.assertEqual(storage._faults(mine), [])
+        for report, want in (
+                ({"state.json": 9}, "rank 1: reported files that are not its part"),
+                ({"shard-00000.json": 9}, "rank 1: reported files that are not its part"),
+                ({"shard-00001.json": -1}, "rank 1: reported files that are not its part"),
+                ({"shard-00001.json": True}, "rank 1: reported files that are not its part"),
+                ("shard-00001.json", "rank 1: reported files that are not its part")):
+            faults = storage._faults([mine[0], [report, ""]])
+            self.assertEqual(len(faults), 1, report)
+            self.assertTrue(faults[0].startswith(want), faults)
+        self.assertEqual(storage._faults([mine[0], [{}, "rank 1: OSError: disk full"]]), ["rank 1: OSError: disk full"])
+        self.assertEqual(storage._faults([mine[0], "junk"]), ["rank 1: reported files that are not its part "
+                                                              "(shard-00001.json, shard-00001.pt)"])
+
     def test_a_checkpoint_of_todays_format_still_loads(self):
         # Written as format 2 has always been written, file by file.
         name = storage.ckpt_name(4)

@@ -13,6 +13,7 @@ from . import _periodic as periodic
 from . import _protocol as proto
 from . import _reform as reform
 from . import _storage as storage
+from . import _wire as wire
 
 log = logging.getLogger("trainguard")
 
@@ -176,8 +177,11 @@ class Checkpoints:
                 except storage.WorldSizeMismatch as e:
                     refused = e
             # A refusal reaches every rank: the others would wait for a name forever.
-            box = [chosen[0] if chosen else None, str(refused) if refused else ""]
-            dist.broadcast_object_list(box, src=0)
+            box = wire.broadcast_json(dist, [chosen[0] if chosen else None, str(refused) if refused else ""], 0,
+                                      "the checkpoint it chose")
+            if not (isinstance(box, list) and len(box) == 2 and isinstance(box[0], (str, type(None)))
+                    and isinstance(box[1], str)):
+                raise wire.PeerBytes("rank 0 chose no checkpoint name: %r" % (box,))
             if refused is not None:
                 raise refused
             if box[1]:

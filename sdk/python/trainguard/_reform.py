@@ -14,13 +14,17 @@ Imports torch only when a recovery or a handoff runs.
 
 import datetime
 import io
+import json
 import logging
 import os
 import time
 
+from . import _codec as codec
 from . import _exit as exiting
 from . import _peer as peer
 from . import _protocol as proto
+from . import _storage as storage
+from . import _wire as wire
 
 log = logging.getLogger("trainguard")
 
@@ -131,45 +135,136 @@ def mismatch(mine, theirs):
     return ""
 
 
+def _tensor_bytes(torch, obj):
+    """The bytes of the tensors in a captured state (dicts, lists, tuples)."""
+    if torch.is_tensor(obj):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(torch, v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(torch, v) for v in obj)
+    return 0
+
+
+def _count(v, limit=1 << 62):
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= limit
+
+
+def _signature_ok(sig):
+    return isinstance(sig, dict) and all(
+        isinstance(v, str) or (isinstance(v, dict) and all(isinstance(x, (str, list)) for x in v.values()))
+        for v in sig.values())
+
+
+def _check_info(r, info):
+    """A rank's announcement, as exchange() sends it; PeerBytes otherwise."""
+    if not (isinstance(info, dict) and info.get("rank") == r and isinstance(info.get("holds"), bool)
+            and _count(info.get("step")) and _count(info.get("bytes")) and _signature_ok(info.get("sig"))):
+        raise wire.PeerBytes("rank %d sent an announcement no trainguard rank sends (rank, holds, step, bytes, "
+                             "sig); nothing of it is read" % r)
+    return info
+
+
+def _state_limit(own):
+    """The most state a rank takes from a peer: a returning rank's own
+    tensors (a fresh optimizer holds none yet: Adam's two moments per
+    parameter, and more, come on top) eight times over, and 256 MiB."""
+    return 8 * own + (256 << 20)
+
+
+def _received_signature(mine, states):
+    """signature() of the objects states would fill, as mine names them:
+    what src sent, not what it announced."""
+    sig = {}
+    for key, st in states.items():
+        name = str(key)  # a planted int key would not sort beside the names
+        want = mine.get(name)
+        if isinstance(want, dict) and "param groups" in want and isinstance(st, dict):
+            groups = st.get("param_groups")
+            sig[name] = {"param groups": [len(g["params"]) if isinstance(g, dict) and isinstance(g.get("params"), list)
+                                          else None for g in groups] if isinstance(groups, list) else None}
+        elif isinstance(want, dict) and isinstance(st, dict):
+            sig[name] = {str(k): _shape(v) for k, v in st.items()}
+        else:
+            sig[name] = type(st).__name__
+    return sig
+
+
+def _decode_state(torch, doc, blob, src, step, mine):
+    """The payload in src's bytes, read as the checkpoint format is
+    (tagged JSON; tensors with the restricted unpickler) and matching mine
+    (this rank's signature): raises wire.PeerBytes for anything else."""
+    what = "the state rank %d sent" % src
+    try:
+        payload = codec.decode(wire.loads(doc, "rank %d" % src, "its state"), storage.tensors_of(what, blob, torch))
+    except storage.CorruptCheckpoint as e:
+        raise wire.PeerBytes(str(e)) from None
+    except wire.PeerBytes:
+        raise
+    except (ValueError, TypeError, RecursionError) as e:
+        raise wire.PeerBytes("%s: %s: %s" % (what, type(e).__name__, e)) from None
+    rng = payload.get("rng") if isinstance(payload, dict) else None
+    if not (isinstance(payload, dict) and payload.get("step") == step and isinstance(payload.get("states"), dict)
+            and (rng is None or (torch.is_tensor(rng) and rng.dtype == torch.uint8 and rng.dim() == 1))):
+        raise wire.PeerBytes("%s is not the state of step %d (step, states, rng)" % (what, step))
+    why = mismatch(mine, _received_signature(mine, payload["states"]))
+    if why:  # load_state_dict would raise in the trainer: exit 1, the job failed for good
+        raise wire.PeerBytes("%s is not the state it announced: %s" % (what, why))
+    return payload
+
+
 def exchange(dist, state, holds):
     """Run by every rank of a new generation, survivors (holds: their state
     is that of completed step state.step) and restarted ranks alike. Returns
     ("none", None): no rank holds a state; ("refused", why); ("sent", src)
-    for a rank that needs nothing; or ("received", payload)."""
+    for a rank that needs nothing; or ("received", payload). What a peer
+    sends is hostile (_wire.py): nothing of it is unpickled, and what no
+    trainguard rank sends raises wire.PeerBytes on every rank."""
+    import torch
     rank, step = dist.get_rank(), state.step
-    mine = signature(state.objects)
-    infos = [None] * dist.get_world_size()
-    dist.all_gather_object(infos, {"rank": rank, "holds": bool(holds), "step": int(step), "sig": mine})
+    captured = state.capture()
+    own = _tensor_bytes(torch, captured)
+    infos = wire.gather_json(dist, {"rank": rank, "holds": bool(holds), "step": int(step), "bytes": own,
+                                    "sig": signature(state.objects)}, "an announcement")
+    infos = [_check_info(r, i) for r, i in enumerate(infos)]
     holders = [i for i in infos if i["holds"]]
     if not holders:
         return "none", None
     newest = max(i["step"] for i in holders)
     src = min(i["rank"] for i in holders if i["step"] == newest)
     needs = not (holds and step == newest)
-    verdict = ""
+    verdict, doc, blob = "", b"", b""
+    if rank == src:
+        try:
+            tensors = []
+            doc = json.dumps(codec.encode({"step": newest, "saved_at": time.time(), "rng": torch.get_rng_state(),
+                                           "states": captured}, tensors, torch.is_tensor)).encode()
+            buf = io.BytesIO()
+            torch.save(tensors, buf)
+            blob = buf.getvalue()
+        except TypeError as e:  # what no checkpoint could hold either
+            verdict = "rank %d cannot send its state: %s" % (rank, e)
     if needs:
-        why = mismatch(mine, infos[src]["sig"])
+        # Both signatures as JSON carried them, so they compare alike.
+        why = mismatch(infos[rank]["sig"], infos[src]["sig"])
+        if not why and infos[src]["bytes"] > _state_limit(own):
+            why = "it announces %d bytes of tensors, more than %d" % (infos[src]["bytes"], _state_limit(own))
         if why:
             verdict = "rank %d refused the state of rank %d: %s" % (rank, src, why)
-    verdicts = [None] * len(infos)
-    dist.all_gather_object(verdicts, verdict)
-    refused = [v for v in verdicts if v]
+    verdicts = wire.gather_json(dist, verdict, "a verdict")
+    refused = [v if isinstance(v, str) else "rank %d sent a verdict that is not a string" % r
+               for r, v in enumerate(verdicts) if v]
     if refused:
         return "refused", "; ".join(refused)
-    box = [None]
-    if rank == src:
-        import torch
-        buf = io.BytesIO()
-        torch.save({"step": newest, "saved_at": time.time(), "rng": torch.get_rng_state(),
-                    "states": state.capture()}, buf)
-        box[0] = buf.getvalue()
-    dist.broadcast_object_list(box, src=src)
+    # Every rank bounds the state by what src announced (and the ranks that
+    # need it checked that against their own), so all allocate alike.
+    doc = wire.broadcast_bytes(dist, doc, src, wire.MAX_JSON, "its state's document")
+    blob = wire.broadcast_bytes(dist, blob, src, 2 * infos[src]["bytes"] + (64 << 20), "its state's tensors")
     if not needs:
         return "sent", src
-    import torch
-    payload = torch.load(io.BytesIO(box[0]))
+    payload = _decode_state(torch, doc, blob, src, newest, infos[rank]["sig"])
     payload["from"] = src
-    payload["bytes"] = len(box[0])
+    payload["bytes"] = len(doc) + len(blob)
     return "received", payload
 
 
@@ -231,7 +326,11 @@ class Recovery:
         (every trainer restarted) or this trainer was not restarted."""
         if generation(self._env) <= 1:
             return None
-        what, detail = exchange(dist, self._state, False)
+        try:
+            what, detail = exchange(dist, self._state, False)
+        except wire.PeerBytes as e:  # every rank raised alike: the group cannot go on
+            log.error("trainguard: rank %d: re-forming: %s; loading the checkpoint", dist.get_rank(), e)
+            return ALONE
         if what == "received":
             log.info("trainguard: rank %d: the state of step %d from rank %d's memory (%d bytes), no checkpoint read",
                      dist.get_rank(), detail["step"], detail["from"], detail["bytes"])

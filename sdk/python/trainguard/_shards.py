@@ -20,6 +20,7 @@ that never join.
 """
 
 from . import _peer as peer
+from . import _wire as wire
 
 SUPPORTED = "torch.distributed.optim.ZeroRedundancyOptimizer (overlap_with_ddp=False)"
 
@@ -78,10 +79,7 @@ class Coordinator:
             return decision
         torch = _torch()
         if self._tensor is None:
-            device = "cpu"
-            if dist.get_backend() == "nccl":  # NCCL moves CUDA tensors only
-                device = torch.device("cuda", torch.cuda.current_device())
-            self._tensor = torch.zeros(1, dtype=torch.int64, device=device)
+            self._tensor = torch.zeros(1, dtype=torch.int64, device=wire.device(dist))
         self._tensor.fill_(decision)
         dist.broadcast(self._tensor, 0)
         return int(self._tensor.item())

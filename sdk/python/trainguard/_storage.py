@@ -32,6 +32,7 @@ import zipfile
 from . import _codec as codec
 from . import _fence as fence
 from . import _protocol as proto
+from . import _wire as wire
 
 log = logging.getLogger("trainguard")
 
@@ -329,17 +330,30 @@ def _one(dist):
 def _bcast(dist, value):
     if _one(dist):
         return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+    return wire.broadcast_json(dist, value, 0, "a sharded checkpoint's progress")
 
 
 def _gather(dist, value):
     if _one(dist):
         return [value]
-    out = [None] * dist.get_world_size()
-    dist.all_gather_object(out, value)
-    return out
+    return wire.gather_json(dist, value, "a sharded checkpoint's report")
+
+
+def _faults(reports):
+    """What keeps the parts the ranks reported (their gathered [files,
+    why]) from being committed: a rank's own failure, or a report of files
+    that are not its part (another rank's, the common state's) or sizes
+    that are not sizes, which would put another size in commit.json."""
+    faults = []
+    for r, report in enumerate(reports):
+        files, why = report if isinstance(report, (list, tuple)) and len(report) == 2 else (None, None)
+        own = set(shard_files(r)) | ({STATE_FILE, TENSOR_FILE} if r == 0 else set())
+        if why:
+            faults.append(why if isinstance(why, str) else "rank %d: a failure that is not a message" % r)
+        elif not (isinstance(files, dict) and set(files) <= own
+                  and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in files.values())):
+            faults.append("rank %d: reported files that are not its part (%s)" % (r, ", ".join(sorted(own))))
+    return faults
 
 
 def _why(e):
@@ -375,6 +389,8 @@ def _write_sharded(d, cfg, payload, part, generation, line, dist, rank, world):
     tmp_name, why = _bcast(dist, (tmp, _why(err)))
     if err is not None:
         raise err
+    if not why and not (isinstance(tmp_name, str) and _TEMP.match(tmp_name) and "/" not in tmp_name):
+        why = "no temp directory of a checkpoint: %r" % (tmp_name,)  # every part would go there
     if why:
         raise RuntimeError("trainguard: sharded checkpoint at step %d not started by rank 0: %s" % (step, why))
     files, err = {}, None
@@ -390,7 +406,7 @@ def _write_sharded(d, cfg, payload, part, generation, line, dist, rank, world):
     except Exception as e:
         err = e
     reports = _gather(dist, (files, "rank %d: %s" % (rank, _why(err)) if err is not None else ""))
-    failed = [w for _, w in reports if w]
+    failed = _faults(reports)
     name = size = None
     if not failed and rank == 0:
         try:
@@ -600,8 +616,18 @@ def _read_tensors(c, name, size):
         # while loading.
         with c.open_read(name) as f:
             data = f.read(size + 1)  # size was checked against the file: more means it changed since
-        if len(data) != size:
-            raise CorruptCheckpoint("%s changed while being loaded (%d bytes, commit says %d)" % (path, len(data), size))
+    except OSError as e:
+        raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
+    if len(data) != size:
+        raise CorruptCheckpoint("%s changed while being loaded (%d bytes, commit says %d)" % (path, len(data), size))
+    return tensors_of(path, data, torch)
+
+
+def tensors_of(path, data, torch):
+    """The tensor list in data (what torch.save wrote), read without running
+    code; path names it in the CorruptCheckpoint raised for anything else.
+    A peer's state (_reform.py) is read here too."""
+    try:
         if data[:4] != _ZIP_MAGIC:
             raise CorruptCheckpoint("%s is not a torch zip file; refusing to unpickle it" % path)
         _refuse_torchscript(path, data, torch)
@@ -610,7 +636,7 @@ def _read_tensors(c, name, size):
         raise
     except codec.UnsafeCheckpoint as e:
         raise CorruptCheckpoint("%s: UNSAFE, not loaded: %s" % (path, e)) from e
-    except Exception as e:  # truncated zip, unpickling garbage, I/O error: all mean "unusable"
+    except Exception as e:  # truncated zip, unpickling garbage: all mean "unusable"
         raise CorruptCheckpoint("%s: %s: %s" % (path, type(e).__name__, e)) from e
 
 
