@@ -30,10 +30,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	configv1alpha1 "github.com/trainguard/trainguard/internal/config/v1alpha1"
-	"github.com/trainguard/trainguard/internal/controllers/boost"
 	"github.com/trainguard/trainguard/internal/controllers/rescheduler"
 	"github.com/trainguard/trainguard/internal/controllers/warning"
 	"github.com/trainguard/trainguard/internal/foundations/contract"
+	"github.com/trainguard/trainguard/internal/foundations/trainerstatus"
 	"github.com/trainguard/trainguard/internal/jobs"
 	"github.com/trainguard/trainguard/test/controlplane"
 )
@@ -132,7 +132,7 @@ func (t *routedTrainers) Status(ctx context.Context, _ string) (int64, *int64, e
 	if err != nil {
 		return 0, nil, err
 	}
-	s, err := boost.ParseStatus(raw)
+	s, err := trainerstatus.ParseStatus(raw)
 	return s.Step, s.CommittedStep, err
 }
 
