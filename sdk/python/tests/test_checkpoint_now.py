@@ -28,12 +28,20 @@ def post(port, body, path=status.CHECKPOINT_PATH):
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data, method="POST",
                                  headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.headers, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        return e.code, e.headers, json.loads(raw) if raw else None
+    # The server binds in a thread of its own: on a loaded machine the
+    # first POST can come before it listens.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, r.headers, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            return e.code, e.headers, json.loads(raw) if raw else None
+        except urllib.error.URLError as e:
+            if not isinstance(e.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def raw(port, request):

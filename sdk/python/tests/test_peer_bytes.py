@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent("""
             return (exec, ("import os; os.environ['RANK'] == '1' and open(os.environ['MARKER'], 'w').close()",))
 
     rank, mode = int(os.environ["RANK"]), os.environ["MODE"]
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=20))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))  # importing torch under load
     torch.manual_seed(rank)
     model = torch.nn.Linear(4, 2)
     state = _state.State()
