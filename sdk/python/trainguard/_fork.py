@@ -159,9 +159,7 @@ class Keeper:
                     os._exit(1)
                 os.write(rep_w, b"ok")
                 os.close(rep_w)
-                while os.read(life_r, 1):
-                    pass
-                del store
+                _hold(store, life_r)
             finally:
                 os._exit(0)
         os.close(life_r)
@@ -172,6 +170,12 @@ class Keeper:
             os.close(self.life)
             os.waitpid(self.pid, 0)
             raise RuntimeError(msg or "the store's process died")
+
+
+def _hold(store, life):
+    """Keep store (served by its own threads) until the life line reads EOF."""
+    while os.read(life, 1):
+        pass
 
 
 class Forked:
