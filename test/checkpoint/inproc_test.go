@@ -17,7 +17,7 @@ import (
 
 // startSupervised runs each rank as a PyTorchJob pod would with the
 // supervisor as its command: python3 -m trainguard supervise -- train.py.
-func (r rankPods) startSupervised(t *testing.T, extra [2][]string, args ...string) [2]*proc {
+func (r rankPods) startSupervised(t testing.TB, extra [2][]string, args ...string) [2]*proc {
 	var procs [2]*proc
 	for rank, p := range r.pods {
 		argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
@@ -27,7 +27,7 @@ func (r rankPods) startSupervised(t *testing.T, extra [2][]string, args ...strin
 }
 
 // trainerPid is the pid of the trainer of pod p, from its heartbeat.
-func trainerPid(t *testing.T, p pod) int {
+func trainerPid(t testing.TB, p pod) int {
 	hb := readJSONFile(t, filepath.Join(p.signalDir, "heartbeat.json"))
 	return int(hb["pid"].(float64))
 }
@@ -37,8 +37,9 @@ func trainerPid(t *testing.T, p pod) int {
 // The survivor keeps its process (same pid), re-forms the group with the
 // trainer its supervisor started again, and hands it the state of the last
 // completed step from memory: no step lost, though no checkpoint exists,
-// and both ranks end bit-identical to an uninterrupted run. Rank 0's
-// trainer (whose process hosted the store before the supervisor did) and a
+// and both ranks end bit-identical to an uninterrupted run. The new trainer
+// is a fork of its supervisor, torch already imported. Rank 0's trainer
+// (whose process hosted the store before the supervisor did) and a
 // worker's.
 func TestInProcessRecoveryKeepsTheSurvivor(t *testing.T) {
 	const steps = "110"
@@ -59,6 +60,7 @@ func TestInProcessRecoveryKeepsTheSurvivor(t *testing.T) {
 			ranks[survivor].waitFor(`re-formed the group at generation 2 in (\S+)s`, 60*time.Second)
 			got := ranks[victim].waitFor(`rank \d: resumed from peer:rank(\d) at step (\d+)`, 60*time.Second)
 			t.Logf("SIGKILL -> state handed over: %s (survivor's step %s)", time.Since(killed), m[2])
+			assertForkedRestart(t, ranks[victim], job.pods[victim])
 			assert.Equal(t, strconv.Itoa(survivor), got[1])
 			assert.Equal(t, m[2], got[2], "the restarted rank resumes at the survivor's last completed step")
 			n, err := strconv.Atoi(got[2])

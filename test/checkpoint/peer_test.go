@@ -27,7 +27,7 @@ type rankPods struct {
 	port int
 }
 
-func newRankPods(t *testing.T) rankPods {
+func newRankPods(t testing.TB) rankPods {
 	master := newPod(t)
 	worker := master
 	worker.name = "job-worker-0"

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -79,15 +80,21 @@ func trainScriptWith(launcher, job string, steps int, delay float64, saveEvery i
 	}, "; ")
 }
 
-// trainExecScript is trainScript for a trainer under trainguard's
-// supervisor (trainguard.io/in-process-recovery): the shell execs the
-// trainer, so the supervisor's child is the trainer itself and sees it die
-// of its signal (a shell around it would exit 128+n, which is no signal
-// death); the supervisor, not the trainer, is PID 1 and forwards SIGTERM.
-func trainExecScript(job string, steps int, delay float64, saveEvery int) string {
-	d := "/checkpoint/e2e-dumps/" + job
-	return fmt.Sprintf("mkdir -p %s || exit 1; exec python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --dump-state %s/resumed --dump-final %s/final",
-		d, steps, delay, saveEvery, d, d)
+// trainArgv is the trainer's command for in-process recovery as a user
+// writes it, python3 itself with no shell, so the supervisor (PID 1, which
+// forwards SIGTERM) starts it by fork() with torch preloaded and sees it die
+// of its own signal. The rank-crash scenario reads no dumps.
+func trainArgv(steps int, delay float64, saveEvery int) []any {
+	return []any{"python3", "/opt/trainguard/trainer/train.py", "--steps", strconv.Itoa(steps),
+		"--step-delay", strconv.FormatFloat(delay, 'g', -1, 64), "--save-every", strconv.Itoa(saveEvery)}
+}
+
+// withCommand gives every replica of a pytorchJob the command argv instead of its script.
+func withCommand(pj *unstructured.Unstructured, argv []any) {
+	for _, r := range pj.Object["spec"].(map[string]any)["pytorchReplicaSpecs"].(map[string]any) {
+		c := r.(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0]
+		c.(map[string]any)["command"] = argv
+	}
 }
 
 // sleepScript keeps a replica alive without training (exit-code scenarios).

@@ -164,8 +164,8 @@ func rankCrashAcross(results map[string]rankCrashResult) (string, error) {
 func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, c rankCrashCase) (string, rankCrashResult, error) {
 	res := rankCrashResult{rank: c.rank, inProcess: true}
 	job := "rc-" + c.name
-	script := trainExecScript(job, 2000, 0.3, c.saveEvery)
-	pj := pytorchJob(ns, job, replica{1, c.policy, script}, replica{1, c.policy, script}, false)
+	pj := pytorchJob(ns, job, replica{1, c.policy, ""}, replica{1, c.policy, ""}, false)
+	withCommand(pj, trainArgv(2000, 0.3, c.saveEvery))
 	pj.SetAnnotations(map[string]string{contract.AnnotationInProcessRecovery: "enabled"})
 	if err := e.createJob(ctx, pj); err != nil {
 		return "", res, fmt.Errorf("create PyTorchJob: %w", err)
@@ -239,9 +239,9 @@ func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, 
 	}
 	res.trained = rec.trained.Sub(tKill)
 	res.sinceCkpt = rec.resumed % c.saveEvery
-	return fmt.Sprintf("%s, in process, SIG%s of rank %d at step %d (%d after its last periodic checkpoint, every %d): kill → training again %s (target %s) = exit seen by the supervisor %s + trainer restart, import and join %s + re-forming and the state from rank %d's memory %s + the step %s; 0 steps lost (resumed at step %d); survivor rank %d kept its PID %d; no container restarted, same pods on the same nodes; job not Failed; %s",
+	return fmt.Sprintf("%s, in process, SIG%s of rank %d at step %d (%d after its last periodic checkpoint, every %d): kill → training again %s (target %s) = exit seen by the supervisor %s + trainer restart (forked: %v; its code ran %s after the fork), import and join %s + re-forming and the state from rank %d's memory %s + the step %s; 0 steps lost (resumed at step %d); survivor rank %d kept its PID %d; no container restarted, same pods on the same nodes; job not Failed; %s",
 		c.policy, c.signal, c.rank, rec.resumed, res.sinceCkpt, c.saveEvery, res.trained.Round(100*time.Millisecond), rankCrashTarget,
-		rec.exitSeen.Sub(tKill).Round(100*time.Millisecond), rec.joined.Sub(rec.exitSeen).Round(100*time.Millisecond), survivorRank,
+		rec.exitSeen.Sub(tKill).Round(100*time.Millisecond), rec.forked != "", rec.forked, rec.joined.Sub(rec.exitSeen).Round(100*time.Millisecond), survivorRank,
 		rec.reformed.Sub(rec.joined).Round(100*time.Millisecond), rec.trained.Sub(rec.reformed).Round(100*time.Millisecond),
 		rec.resumed, survivorRank, pidBefore, events), res, nil
 }
@@ -251,6 +251,7 @@ func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, 
 type inProcessRecovery struct {
 	exitSeen    time.Time // the victim's supervisor saw its trainer die
 	signal      string
+	forked      string    // the new trainer's fork → its code, as its supervisor reports it ("" when not forked)
 	joined      time.Time // every rank arrived at the new generation (the survivor's figures)
 	reformed    time.Time // the group re-formed, the state handed on
 	trained     time.Time // the survivor's first step after
@@ -262,6 +263,7 @@ type inProcessRecovery struct {
 
 var (
 	supervisorRestart = regexp.MustCompile(`^(\S+) trainguard supervise: the trainer \(pid \d+\) died of (\w+); starting it again`)
+	supervisorForked  = regexp.MustCompile(`^(\S+) trainguard supervise: forked the trainer \(pid \d+\): its code runs ([\d.]+)s after the fork`)
 	reforming         = regexp.MustCompile(`^(\S+) .*trainguard: rank (\d+): a peer is gone .*re-forming the group in this process \(pid (\d+)\)`)
 	reformed          = regexp.MustCompile(`^(\S+) .*trainguard: rank (\d+): re-formed the group at generation \d+ in ([\d.]+)s \(waited ([\d.]+)s`)
 	peerState         = regexp.MustCompile(`^(\S+) .*trainguard: rank (\d+): the state of step (\d+) from rank \d+'s memory`)
@@ -275,6 +277,9 @@ func parseRecovery(survivorLog, victimLog string, survivorRank, victimRank int, 
 	for _, l := range strings.Split(victimLog, "\n") {
 		if m := supervisorRestart.FindStringSubmatch(l); m != nil && rec.exitSeen.IsZero() && at(m[1]).After(t) {
 			rec.exitSeen, rec.signal = at(m[1]), m[2]
+		}
+		if m := supervisorForked.FindStringSubmatch(l); m != nil && !rec.exitSeen.IsZero() && rec.forked == "" {
+			rec.forked = m[2] + "s"
 		}
 		if m := peerState.FindStringSubmatch(l); m != nil && m[2] == strconv.Itoa(victimRank) && at(m[1]).After(t) {
 			rec.resumed, _ = strconv.Atoi(m[3])
@@ -490,17 +495,29 @@ func signalExit(sig string) int32 {
 // failure to send it.
 func (e *env) killRank(ctx context.Context, ns, pod, container, signal string, rank int) (time.Time, error) {
 	t := time.Now()
-	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", goodput.KillRankScript, signal, strconv.Itoa(rank))
+	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", killRankScript, signal, strconv.Itoa(rank))
 	if err != nil && !signalSent(out) {
 		return t, fmt.Errorf("kill rank %d in %s: %w (%s)", rank, pod, err, out)
 	}
 	return t, nil
 }
 
+// killRankScript is goodput.KillRankScript for a trainer whose command is
+// python3 train.py itself: the supervisor's command line (and that of its
+// store's process) holds the trainer's command too, after "trainguard
+// supervise --", so a process whose argv names trainguard is not the trainer.
+var killRankScript = func() string {
+	const trainer = `b"torch.distributed.run" not in argv`
+	if !strings.Contains(goodput.KillRankScript, trainer) {
+		panic("goodput.KillRankScript changed: update killRankScript")
+	}
+	return strings.Replace(goodput.KillRankScript, trainer, trainer+` and b"trainguard" not in argv`, 1)
+}()
+
 // rankPID is the PID of rank's trainer in pod's container "pytorch":
 // KillRankScript's search, signal 0 (none sent).
 func (e *env) rankPID(ctx context.Context, ns, pod string, rank int) (int, error) {
-	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", "pytorch", "--", "python3", "-c", goodput.KillRankScript, "0", strconv.Itoa(rank))
+	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", "pytorch", "--", "python3", "-c", killRankScript, "0", strconv.Itoa(rank))
 	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 	pid, perr := strconv.Atoi(strings.TrimSpace(first))
 	if err != nil || perr != nil {

@@ -89,9 +89,11 @@ func EnvVars() []EnvVar {
 		// In-process recovery (docs/checkpoint-protocol.md): how long a
 		// survivor waits for the group to re-form (a Go duration, default
 		// 30s), how often the supervisor restarts a trainer a signal killed
-		// (default 3), and the supervisor's mark on the trainer it started.
+		// (default 3), the supervisor's mark on the trainer it started, and
+		// "0" to start every trainer as a new process instead of forking it.
 		{Name: "TRAINGUARD_REFORM_TIMEOUT", SDK: true},
 		{Name: "TRAINGUARD_INPROCESS_RESTARTS", SDK: true},
 		{Name: "TRAINGUARD_SUPERVISED", SDK: true},
+		{Name: "TRAINGUARD_FORK", SDK: true},
 	}
 }

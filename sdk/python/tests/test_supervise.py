@@ -1,6 +1,7 @@
 """The supervisor with real processes: restarts a trainer a signal killed,
 within its budget, and reports the restarts in the termination message."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -25,6 +26,8 @@ sys.exit(0)
 
 
 class Supervise(unittest.TestCase):
+    script = False  # the trainer as python3 -c: always a new process
+
     def run_supervised(self, kills, budget):
         d = tempfile.mkdtemp()
         log, runs = os.path.join(d, "termination-log"), os.path.join(d, "runs")
@@ -34,8 +37,13 @@ class Supervise(unittest.TestCase):
                    TRAINGUARD_TERMINATION_MESSAGE_PATH=log)
         for k in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
             env.pop(k, None)
-        p = subprocess.run([sys.executable, "-m", "trainguard", "supervise", "--", sys.executable, "-c", TRAINER,
-                            runs, str(kills)], env=env, capture_output=True, text=True, timeout=60)
+        cmd = [sys.executable, "-c", TRAINER]
+        if self.script:
+            cmd = [sys.executable, os.path.join(d, "trainer.py")]
+            with open(cmd[1], "w") as f:
+                f.write(TRAINER)
+        p = subprocess.run([sys.executable, "-m", "trainguard", "supervise", "--"] + cmd + [runs, str(kills)],
+                           env=env, capture_output=True, text=True, timeout=120)
         with open(log) as f:
             return p.returncode, f.read(), p.stderr
 
@@ -54,6 +62,24 @@ class Supervise(unittest.TestCase):
     def test_no_restart_no_line(self):
         code, message, err = self.run_supervised(kills=0, budget=3)
         self.assertEqual((code, message), (0, "the user's own words"), err)
+
+
+
+class SuperviseScript(Supervise):
+    """The same with python3 SCRIPT.py: forked trainers where torch is
+    installed (they pass through the supervisor's frames on their way out,
+    and must not report restarts themselves), a new process otherwise."""
+    script = True
+
+    def test_started_by_fork_where_torch_is(self):
+        code, message, err = self.run_supervised(kills=1, budget=3)
+        self.assertEqual(code, 0, err)
+        if importlib.util.find_spec("torch") is None:
+            self.assertIn("preloading torch failed", err)
+            return
+        self.assertIn("the trainer starts as a fork of this process", err)
+        self.assertEqual(err.count("forked the trainer (pid"), 2, err)
+        self.assertEqual(message.count("trainguard.io/inprocess-restarts"), 1, message)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@ recovery").
 - Global rank 0's supervisor hosts the job's rendezvous store at
   MASTER_PORT, so the store survives its trainer; the trainer joins it in
   torch's agent-store mode, at the generation the supervisor names.
+- For python3 SCRIPT.py / -m MODULE of its own interpreter it imports torch
+  once and starts each trainer by fork() of itself (_fork.py): a restart
+  does not import torch again. Otherwise, or when that fails before the
+  user's code runs, the trainer is a new process, as before.
 - A trainer killed by a signal (SIGKILL of the OOM killer, a segfault) is
   started again at once, at most TRAINGUARD_INPROCESS_RESTARTS times: no
   crash-loop back-off, and the survivors never left.
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import time
 
+from . import _fork
 from . import _reform as reform
 
 log = logging.getLogger("trainguard")
@@ -69,30 +74,141 @@ def run(argv, env=None):
         return 2
     cap = restarts(env)
     ranks = _ranks(env)
-    store = None
-    if ranks is not None:
-        wait = reform.timeout(env)
-        try:
-            store = reform.connect(env, max(wait, 60.0), master=ranks[0] == 0)
-        except Exception as e:  # no store: the trainer hosts its own, as without the supervisor
-            _say("no rendezvous store at port %s (%s: %s): the trainer runs as without a supervisor",
-                 env.get("MASTER_PORT"), type(e).__name__, e)
-    state = {"child": None, "stopping": False}
+    start = _Start(argv, env, ranks)
+    state = {"child": None, "stopping": False, "signal": 0}
 
     def forward(signum, _frame):
         if signum in _STOPPING:
-            state["stopping"] = True
+            state["stopping"], state["signal"] = True, signum
         child = state["child"]
         if child is not None and child.poll() is None:
+            state["sent"] = child
             child.send_signal(signum)
 
     for s in _FORWARD:
         signal.signal(s, forward)
     done = [0]
+    me = os.getpid()
     try:
-        return _supervise(argv, env, cap, ranks, store, state, done)
+        return _supervise(start, cap, state, done)
     finally:
-        _report(env, done[0])
+        if os.getpid() == me:  # a forked trainer's exit passes here too
+            _report(env, done[0])
+
+
+class _Start:
+    """How the trainer starts: by fork() of this process, which imported
+    torch once (_fork.py), or as a new process (the command is not
+    python3 SCRIPT.py / -m MODULE of this interpreter, or the fast path
+    failed once). Holds the job's store: a client of it (the new-process
+    path joins generations here) or, for the fork path, nothing in this
+    process: a forked trainer joins its generation itself, and global
+    rank 0's store lives in a process of its own (_fork.Keeper), so that no
+    thread of the store's runs here when it forks."""
+
+    def __init__(self, argv, env, ranks):
+        self.argv, self.env, self.ranks = argv, env, ranks
+        self.initial = _fork.dispositions()  # before the supervisor's handlers
+        self.plan, self.keeper, self.store, self.joins, self.generation = None, None, None, False, None
+        plan, why = _fork.plan(argv, env)
+        if plan is not None:
+            began = time.monotonic()
+            try:
+                names = _fork.preload(plan)
+                why = _fork.unsafe()
+            except Exception as e:
+                why = "preloading torch failed: %s: %s" % (type(e).__name__, e)
+            if why:
+                _say("the trainer starts as a new process each time (%s): a restart imports torch again", why)
+            else:
+                self.plan = plan
+                _say("imported %s in %.1fs: the trainer starts as a fork of this process, its imports done",
+                     ", ".join(names), time.monotonic() - began)
+        if ranks is None:
+            return
+        wait = max(reform.timeout(env), 60.0)
+        try:
+            if self.plan is None:
+                self.store = reform.connect(env, wait, master=ranks[0] == 0)
+            elif ranks[0] == 0:
+                self.keeper = _fork.Keeper(lambda: reform.connect(env, wait, master=True))
+            self.joins = True
+        except Exception as e:  # no store: the trainer hosts its own, as without the supervisor
+            self._no_store("%s: %s" % (type(e).__name__, e))
+
+    def _no_store(self, why):
+        _say("no rendezvous store at port %s (%s): the trainer runs as without a supervisor",
+             self.env.get("MASTER_PORT"), why)
+        self.joins = False
+
+    def launch(self, state):
+        """Start the trainer: a Forked or a subprocess.Popen, or None (cannot start)."""
+        if self.plan is not None:
+            child = self._fork(state)
+            if child is not None:
+                return child
+        child_env = dict(self.env)
+        if self.joins:
+            try:
+                if self.store is None:  # after the fork path failed
+                    self.store = reform.connect(self.env, max(reform.timeout(self.env), 60.0))
+                gen = self.generation if self.generation is not None else reform.join_generation(self.store,
+                                                                                                self.ranks[0])
+                child_env.update(_supervised(gen))
+            except Exception as e:
+                self._no_store("%s: %s" % (type(e).__name__, e))
+        self.generation = None
+        try:
+            return subprocess.Popen(self.argv, env=child_env)
+        except OSError as e:
+            _say("cannot start %s: %s", self.argv[0], e)
+            return None
+
+    def _fork(self, state):
+        close = [self.keeper.life] if self.keeper is not None else []
+        join = _joiner(self.ranks[0]) if self.joins else None
+        why = _fork.unsafe()
+        if why:
+            self.plan = None
+            _say("the trainer starts as a new process from now on (%s)", why)
+            return None
+        try:
+            child, st = _fork.start(self.plan, self.env, self.initial, close, join, _FORWARD)
+        except Exception as e:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARD)
+            st, child = _fork.Started(), None
+            st.failed = "fork: %s: %s" % (type(e).__name__, e)
+        if child is not None:
+            state["child"] = child  # before the forwarded signals are unblocked
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARD)
+        if st.nostore:
+            self._no_store(st.nostore)
+        if st.ran or not st.failed:  # ran, or died before its code (a signal): seen as the trainer's death
+            return child
+        if child is not None:
+            child.wait()
+        self.plan, self.generation = None, st.generation
+        _say("the fork path failed before the trainer's code ran (%s): starting it as a new process, from now on",
+             st.failed)
+        return None
+
+
+def _supervised(gen):
+    return {reform.ENV_SUPERVISED: "1", "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": str(gen)}
+
+
+def _joiner(rank):
+    """What a forked trainer runs before the user's code: join the store's
+    next generation (the supervisor holds no client: its threads)."""
+    def join(env):
+        try:
+            store = reform.connect(env, max(reform.timeout(env), 60.0))
+        except Exception as e:
+            raise _fork.NoStore("%s: %s" % (type(e).__name__, e))
+        gen = reform.join_generation(store, rank)
+        del store
+        return _supervised(gen)
+    return join
 
 
 def _report(env, done):
@@ -108,20 +224,18 @@ def _report(env, done):
         _say("cannot report %d restarts in %s: %s", done, path, e)
 
 
-def _supervise(argv, env, cap, ranks, store, state, done):
+def _supervise(start, cap, state, done):
     while True:
-        child_env = dict(env)
-        if store is not None:
-            gen = reform.join_generation(store, ranks[0])
-            child_env.update({reform.ENV_SUPERVISED: "1", "TORCHELASTIC_USE_AGENT_STORE": "True",
-                              "TORCHELASTIC_RESTART_COUNT": str(gen)})
         started = time.monotonic()
-        try:
-            child = subprocess.Popen(argv, env=child_env)
-        except OSError as e:
-            _say("cannot start %s: %s", argv[0], e)
+        child = start.launch(state)
+        if child is None:
             return 127
+        signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARD)
         state["child"] = child
+        if state["stopping"] and state.get("sent") is not child:  # told to stop while it was starting
+            state["sent"] = child
+            child.send_signal(state["signal"])
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARD)
         code = child.wait()
         _reap()
         if code >= 0:
