@@ -1,6 +1,7 @@
 package goodput
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -118,7 +119,7 @@ func TestCostOfAnInProcessRecovery(t *testing.T) {
 func TestCostOfANewPodAndOfNoReplacement(t *testing.T) {
 	lines := logOf(t0, 1, 100)
 	old := poll(containerAt("a", sec(-30), 0, sec(-28), "", time.Time{}, 0), 0, 180)
-	replaced := append(old, poll(containerAt("b", sec(140), 0, sec(143), "", time.Time{}, 0), 141, 180)...)
+	replaced := append(slices.Clone(old), poll(containerAt("b", sec(140), 0, sec(143), "", time.Time{}, 0), 141, 180)...)
 	moved := append(append([]string{}, lines...), sec(150).Format(time.RFC3339Nano)+" rank 0: resumed from /checkpoint/ckpt-000000100.pt at step 100, metrics {'step': 100, 'loss': 0.01}")
 	moved = append(moved, logOf(sec(152), 101, 120)...)
 	c := CostOf(NewTimeline(moved, replaced), time.Second, sec(100), sec(180))
