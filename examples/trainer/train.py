@@ -229,22 +229,37 @@ def main():
     # migrator.steps() rather than range(): after an in-process recovery the
     # abandoned step is taken again.
     for step in migrator.steps(args.steps):
-        if args.raise_if_exists and os.path.exists(args.raise_if_exists):
-            os.unlink(args.raise_if_exists)  # one exception per request
-            raise RuntimeError("injected failure before step %d (%s)" % (step + 1, args.raise_if_exists))
+        raise_if_asked(args, step)
         with migrator.step():
-            x, y = batch_for(step, args)
-            x, y = x.chunk(world)[rank], y.chunk(world)[rank]
-            optimizer.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            if world > 1:
-                average_gradients(model, world)
-            optimizer.step()
-            metrics["step"], metrics["loss"] = step + 1, loss.item()
-            print("rank %d: completed step %d loss %.6f" % (rank, step + 1, metrics["loss"]), flush=True)
+            train_step(step, args, model, optimizer, loss_fn, metrics, world, rank)
         if args.step_delay:
             time.sleep(args.step_delay)
+    finish(args, model, optimizer, metrics, world, rank)
+
+
+def raise_if_asked(args, step):
+    """--raise-if-exists: a crash in the user's code before the step."""
+    if args.raise_if_exists and os.path.exists(args.raise_if_exists):
+        os.unlink(args.raise_if_exists)  # one exception per request
+        raise RuntimeError("injected failure before step %d (%s)" % (step + 1, args.raise_if_exists))
+
+
+def train_step(step, args, model, optimizer, loss_fn, metrics, world, rank):
+    """One step, the same in both modes (so their losses compare): the
+    step's batch, this rank's share of it, gradients averaged over ranks."""
+    x, y = batch_for(step, args)
+    x, y = x.chunk(world)[rank], y.chunk(world)[rank]
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    if world > 1:
+        average_gradients(model, world)
+    optimizer.step()
+    metrics["step"], metrics["loss"] = step + 1, loss.item()
+    print("rank %d: completed step %d loss %.6f" % (rank, step + 1, metrics["loss"]), flush=True)
+
+
+def finish(args, model, optimizer, metrics, world, rank):
     if args.dump_final:
         dump(args.dump_final, model, optimizer, metrics, args.steps, rank)
     print("rank %d: done at step %d" % (rank, args.steps), flush=True)
@@ -273,33 +288,15 @@ def plain_main(args, model, optimizer, metrics, world, rank):
             dist.broadcast(p.data, 0)
     loss_fn = nn.MSELoss()
     for step in range(start, args.steps):
-        if args.raise_if_exists and os.path.exists(args.raise_if_exists):
-            os.unlink(args.raise_if_exists)
-            raise RuntimeError("injected failure before step %d (%s)" % (step + 1, args.raise_if_exists))
-        x, y = batch_for(step, args)
-        x, y = x.chunk(world)[rank], y.chunk(world)[rank]
-        optimizer.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        if world > 1:
-            average_gradients(model, world)
-        optimizer.step()
-        metrics["step"], metrics["loss"] = step + 1, loss.item()
-        print("rank %d: completed step %d loss %.6f" % (rank, step + 1, metrics["loss"]), flush=True)
+        raise_if_asked(args, step)
+        train_step(step, args, model, optimizer, loss_fn, metrics, world, rank)
         if args.save_every and (step + 1) % args.save_every == 0 and rank == 0:
             saved = plain_save(args.ckpt_dir, step + 1, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                                          "metrics": dict(metrics), "step": step + 1}, args.keep)
             print("rank %d: saved %s at step %d" % (rank, saved, step + 1), flush=True)
         if args.step_delay:
             time.sleep(args.step_delay)
-    if args.dump_final:
-        dump(args.dump_final, model, optimizer, metrics, args.steps, rank)
-    print("rank %d: done at step %d" % (rank, args.steps), flush=True)
-    if world > 1:
-        # Every rank is done before any tears the group down: a rank whose
-        # peer already closed its gloo pairs can crash in its own teardown.
-        dist.barrier()
-        dist.destroy_process_group()
+    finish(args, model, optimizer, metrics, world, rank)
 
 
 if __name__ == "__main__":

@@ -13,18 +13,21 @@ import (
 // Point is one line of a trainer's log that the analysis reads: a rank's
 // completed step (with its loss, printed to six decimals) or its resume
 // (with the loss of the step it resumed at, as its checkpoint holds it, to
-// six decimals; "" if the line has none).
+// six decimals; "" if the line has none, and where it resumed from: a
+// checkpoint, or "peer:rank<R>", a survivor's memory in trainguard's
+// in-process recovery).
 type Point struct {
 	T      time.Time
 	Rank   int
 	Step   int
 	Resume bool
 	Loss   string
+	From   string
 }
 
 var (
 	completedLine = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): completed step (\d+) loss (\S+)`)
-	resumedLine   = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): resumed from \S+ at step (\d+)(?:, metrics \{.*'loss': ([-+0-9.eE]+))?`)
+	resumedLine   = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): resumed from (\S+) at step (\d+)(?:, metrics \{.*'loss': ([-+0-9.eE]+))?`)
 )
 
 // ParseLine reads one kubelet-timestamped log line of the example trainer.
@@ -44,9 +47,9 @@ func ParseLine(l string) (Point, bool) {
 			return Point{}, false
 		}
 		r, _ := strconv.Atoi(m[2])
-		s, _ := strconv.Atoi(m[3])
-		p := Point{T: t, Rank: r, Step: s, Resume: true}
-		if l, err := strconv.ParseFloat(m[4], 64); err == nil {
+		s, _ := strconv.Atoi(m[4])
+		p := Point{T: t, Rank: r, Step: s, Resume: true, From: m[3]}
+		if l, err := strconv.ParseFloat(m[5], 64); err == nil {
 			p.Loss = fmt.Sprintf("%.6f", l) // as the trainer prints a completed step's
 		}
 		return p, true
@@ -233,7 +236,9 @@ func Corruption(arm string, s Series, losses map[int]string, rankGap time.Durati
 				out = append(out, fmt.Sprintf("%s: rank 0 resumed at step %d (loss %q) at %s, after at most step %d was completed; that step's loss elsewhere %q",
 					arm, p.Step, p.Loss, p.T.Format(time.RFC3339), maxDone, losses[p.Step]))
 			}
-			if !peerResumed(s, i, rankGap) {
+			// a rank restarted in process takes a survivor's state, which
+			// kept its process and logs no resume
+			if !strings.HasPrefix(p.From, "peer:") && !peerResumed(s, i, rankGap) {
 				out = append(out, fmt.Sprintf("%s: rank 0 resumed at step %d at %s, rank 1 not at the same step within %s", arm, p.Step, p.T.Format(time.RFC3339), rankGap))
 			}
 		case !p.Resume && p.Rank == 0:

@@ -104,7 +104,7 @@ func TestAResumeAheadOfTheLogIsCheckedByItsCheckpointsLoss(t *testing.T) {
 	}
 	p, ok := ParseLine(resumeWith(t0, 0, 15, "0.06666666790843010"))
 	require.True(t, ok)
-	assert.Equal(t, Point{T: t0, Rank: 0, Step: 15, Resume: true, Loss: "0.066667"}, p)
+	assert.Equal(t, Point{T: t0, Rank: 0, Step: 15, Resume: true, Loss: "0.066667", From: "/checkpoint/step-15"}, p)
 
 	other := NewSeries(logOf(t0, 1, 20)) // another arm completed steps 1..20
 	for name, tc := range map[string]struct {

@@ -2,6 +2,7 @@ package goodput
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ func (res *Result) Table() string {
 		}
 		b.WriteString("\n")
 	}
+	res.costTables(&b)
 	if len(res.Corrupt) == 0 {
 		b.WriteString("\ntraining state: consistent in every arm (every step's loss equal across incarnations and arms, every resume at or behind the progress, ranks resumed together)\n")
 	} else {
@@ -42,6 +44,91 @@ func (res *Result) Table() string {
 		}
 	}
 	return b.String()
+}
+
+// costTables prints what each disruption cost each arm, split (Cost),
+// and per kind the median cost beside its floor (Floors.For): with it a
+// reader maps the figures to any failure rate, ETTR ~ 1 - cost / interval.
+func (res *Result) costTables(b *strings.Builder) {
+	fmt.Fprintf(b, "\ncost per disruption (detection + restart + recompute = cost; the kubelet's container restarts and back-off):\n\n| # | kind | floor |")
+	for _, a := range res.Arms {
+		fmt.Fprintf(b, " %s |", a.Arm.Name)
+	}
+	fmt.Fprintf(b, "\n|---|---|---|%s\n", strings.Repeat("---|", len(res.Arms)))
+	for i, ev := range res.Events {
+		fmt.Fprintf(b, "| %d | %s | %s |", i+1, ev.Kind, secs(res.Floors.For(ev.Kind, res.Hold)))
+		for _, a := range res.Arms {
+			fmt.Fprintf(b, " %s |", a.Costs[i])
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "\nmedian cost per kind (n; floor: a fresh pod %s, a fresh trainer %s to the first step, measured at the start; a Kueue preemption also holds the quota %s):\n\n| kind | n | floor |",
+		secs(res.Floors.Pod), secs(res.Floors.Process), res.Hold.Round(time.Second))
+	for _, a := range res.Arms {
+		fmt.Fprintf(b, " %s |", a.Arm.Name)
+	}
+	fmt.Fprintf(b, "\n|---|---|---|%s\n", strings.Repeat("---|", len(res.Arms)))
+	for _, k := range res.kinds() {
+		n := 0
+		for _, ev := range res.Events {
+			if ev.Kind == k {
+				n++
+			}
+		}
+		fmt.Fprintf(b, "| %s | %d | %s |", k, n, secs(res.Floors.For(k, res.Hold)))
+		for _, a := range res.Arms {
+			fmt.Fprintf(b, " %s |", a.medianCost(res.Events, k))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// kinds are the kinds of the run's disruptions, in Kinds' order.
+func (res *Result) kinds() []Kind {
+	var ks []Kind
+	for _, k := range Kinds {
+		for _, ev := range res.Events {
+			if ev.Kind == k {
+				ks = append(ks, k)
+				break
+			}
+		}
+	}
+	return ks
+}
+
+// medianCost is the median of the arm's costs for kind k: a disruption it
+// did not train again after counts as its whole interval's lost time (at
+// least that), one it kept training through as 0.
+func (a ArmResult) medianCost(evs []Applied, k Kind) string {
+	var d []time.Duration
+	open := false
+	for i, ev := range evs {
+		if ev.Kind != k {
+			continue
+		}
+		c, cost := a.Costs[i], time.Duration(0)
+		switch {
+		case c.Kept:
+		case c.Replaced && c.Trained:
+			cost = c.Total()
+		default:
+			open, cost = true, a.Impacts[i].LostTime
+		}
+		d = append(d, cost)
+	}
+	if len(d) == 0 {
+		return "-"
+	}
+	slices.Sort(d)
+	m := d[len(d)/2]
+	if len(d)%2 == 0 {
+		m = (d[len(d)/2-1] + d[len(d)/2]) / 2
+	}
+	if open {
+		return "≥ " + secs(m)
+	}
+	return secs(m)
 }
 
 func (im Impact) String() string {

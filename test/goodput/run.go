@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 // Arm is one way of running the job.
@@ -32,6 +34,13 @@ type Arm struct {
 	// Otherwise the job mounts the claim at /checkpoint itself, as a user
 	// of the SDK without trainguard does.
 	Trainguard bool
+	// InProcess: the job opts in to in-process recovery
+	// (trainguard.io/in-process-recovery): the webhook runs the trainer
+	// under the SDK's supervisor, which restarts a trainer a signal killed
+	// in its container while the other rank keeps its process. The
+	// container's shell execs the trainer, so the supervisor's child is the
+	// trainer and sees it die of its signal.
+	InProcess bool
 	// KueueRecovery: the pods carry kueue.x-k8s.io/safe-to-forcefully-delete
 	// (Kueue's FailureRecoveryPolicy, feature gate on in Kueue).
 	KueueRecovery bool
@@ -46,7 +55,7 @@ type Arm struct {
 // recovery each running the users' own trainer (Plain).
 func Arms(prefix string) []Arm {
 	return []Arm{
-		{Name: "trainguard", Namespace: prefix + "-trainguard", Trainguard: true},
+		{Name: "trainguard", Namespace: prefix + "-trainguard", Trainguard: true, InProcess: true},
 		{Name: "plain", Namespace: prefix + "-plain", Plain: true},
 		{Name: "kueue-recovery", Namespace: prefix + "-kueue", KueueRecovery: true, Plain: true},
 	}
@@ -89,6 +98,8 @@ type Result struct {
 	Events     []Applied
 	Arms       []ArmResult
 	Corrupt    []string
+	Floors     Floors        // measured at the run's start (FloorsOf)
+	Hold       time.Duration // how long a preemption holds the quota or the node
 }
 
 // Applied is one disruption as it happened.
@@ -108,6 +119,7 @@ type ArmResult struct {
 	ETTR     float64
 	Steps    int // committed steps in the window
 	Impacts  []Impact
+	Costs    []Cost // per disruption, as Impacts
 }
 
 const (
@@ -136,8 +148,9 @@ type Runner struct {
 	cs  kubernetes.Interface
 	dyn dynamic.Interface
 
-	mu    sync.Mutex
-	lines map[string][]string // arm → log lines seen
+	mu      sync.Mutex
+	lines   map[string][]string    // arm → log lines seen
+	samples map[string][]PodSample // arm → its pods' training containers, as polled
 }
 
 // New makes a runner.
@@ -157,7 +170,7 @@ func New(cfg Config, cs kubernetes.Interface, dyn dynamic.Interface) *Runner {
 	if cfg.Duration == 0 && len(cfg.Events) > 0 {
 		cfg.Duration = cfg.Events[len(cfg.Events)-1].At + cfg.Interval
 	}
-	return &Runner{cfg: cfg, cs: cs, dyn: dyn, lines: map[string][]string{}}
+	return &Runner{cfg: cfg, cs: cs, dyn: dyn, lines: map[string][]string{}, samples: map[string][]PodSample{}}
 }
 
 // Run sets the arms up, starts the job in each, waits until every arm
@@ -253,12 +266,15 @@ func (r *Runner) analyse(res *Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	series := make([]Series, len(r.cfg.Arms))
+	tls := make([]Timeline, len(r.cfg.Arms))
 	for i, a := range r.cfg.Arms {
-		series[i] = NewSeries(r.lines[a.Name])
+		tls[i] = NewTimeline(r.lines[a.Name], r.samples[a.Name])
+		series[i] = tls[i].Series
 	}
+	res.Floors, res.Hold = FloorsOf(tls...), r.cfg.Interval/3
 	losses := Losses(series...)
 	for i, a := range r.cfg.Arms {
-		s := series[i]
+		s, tl := series[i], tls[i]
 		ar := ArmResult{Arm: a, Series: s, StepTime: s.StepTime()}
 		ar.ETTR = ETTR(s, ar.StepTime, res.Start, res.End)
 		ar.Steps = s.Progress(res.End) - s.Progress(res.Start)
@@ -268,6 +284,7 @@ func (r *Runner) analyse(res *Result) {
 				end = res.Events[i+1].T
 			}
 			ar.Impacts = append(ar.Impacts, ImpactOf(s, ar.StepTime, ev.T, end))
+			ar.Costs = append(ar.Costs, CostOf(tl, ar.StepTime, ev.T, end))
 		}
 		res.Corrupt = append(res.Corrupt, Corruption(a.Name, s, losses, 2*time.Minute)...)
 		res.Arms = append(res.Arms, ar)
@@ -385,16 +402,22 @@ func (r *Runner) create(ctx context.Context, u *unstructured.Unstructured) error
 
 // Script is the trainer's command: the repository's example trainer (DDP
 // over gloo, through the SDK or, plain, without it, saving to the claim
-// mounted at /checkpoint) with a fixed step time and periodic checkpoints,
-// under sh (which forwards SIGTERM: a python3 PID 1 ignores it).
-func Script(steps int, delay float64, saveEvery int, plain bool) string {
-	mode := ""
+// mounted at /checkpoint) with a fixed step time and periodic checkpoints.
+// Under trainguard's supervisor (exec) the shell execs the trainer: the
+// supervisor, PID 1, forwards SIGTERM and must see its child die of a
+// signal (a shell around it would exit 128+n). Otherwise it runs under sh,
+// which forwards SIGTERM: a python3 PID 1 ignores it.
+func Script(steps int, delay float64, saveEvery int, plain, exec bool) string {
+	train := fmt.Sprintf("python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --raise-if-exists %s",
+		steps, delay, saveEvery, raiseAt)
 	if plain {
-		mode = " --plain --ckpt-dir /checkpoint"
+		train += " --plain --ckpt-dir /checkpoint"
+	}
+	if exec {
+		return "exec " + train
 	}
 	return strings.Join([]string{
-		fmt.Sprintf("python3 /opt/trainguard/trainer/train.py --steps %d --step-delay %g --save-every %d --raise-if-exists %s%s & pid=$!",
-			steps, delay, saveEvery, raiseAt, mode),
+		train + " & pid=$!",
 		`trap 'kill -TERM $pid' TERM`,
 		`wait $pid; rc=$?`,
 		`if kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; fi`,
@@ -407,7 +430,7 @@ func Script(steps int, delay float64, saveEvery int, plain bool) string {
 // ranks placed by rank (affinity), one BLAS thread (so every arm's
 // arithmetic is identical and a loss compares across arms).
 func (r *Runner) job(a Arm) *unstructured.Unstructured {
-	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery, a.Plain)
+	script := Script(10_000_000, r.cfg.StepDelay, r.cfg.SaveEvery, a.Plain, a.InProcess)
 	spec := func(rt string) map[string]any {
 		c := map[string]any{
 			"name": "pytorch", "image": r.cfg.Image, "imagePullPolicy": r.cfg.PullPolicy,
@@ -439,6 +462,9 @@ func (r *Runner) job(a Arm) *unstructured.Unstructured {
 	u.SetName(jobName)
 	u.SetNamespace(a.Namespace)
 	u.SetLabels(map[string]string{"kueue.x-k8s.io/queue-name": queue, "kueue.x-k8s.io/priority-class": lowWPC})
+	if a.InProcess {
+		u.SetAnnotations(map[string]string{contract.AnnotationInProcessRecovery: "enabled"})
+	}
 	return u
 }
 
@@ -524,7 +550,10 @@ func (r *Runner) collectOnce(ctx context.Context) {
 			continue
 		}
 		var lines []string
+		var samples []PodSample
+		now := time.Now()
 		for _, p := range pods.Items {
+			samples = append(samples, SampleOf(&p, "pytorch", now))
 			for _, prev := range []bool{false, true} {
 				if prev && !restarted(&p) {
 					continue
@@ -542,6 +571,7 @@ func (r *Runner) collectOnce(ctx context.Context) {
 		r.mu.Lock()
 		r.lines[a.Name] = append(r.lines[a.Name], lines...)
 		r.lines[a.Name] = dedupe(r.lines[a.Name])
+		r.samples[a.Name] = append(r.samples[a.Name], samples...)
 		r.mu.Unlock()
 	}
 }

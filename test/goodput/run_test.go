@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainguard/trainguard/internal/foundations/contract"
 )
 
 func TestEachArmRunsTheSameJobAsItsUserWritesIt(t *testing.T) {
@@ -21,6 +23,8 @@ func TestEachArmRunsTheSameJobAsItsUserWritesIt(t *testing.T) {
 	for _, a := range r.cfg.Arms {
 		j := r.job(a)
 		assert.Equal(t, map[string]string{"kueue.x-k8s.io/queue-name": "goodput", "kueue.x-k8s.io/priority-class": "goodput-low"}, j.GetLabels())
+		assert.Equal(t, a.Name == "trainguard", j.GetAnnotations()[contract.AnnotationInProcessRecovery] == "enabled",
+			"%s: only trainguard's arm recovers a rank in process", a.Name)
 		for _, rt := range []string{"Master", "Worker"} {
 			spec, _, _ := unstructured.NestedMap(j.Object, "spec", "pytorchReplicaSpecs", rt)
 			assert.Equal(t, "OnFailure", spec["restartPolicy"])
@@ -31,7 +35,10 @@ func TestEachArmRunsTheSameJobAsItsUserWritesIt(t *testing.T) {
 			cs, _, _ := unstructured.NestedSlice(spec, "template", "spec", "containers")
 			cmd := cs[0].(map[string]any)["command"].([]any)
 			assert.Contains(t, cmd[2], "--step-delay 0.3 --save-every 20 --raise-if-exists /tmp/goodput-raise")
-			assert.Equal(t, !a.Trainguard, strings.Contains(cmd[2].(string), " --plain --ckpt-dir /checkpoint "),
+			// the supervisor's child must be the trainer itself (a shell
+			// would turn its signal death into an exit code)
+			assert.Equal(t, a.Name == "trainguard", strings.HasPrefix(cmd[2].(string), "exec python3 /opt/trainguard/trainer/train.py "), "%s: %s", a.Name, cmd[2])
+			assert.Equal(t, !a.Trainguard, strings.Contains(cmd[2].(string), " --plain --ckpt-dir /checkpoint"),
 				"%s: every arm but trainguard's runs the users' own trainer, without the SDK, saving to the claim it mounts", a.Name)
 			// placed by rank alike in every arm: with the same rank of
 			// every arm, away from the other rank of every arm
