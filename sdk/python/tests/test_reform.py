@@ -39,6 +39,21 @@ class Generations(unittest.TestCase):
         self.assertEqual(reform.join_generation(s, 1), 3)
         self.assertEqual(reform.join_generation(s, 0), 3)
 
+    def test_rank_0_replaced_the_survivor_stays_out_and_the_restarted_rank_meets_it(self):
+        """Rank 0's pod replaced (its node died): MASTER_ADDR names a new
+        store whose rank 0 waits at generation 1. The survivor of the old
+        store must not join it, or its restarted successor skips to 2."""
+        old = FakeStore()
+        reform.join_generation(old, 0), reform.join_generation(old, 1)
+        self.assertFalse(reform.replaced(old, 1, 1), "the store it joined")
+        new = FakeStore()
+        self.assertEqual(reform.join_generation(new, 0), 1)  # the new rank 0's first trainer
+        self.assertTrue(reform.replaced(new, 1, 1), "a store with no record of rank 1's generation 1")
+        self.assertEqual(reform.join_generation(new, 1), 1, "the restarted rank 1 meets rank 0 at generation 1")
+
+    def test_a_first_start_is_never_a_replaced_store(self):
+        self.assertFalse(reform.replaced(FakeStore(), 1, 0))
+
 
 class Signature(unittest.TestCase):
     def test_mismatch_names_the_object_and_key(self):

@@ -77,6 +77,16 @@ def join_generation(store, rank):
     return target
 
 
+def replaced(store, rank, joined):
+    """Whether the store is not the one this process joined at generation
+    joined: a new store (rank 0's pod was replaced, and MASTER_ADDR now
+    names its successor) has no record of rank's generations. A survivor
+    must not join it: its joining would count it in for the new job's
+    first generation, and the restarted rank of its own pod would then
+    skip past the generation the new rank 0 waits at."""
+    return joined >= 1 and store.add("rank_%d/generation" % rank, 0) < joined
+
+
 def arrive(store, gen):
     """Count this trainer in for gen (listening() of a restarted trainer, a survivor)."""
     return store.add(PREFIX % gen + "/arrived", 1)
@@ -296,6 +306,7 @@ class Recovery:
     def __init__(self, settings, state, peer_loss):
         self._settings, self._state, self._peer_loss = settings, state, peer_loss
         self.driven = False
+        self._joined = None  # the generation of the last re-formation, None: the supervisor's
 
     @property
     def _env(self):
@@ -401,6 +412,12 @@ class Recovery:
         self._peer_loss.paused = True  # the restarted peer is the one awaited
         try:
             store = connect(env, bound)
+            joined = self._joined if self._joined is not None else generation(env)
+            if replaced(store, rank, joined):
+                log.error("trainguard: rank %d: the job's rendezvous store is not the one this process joined at "
+                          "generation %d (rank 0's pod was replaced); exiting %d (retryable): the job restarts from "
+                          "the checkpoint", rank, joined, peer.EXIT_PEER_LOST)
+                return False
             gen = join_generation(store, rank)
             arrive(store, gen)
             if not wait_arrivals(store, gen, world, deadline):
@@ -421,6 +438,7 @@ class Recovery:
             self._peer_loss.paused = False
         if what == "refused":
             raise Refused(detail)
+        self._joined = gen
         self._peer_loss.reset_peers()  # the returning rank's incarnation is a peer now, not a restart
         log.warning("trainguard: rank %d: re-formed the group at generation %d in %.2fs (waited %.2fs for the other "
                     "ranks); %s; training again at step %d", rank, gen, time.monotonic() - started, joined - started,
