@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -14,7 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainguard/trainguard/test/goodput"
 )
 
 // warnedStep reads the step of the node-warning controller's Event.
@@ -112,19 +112,10 @@ func (e *env) nodeWarning(t *testing.T) {
 		max(killStep-resumed, 0), killStep-periodic, periodic, saveEvery)
 }
 
-// setNodeCondition writes one condition through the node's status
-// subresource (a strategic merge by type: the kubelet's stay).
+// setNodeCondition writes one condition of the node's status as a node
+// agent does (goodput.SetNodeCondition).
 func (e *env) setNodeCondition(ctx context.Context, node, typ string, status corev1.ConditionStatus) error {
-	now := metav1.Now()
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
-		Type: corev1.NodeConditionType(typ), Status: status, Reason: "E2ENodeWarning", Message: "set by the node-warning scenario",
-		LastHeartbeatTime: now, LastTransitionTime: now,
-	}}}})
-	if err != nil {
-		return err
-	}
-	_, err = e.cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
+	return goodput.SetNodeCondition(ctx, e.cs, node, typ, status)
 }
 
 // jobEvent waits for an Event with the reason on the job and returns its message.

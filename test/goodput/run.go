@@ -3,6 +3,7 @@ package goodput
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -659,20 +661,27 @@ func (r *Runner) apply(ctx context.Context, ev Event) (Applied, heal) {
 			}
 		}()
 		return ap, heal{f: func() { _, _ = r.run(context.Background(), r.cfg.Kubectl, "uncordon", node) }}
-	case Crash, Partition:
+	case Crash, Partition, WarnedCrash:
 		do, undo := "crash", "restore"
 		if ev.Kind == Partition {
 			do, undo = "partition", "heal"
+		}
+		if ev.Kind == WarnedCrash {
+			ap.Note += r.warn(ctx, node, corev1.ConditionTrue, ev.WarnLead())
+			ap.T = time.Now() // the crash, not the warning, is the disruption's time
 		}
 		if _, err := r.run(ctx, r.cfg.Hook, do, node); err != nil {
 			ap.Note += "; hook: " + err.Error()
 		}
 		var due time.Time
-		if ev.Kind == Crash {
+		if ev.Kind != Partition {
 			due = ap.T.Add(r.cfg.Repair)
 			ap.Note += fmt.Sprintf("; repaired after %s", r.cfg.Repair)
 		}
 		return ap, heal{due: due, f: func() {
+			if ev.Kind == WarnedCrash {
+				_ = SetNodeCondition(context.Background(), r.cs, node, maintenancePlanned, corev1.ConditionFalse)
+			}
 			if _, err := r.run(context.Background(), r.cfg.Hook, undo, node); err != nil {
 				r.cfg.Logf("goodput: %s %s: %v", undo, node, err)
 			}
@@ -877,4 +886,37 @@ func (r *Runner) run(ctx context.Context, name string, args ...string) (string, 
 		return out.String(), fmt.Errorf("%s %s: %w: %s", name, args[0], err, firstLine(out.String()))
 	}
 	return out.String(), nil
+}
+
+// maintenancePlanned is the node condition a warned crash announces itself
+// with (one of Kubernetes' NodeLifecycleConditions, which trainguard's
+// node warnings listen to by default).
+const maintenancePlanned = "MaintenancePlanned"
+
+// warn sets the node's MaintenancePlanned condition and waits lead before
+// the crash; its note for the applied disruption.
+func (r *Runner) warn(ctx context.Context, node string, status corev1.ConditionStatus, lead time.Duration) string {
+	if err := SetNodeCondition(ctx, r.cs, node, maintenancePlanned, status); err != nil {
+		return "; warning: " + err.Error()
+	}
+	if err := sleepUntil(ctx, time.Now().Add(lead)); err != nil {
+		return "; " + err.Error()
+	}
+	return fmt.Sprintf("; %s=%s %s before the crash", maintenancePlanned, status, lead)
+}
+
+// SetNodeCondition writes one condition of the node's status, as a node
+// agent (node-problem-detector, a GPU health agent) does: a strategic
+// merge patch keyed by type, so the kubelet's own conditions stay.
+func SetNodeCondition(ctx context.Context, cs kubernetes.Interface, node, typ string, status corev1.ConditionStatus) error {
+	now := metav1.Now()
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
+		Type: corev1.NodeConditionType(typ), Status: status, Reason: "ChaosNodeWarning", Message: "set by trainguard's tests",
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}}}})
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }

@@ -26,13 +26,29 @@ const (
 	SchedPreempt Kind = "scheduler-preemption" // a higher-priority pod that needs the node's CPU
 	RankKill     Kind = "rank-kill"            // SIGKILL of one rank's trainer (137, as the OOM killer)
 	RankRaise    Kind = "rank-exception"       // a Python exception raised in one rank's trainer
+	// WarnedCrash: the node announces its maintenance (MaintenancePlanned,
+	// as a node agent would) WarnLead before the node crash. Not among
+	// Kinds, so every seed's schedule stays as it was: ask for it by name.
+	WarnedCrash Kind = "warned-crash"
 )
 
 // Kinds is every kind, in the order the short form's permutation starts from.
 var Kinds = []Kind{Drain, Crash, Partition, KueuePreempt, SchedPreempt, RankKill, RankRaise}
 
 // NodeKind says whether the disruption hits a node rather than a job.
-func (k Kind) NodeKind() bool { return k == Drain || k == Crash || k == Partition || k == SchedPreempt }
+func (k Kind) NodeKind() bool {
+	return k == Drain || k == Crash || k == Partition || k == SchedPreempt || k == WarnedCrash
+}
+
+// byName are the kinds ParseKinds knows: every kind of Kinds and those
+// asked for by name only.
+var byName = append(append([]Kind(nil), Kinds...), WarnedCrash)
+
+// WarnLead is how long before a warned crash its node warns: 5 to 30 s,
+// seeded through the event's time.
+func (e Event) WarnLead() time.Duration {
+	return 5*time.Second + time.Duration(int64(e.At/time.Second)%26)*time.Second
+}
 
 // Event is one disruption of the schedule.
 type Event struct {
@@ -139,11 +155,11 @@ func ParseKinds(s string) ([]Kind, error) {
 	for _, f := range strings.Split(s, ",") {
 		k := Kind(strings.TrimSpace(f))
 		known := false
-		for _, c := range Kinds {
+		for _, c := range byName {
 			known = known || c == k
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown disruption kind %q (one of %v)", k, Kinds)
+			return nil, fmt.Errorf("unknown disruption kind %q (one of %v)", k, byName)
 		}
 		out = append(out, k)
 	}

@@ -102,3 +102,22 @@ func TestScheduleRefusesBadArguments(t *testing.T) {
 		assert.Contains(t, ks, e.Kind)
 	}
 }
+
+func TestTheWarnedCrashIsAskedForByNameAndWarnsSecondsAhead(t *testing.T) {
+	ks, err := ParseKinds("warned-crash,node-crash")
+	require.NoError(t, err)
+	assert.Equal(t, []Kind{WarnedCrash, Crash}, ks)
+	assert.NotContains(t, Kinds, WarnedCrash, "a kind of its own: every seed's schedule stays as documented")
+	assert.True(t, WarnedCrash.NodeKind())
+	evs, err := Schedule(1, 30*time.Minute, 3*time.Minute, []Kind{WarnedCrash})
+	require.NoError(t, err)
+	leads := map[time.Duration]bool{}
+	for _, e := range evs {
+		assert.Equal(t, WarnedCrash, e.Kind)
+		assert.GreaterOrEqual(t, e.WarnLead(), 5*time.Second, e.String())
+		assert.LessOrEqual(t, e.WarnLead(), 30*time.Second, e.String())
+		assert.Less(t, e.WarnLead(), 3*time.Minute/4, "the warning and the crash fall in the event's interval")
+		leads[e.WarnLead()] = true
+	}
+	assert.Greater(t, len(leads), 1, "the lead is seeded, not one constant")
+}
