@@ -305,20 +305,25 @@ class Server:
         while b"\r\n\r\n" not in buf and b"\n\n" not in buf:
             if len(buf) > MAX_REQUEST_HEAD:
                 return None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._timed_out()
-                return None
-            conn.settimeout(left)
-            try:
-                chunk = conn.recv(1024)
-            except socket.timeout:
-                self._timed_out()
-                return None
+            chunk = self._recv(conn, 1024, deadline)
             if not chunk:
                 return None
             buf += chunk
         return buf
+
+    def _recv(self, conn, n, deadline):
+        """Up to n bytes before the deadline: b"" when the peer closed, None
+        when the deadline passed (counted)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            self._timed_out()
+            return None
+        conn.settimeout(left)
+        try:
+            return conn.recv(n)
+        except socket.timeout:
+            self._timed_out()
+            return None
 
     def _timed_out(self):
         with self._lock:
@@ -407,16 +412,7 @@ class Server:
         """body (what came with the head) and the rest of its length bytes,
         read within the deadline, or None."""
         while len(body) < length:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._timed_out()
-                return None
-            conn.settimeout(left)
-            try:
-                chunk = conn.recv(length - len(body))
-            except socket.timeout:
-                self._timed_out()
-                return None
+            chunk = self._recv(conn, length - len(body), deadline)
             if not chunk:
                 return None
             body += chunk
