@@ -83,10 +83,10 @@ func (res *Result) costTables(b *strings.Builder) {
 	}
 }
 
-// kinds are the kinds of the run's disruptions, in Kinds' order.
+// kinds are the kinds of the run's disruptions, in the order ParseKinds knows them.
 func (res *Result) kinds() []Kind {
 	var ks []Kind
-	for _, k := range Kinds {
+	for _, k := range byName {
 		for _, ev := range res.Events {
 			if ev.Kind == k {
 				ks = append(ks, k)

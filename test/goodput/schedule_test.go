@@ -121,3 +121,8 @@ func TestTheWarnedCrashIsAskedForByNameAndWarnsSecondsAhead(t *testing.T) {
 	}
 	assert.Greater(t, len(leads), 1, "the lead is seeded, not one constant")
 }
+
+func TestTheReportHasARowForEveryKindItRan(t *testing.T) {
+	res := &Result{Events: []Applied{{Event: Event{Kind: WarnedCrash}}, {Event: Event{Kind: Crash}}}}
+	assert.Equal(t, []Kind{Crash, WarnedCrash}, res.kinds())
+}
