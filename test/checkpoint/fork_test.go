@@ -80,7 +80,10 @@ func runProbe(t *testing.T, dir, form, do string, fork bool) supervisedRun {
 	} else {
 		argv = append(argv, filepath.Join(dir, "tgprobe.py"), "a1", "--flag")
 	}
-	env := []string{"PROBE_DO=" + do, "TRAINGUARD_INPROCESS_RESTARTS=0",
+	// OMP_NUM_THREADS=1 as every trainer here: without it Debian's
+	// OpenBLAS starts a thread pool when torch is imported, and the
+	// supervisor (rightly) refuses to fork a process with threads.
+	env := []string{"OMP_NUM_THREADS=1", "PROBE_DO=" + do, "TRAINGUARD_INPROCESS_RESTARTS=0",
 		"PYTHONPATH=" + filepath.Join(world.repo, "sdk", "python") + ":" + dir}
 	if !fork {
 		env = append(env, "TRAINGUARD_FORK=0")
