@@ -159,10 +159,19 @@ class _Start:
                 self._no_store("%s: %s" % (type(e).__name__, e))
         self.generation = None
         try:
-            return subprocess.Popen(self.argv, env=child_env)
+            return subprocess.Popen(self.argv, env=child_env, preexec_fn=self._ignored_as_before)
         except OSError as e:
             _say("cannot start %s: %s", self.argv[0], e)
             return None
+
+    def _ignored_as_before(self):
+        """In the new process before its exec: a forwarded signal the
+        supervisor's own parent ignored (nohup's SIGHUP) is ignored again,
+        as the trainer would have found it without a supervisor and as the
+        fork path restores it (exec resets only the handlers set here)."""
+        for s in _FORWARD:
+            if self.initial.get(s) == signal.SIG_IGN:
+                signal.signal(s, signal.SIG_IGN)
 
     def _fork(self, state):
         close = [self.keeper.life] if self.keeper is not None else []
