@@ -33,7 +33,9 @@ class Supervise(unittest.TestCase):
         log, runs = os.path.join(d, "termination-log"), os.path.join(d, "runs")
         with open(log, "w") as f:
             f.write("the user's own words")
-        env = dict(os.environ, PYTHONPATH=SDK, TRAINGUARD_INPROCESS_RESTARTS=str(budget),
+        # OMP_NUM_THREADS=1: Debian's OpenBLAS otherwise starts a thread pool at
+        # import torch, and the supervisor (rightly) refuses to fork then.
+        env = dict(os.environ, PYTHONPATH=SDK, OMP_NUM_THREADS="1", TRAINGUARD_INPROCESS_RESTARTS=str(budget),
                    TRAINGUARD_TERMINATION_MESSAGE_PATH=log)
         for k in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
             env.pop(k, None)
