@@ -384,7 +384,10 @@ class Recovery:
                       "code): the job restarts from the checkpoint", self._settings.config.rank, e,
                       peer.EXIT_PEER_LOST)
             exiting.flush_output()
-            raise SystemExit(peer.EXIT_PEER_LOST) from exc
+            # os._exit, not SystemExit: the interpreter's teardown of the
+            # re-formed gloo group can abort (SIGABRT), and a supervisor
+            # restarts a trainer that died of a signal; 138 is passed on.
+            os._exit(peer.EXIT_PEER_LOST)
 
     def _recover(self, exc, why):
         env, cfg = self._env, self._settings.config
