@@ -89,7 +89,7 @@ func EnvVars() []EnvVar {
 		// In-process recovery (docs/checkpoint-protocol.md): how long a
 		// survivor waits for the group to re-form (a Go duration, default
 		// 30s), how often the supervisor restarts a trainer a signal killed
-		// (default 3), the supervisor's mark on the trainer it started, and
+		// or an uncaught exception ended (default 3), the supervisor's mark on the trainer it started, and
 		// "0" to start every trainer as a new process instead of forking it.
 		{Name: "TRAINGUARD_REFORM_TIMEOUT", SDK: true},
 		{Name: "TRAINGUARD_INPROCESS_RESTARTS", SDK: true},

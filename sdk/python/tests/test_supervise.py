@@ -11,16 +11,21 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SDK = os.path.dirname(HERE)
 
-# Kills itself with SIGKILL while the counter file holds fewer than N lines.
+# Ends itself HOW (kill: SIGKILL; raise: an uncaught exception; exit-N:
+# sys.exit(N)) while the counter file holds fewer than N lines.
 TRAINER = """
 import os, signal, sys
-path, n = sys.argv[1], int(sys.argv[2])
+path, n, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with open(path, "a") as f:
     f.write("x\\n")
 with open(path) as f:
     runs = len(f.readlines())
 if runs <= n:
-    os.kill(os.getpid(), signal.SIGKILL)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "raise":
+        raise RuntimeError("a crash in the user's code")
+    sys.exit(int(how[len("exit-"):]))
 sys.exit(0)
 """
 
@@ -28,7 +33,7 @@ sys.exit(0)
 class Supervise(unittest.TestCase):
     script = False  # the trainer as python3 -c: always a new process
 
-    def run_supervised(self, kills, budget):
+    def run_supervised(self, kills, budget, how="kill"):
         d = tempfile.mkdtemp()
         log, runs = os.path.join(d, "termination-log"), os.path.join(d, "runs")
         with open(log, "w") as f:
@@ -44,7 +49,7 @@ class Supervise(unittest.TestCase):
             cmd = [sys.executable, os.path.join(d, "trainer.py")]
             with open(cmd[1], "w") as f:
                 f.write(TRAINER)
-        p = subprocess.run([sys.executable, "-m", "trainguard", "supervise", "--"] + cmd + [runs, str(kills)],
+        p = subprocess.run([sys.executable, "-m", "trainguard", "supervise", "--"] + cmd + [runs, str(kills), how],
                            env=env, capture_output=True, text=True, timeout=120)
         with open(log) as f:
             return p.returncode, f.read(), p.stderr
@@ -64,6 +69,26 @@ class Supervise(unittest.TestCase):
     def test_no_restart_no_line(self):
         code, message, err = self.run_supervised(kills=0, budget=3)
         self.assertEqual((code, message), (0, "the user's own words"), err)
+
+    def test_an_uncaught_exception_is_restarted_too(self):
+        code, message, err = self.run_supervised(kills=2, budget=3, how="raise")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(err.count("exited 1 (an uncaught exception); starting it again"), 2, err)
+        self.assertEqual(err.count("RuntimeError: a crash in the user's code"), 2, err)
+        self.assertEqual(message.strip().splitlines()[-1], "trainguard.io/inprocess-restarts 2")
+
+    def test_the_budget_ends_in_the_exceptions_code(self):
+        code, message, err = self.run_supervised(kills=5, budget=1, how="raise")
+        self.assertEqual(code, 1, err)
+        self.assertIn("exited 1 (an uncaught exception) after", err)
+        self.assertIn("restarted 1 times already (TRAINGUARD_INPROCESS_RESTARTS=1): exiting 1", err)
+
+    def test_other_exit_codes_are_the_trainers_decision(self):
+        for status in (2, 138, 143):
+            with self.subTest(status=status):
+                code, message, err = self.run_supervised(kills=1, budget=3, how="exit-%d" % status)
+                self.assertEqual((code, message), (status, "the user's own words"), err)
+                self.assertNotIn("starting it again", err)
 
 
 

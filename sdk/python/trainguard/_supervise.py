@@ -9,9 +9,12 @@ recovery").
   once and starts each trainer by fork() of itself (_fork.py): a restart
   does not import torch again. Otherwise, or when that fails before the
   user's code runs, the trainer is a new process, as before.
-- A trainer killed by a signal (SIGKILL of the OOM killer, a segfault) is
-  started again at once, at most TRAINGUARD_INPROCESS_RESTARTS times: no
-  crash-loop back-off, and the survivors never left.
+- A trainer killed by a signal (SIGKILL of the OOM killer, a segfault) or
+  ended by an uncaught exception (exit 1, Python's code for it) is started
+  again at once, at most TRAINGUARD_INPROCESS_RESTARTS times: no crash-loop
+  back-off, the survivors never left, and global rank 0's store stays up.
+  Any other exit code is the trainer's decision and is passed on at once
+  (0, 138 of a survivor that gave up, 143 of a stop, a user's sys.exit(2)).
 - Each restart counts toward the job's in-place cap: the webhook sets the
   budget to the cap (0 once the cap is reached), and the supervisor's exit
   appends "trainguard.io/inprocess-restarts <n>" to the container's
@@ -40,6 +43,7 @@ ENV_TERMINATION_LOG = "TRAINGUARD_TERMINATION_MESSAGE_PATH"  # the webhook's, th
 RESTARTS_PREFIX = "trainguard.io/inprocess-restarts "  # Go: contract.InProcessRestartsPrefix
 _FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+EXIT_EXCEPTION = 1  # Python's exit status for an uncaught exception
 
 
 def restarts(env):
@@ -247,18 +251,27 @@ def _supervise(start, cap, state, done):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARD)
         code = child.wait()
         _reap()
-        if code >= 0:
+        if code >= 0 and code != EXIT_EXCEPTION:
             return code
-        sig = -code
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else "signal %d" % sig
+        how, passed = _death(code)
         if state["stopping"] or done[0] >= cap:
             if not state["stopping"]:
-                _say("the trainer (pid %d) died of %s after %.1fs; restarted %d times already (%s=%d): exiting %d",
-                     child.pid, name, time.monotonic() - started, done[0], ENV_RESTARTS, cap, 128 + sig)
-            return 128 + sig
+                _say("the trainer (pid %d) %s after %.1fs; restarted %d times already (%s=%d): exiting %d",
+                     child.pid, how, time.monotonic() - started, done[0], ENV_RESTARTS, cap, passed)
+            return passed
         done[0] += 1
-        _say("the trainer (pid %d) died of %s; starting it again (%d of %d, %s)", child.pid, name, done[0], cap,
+        _say("the trainer (pid %d) %s; starting it again (%d of %d, %s)", child.pid, how, done[0], cap,
              ENV_RESTARTS)
+
+
+def _death(code):
+    """How a restartable trainer ended, and the exit code that passes it on
+    (128 + signal, as a shell reports a signal's death)."""
+    if code >= 0:
+        return "exited %d (an uncaught exception)" % code, code
+    sig = -code
+    name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else "signal %d" % sig
+    return "died of %s" % name, 128 + sig
 
 
 def _reap():
