@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -77,6 +78,45 @@ func TestInProcessRecoveryKeepsTheSurvivor(t *testing.T) {
 			compareStates(t, dump+".rank1", refDump+".rank1")
 		})
 	}
+}
+
+// TestInProcessRecoveryAfterAnException: a rank's trainer raises (an
+// uncaught exception in the user's code, exit 1) 30 steps into a run with
+// no checkpoint before step 100. Its supervisor starts it again in its
+// container, as after a kill; the survivor keeps its process and hands it
+// the last completed step's state: both ranks end bit-identical to an
+// uninterrupted run. Which rank raises is whichever reaches the file first.
+func TestInProcessRecoveryAfterAnException(t *testing.T) {
+	const steps = "110"
+	refDump := uninterrupted(t, steps, 180*time.Second)
+	job := newRankPods(t)
+	dump, raise := filepath.Join(t.TempDir(), "final"), filepath.Join(t.TempDir(), "raise")
+	ranks := job.startSupervised(t, [2][]string{}, "--steps", steps, "--step-delay", "0.05",
+		"--save-every", "100", "--dump-final", dump, "--raise-if-exists", raise)
+	ranks[0].waitFor(`rank 0: completed step 30 `, 180*time.Second)
+	before := [2]int{trainerPid(t, job.pods[0]), trainerPid(t, job.pods[1])}
+	require.NoError(t, os.WriteFile(raise, nil, 0o644))
+	for rank, r := range ranks {
+		require.NoError(t, r.wait(180*time.Second), "rank %d: %s", rank, r.out.String())
+	}
+	victim := -1
+	for rank, r := range ranks {
+		if strings.Contains(r.out.String(), "RuntimeError: injected failure") {
+			victim = rank
+		}
+	}
+	require.NotEqual(t, -1, victim, "no rank raised: %s", ranks[0].out.String())
+	survivor, out := 1-victim, ranks[victim].out.String()
+	assert.Contains(t, out, "exited 1 (an uncaught exception); starting it again (1 of 3")
+	m := regexp.MustCompile(`rank \d: resumed from peer:rank(\d) at step (\d+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, "the restarted rank did not take its peer's state: %s", out)
+	assert.Equal(t, strconv.Itoa(survivor), m[1])
+	n, err := strconv.Atoi(m[2])
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, 30, "a step completed before the exception was lost")
+	assert.Equal(t, before[survivor], trainerPid(t, job.pods[survivor]), "the survivor's trainer was restarted")
+	compareStates(t, dump+".rank0", refDump+".rank0")
+	compareStates(t, dump+".rank1", refDump+".rank1")
 }
 
 // TestInProcessRecoveryTimesOutInto138: the killed rank is not started
