@@ -68,6 +68,51 @@ def closure(wanted):
     return {n: pkgs[n][0] for n in sorted(seen)}
 
 
+def alternative_groups():
+    """Each update-alternatives group as (link name, chosen path, candidate paths)."""
+    adir, groups = "/var/lib/dpkg/alternatives", []
+    for name in sorted(os.listdir(adir)):
+        with open(os.path.join(adir, name)) as f:
+            lines = f.read().split("\n")
+        slaves = 0
+        while 2 + 2 * slaves < len(lines) and lines[2 + 2 * slaves]:
+            slaves += 1
+        i, candidates = 3 + 2 * slaves, []
+        while i < len(lines) and lines[i]:
+            candidates.append(lines[i])
+            i += 2 + slaves  # path, priority, one line per slave
+        chosen = "/etc/alternatives/" + name
+        if os.path.islink(chosen):
+            groups.append((name, os.path.realpath(chosen), candidates))
+    return groups
+
+
+def owners(paths):
+    """Path -> the installed package that ships it (dpkg -S), for those one does."""
+    out = subprocess.run(["dpkg-query", "-S"] + list(paths), capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        pkg, _, path = line.partition(": ")
+        if "," not in pkg and not pkg.startswith("diversion"):
+            found[path.strip()] = pkg.split(":")[0]
+    return found
+
+
+def image_packages(wanted):
+    """The closure of wanted, plus the package of each update-alternatives
+    choice the host made for a group the closure has a candidate of: a
+    dependency "libblas3 | libblas.so.3" is met by the first installed
+    alternative, while the host's libblas.so.3 link may point at another
+    (OpenBLAS), and the image must hold what its link points at."""
+    pkgs = closure(wanted)
+    groups = alternative_groups()
+    paths = {p for _, chosen, candidates in groups for p in [chosen] + candidates}
+    who = owners(sorted(paths)) if paths else {}
+    extra = sorted({who[chosen] for _, chosen, candidates in groups
+                    if chosen in who and who[chosen] not in pkgs and any(who.get(c) in pkgs for c in candidates)})
+    return closure(list(wanted) + extra) if extra else pkgs
+
+
 def canonical(path):
     """The path inside the image, relative, with a merged-/usr parent resolved."""
     rel = path.lstrip("/")
@@ -161,13 +206,13 @@ def write(out, paths):
 
 def main(argv):
     if len(argv) >= 2 and argv[0] == "--digest":
-        pkgs = closure(argv[1:])
+        pkgs = image_packages(argv[1:])
         print(hashlib.sha256(repr(sorted(pkgs.items())).encode()).hexdigest()[:16], len(pkgs))
         return
     if len(argv) < 2:
         sys.exit(__doc__)
     out, wanted = argv[0], argv[1:]
-    pkgs = closure(wanted)
+    pkgs = image_packages(wanted)
     paths = files(pkgs)
     write(out, paths)
     size = os.path.getsize(out) / 1048576
