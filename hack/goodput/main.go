@@ -13,6 +13,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -81,14 +84,15 @@ func main() {
 	if !*keep {
 		defer r.Cleanup(context.Background())
 	}
+	load := sampleLoad(ctx)
 	res, err := r.Run(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "goodput:", err)
 		exitCode = 2 // after the cleanup
 		return
 	}
-	table := fmt.Sprintf("goodput, seed %d, interval %s, step delay %gs, checkpoint every %d steps, %s\n%s",
-		*seed, *interval, *stepDelay, *saveEvery, res.Start.UTC().Format("2006-01-02 15:04 MST"), res.Table())
+	table := fmt.Sprintf("goodput, seed %d, interval %s, step delay %gs, checkpoint every %d steps, %s\n%s\n%s",
+		*seed, *interval, *stepDelay, *saveEvery, res.Start.UTC().Format("2006-01-02 15:04 MST"), load(), res.Table())
 	fmt.Print(table)
 	progress, events := res.CSV()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -103,6 +107,49 @@ func main() {
 	if len(res.Corrupt) > 0 {
 		fmt.Fprintln(os.Stderr, "goodput: training state not consistent (see the table)")
 		exitCode = 1
+	}
+}
+
+// sampleLoad reads this machine's 1-minute load average every 30 s until
+// ctx ends; the function it returns says what it saw. A run's figures mean
+// little on a machine busy with other work: the reader should see it.
+func sampleLoad(ctx context.Context) func() string {
+	var mu sync.Mutex
+	var seen []float64
+	read := func() {
+		b, err := os.ReadFile("/proc/loadavg")
+		if err != nil {
+			return
+		}
+		var v float64
+		if _, err := fmt.Sscanf(string(b), "%f", &v); err == nil {
+			mu.Lock()
+			seen = append(seen, v)
+			mu.Unlock()
+		}
+	}
+	read()
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return "load average: not readable here (/proc/loadavg)"
+		}
+		s := slices.Sorted(slices.Values(seen))
+		return fmt.Sprintf("load average (1 min, this machine, %d cores, %d samples 30 s apart): min %.1f, median %.1f, max %.1f",
+			runtime.NumCPU(), len(s), s[0], s[len(s)/2], s[len(s)-1])
 	}
 }
 
