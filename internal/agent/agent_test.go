@@ -165,12 +165,15 @@ func TestGiveUpExpiresTheRequestAndDoneComesLast(t *testing.T) {
 	}()
 	termLog := filepath.Join(dir, "termination-log")
 	env := mapEnv(map[string]string{"TRAINGUARD_CHECKPOINT_DIR": dir, "TRAINGUARD_POD_NAME": "p",
-		"TRAINGUARD_TERMINATION_MESSAGE_PATH": termLog})
+		"TRAINGUARD_POD_UID": "uid-1", "TRAINGUARD_TERMINATION_MESSAGE_PATH": termLog})
 	if code := Run([]string{"prestop", "--timeout=300ms"}, env, &bytes.Buffer{}); code != ExitTimeout {
 		t.Fatalf("exit %d, want %d", code, ExitTimeout)
 	}
 	var req Request
 	must(t, readJSONPath(filepath.Join(sigPath, requestFile), &req))
+	if req.Pod != "p" || req.PodUID != "uid-1" {
+		t.Fatalf("the request names pod %q uid %q, want p uid-1: a replacement of the same name would stop for it", req.Pod, req.PodUID)
+	}
 	if !req.Expired || req.Deadline > unixSeconds(time.Now()) {
 		t.Fatalf("request not expired: %+v", req)
 	}

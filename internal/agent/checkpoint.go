@@ -106,6 +106,7 @@ func requestAndWait(ctx context.Context, cfg prestopConfig, sig *dirFD, log *eve
 		Generation:  nextGeneration(sig),
 		Nonce:       nonce,
 		Pod:         cfg.pod,
+		PodUID:      cfg.podUID,
 		RequestedAt: unixSeconds(time.Now()),
 		Deadline:    unixSeconds(deadline),
 		AgentPID:    os.Getpid(),

@@ -47,6 +47,7 @@ type prestopConfig struct {
 	checkpointDir string
 	signalDir     string
 	pod           string
+	podUID        string
 	heartbeatAge  time.Duration // a heartbeat older than this is not fresh
 	heartbeatWait time.Duration // how long to wait for a first fresh heartbeat
 	hook          chainedHook
@@ -120,6 +121,7 @@ func prestopDefaults(env Env) (prestopConfig, error) {
 		checkpointDir:  firstNonEmpty(env("TRAINGUARD_CHECKPOINT_DIR"), env("MIGRATION_CKPT_PATH"), defaultCheckpointDir),
 		signalDir:      firstNonEmpty(env("TRAINGUARD_SIGNAL_DIR"), env("MIGRATION_SIGNAL_PATH")),
 		pod:            firstNonEmpty(env("TRAINGUARD_POD_NAME"), env("HOSTNAME"), hostname()),
+		podUID:         env("TRAINGUARD_POD_UID"),
 		heartbeatAge:   defaultHeartbeatAge,
 		heartbeatWait:  defaultHeartbeatWait,
 		terminationLog: env("TRAINGUARD_TERMINATION_MESSAGE_PATH"),

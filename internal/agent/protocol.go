@@ -29,8 +29,12 @@ type Request struct {
 	// Nonce is 128 random bits, new per request; only an ack that echoes it
 	// counts, so an ack planted in advance or written for another request
 	// (another job, an earlier pod) can never end the wait.
-	Nonce       string  `json:"nonce"`
-	Pod         string  `json:"pod"`
+	Nonce string `json:"nonce"`
+	Pod   string `json:"pod"`
+	// PodUID is the requesting incarnation's: a pod recreated under the
+	// same name (its old node partitioned, then back) shares the signal
+	// dir, and only the incarnation the request names stops for it.
+	PodUID      string  `json:"pod_uid,omitempty"`
 	RequestedAt float64 `json:"requested_at"`
 	// Deadline tells the trainer when the agent stops waiting: a request found
 	// after its deadline (e.g. by a restarted trainer) is stale and ignored.

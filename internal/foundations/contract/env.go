@@ -10,7 +10,10 @@ const (
 	EnvSignalDir     = "TRAINGUARD_SIGNAL_DIR"
 	EnvPodName       = "TRAINGUARD_POD_NAME"
 	// EnvPodUID tells one incarnation of a pod name from the next: the SDK
-	// records it with its fence generation (docs/checkpoint-protocol.md).
+	// records it with its fence generation, and the agent's request names
+	// it, so that a zombie's preStop (its node back from a partition) does
+	// not stop its replacement, which shares the pod name's signal dir
+	// (docs/checkpoint-protocol.md).
 	EnvPodUID         = "TRAINGUARD_POD_UID"
 	EnvPreStopTimeout = "TRAINGUARD_PRESTOP_TIMEOUT"
 	// EnvCheckpointEvery is the SDK's periodic checkpoint interval (a Go
@@ -50,7 +53,7 @@ func EnvVars() []EnvVar {
 		{Name: EnvCheckpointDir, Injected: true, Agent: true, SDK: true},
 		{Name: EnvSignalDir, Injected: true, Agent: true, SDK: true},
 		{Name: EnvPodName, Injected: true, Agent: true, SDK: true},
-		{Name: EnvPodUID, Injected: true, SDK: true},
+		{Name: EnvPodUID, Injected: true, Agent: true, SDK: true},
 		{Name: EnvPreStopTimeout, Injected: true, Agent: true, SDK: true},
 		{Name: EnvMigrationCkptPath, Injected: true, Agent: true, SDK: true},
 		{Name: EnvMigrationSignalPath, Injected: true, Agent: true, SDK: true},

@@ -87,12 +87,13 @@ class Base(unittest.TestCase):
         self.addCleanup(dirs.close)
         return settings, st, cps, dirs, _requests.Requests(settings, dirs)
 
-    def write_request(self, generation, deadline_in=30.0, nonce="0123456789abcdef0123456789abcdef", signal=None):
+    def write_request(self, generation, deadline_in=30.0, nonce="0123456789abcdef0123456789abcdef", signal=None,
+                      **extra):
         signal = signal or self.signal
         os.makedirs(signal, exist_ok=True)
-        proto.write_json_atomic(os.path.join(signal, proto.REQUEST_FILE), {
+        proto.write_json_atomic(os.path.join(signal, proto.REQUEST_FILE), dict({
             "generation": generation, "nonce": nonce, "pod": "pod-0", "requested_at": time.time(),
-            "deadline": time.time() + deadline_in, "agent_pid": 1})
+            "deadline": time.time() + deadline_in, "agent_pid": 1}, **extra))
 
     def read_ack(self):
         return proto.read_json(os.path.join(self.signal, proto.ACK_FILE))

@@ -46,6 +46,30 @@ class RequestsTest(Base):
                                 {"generation": 9, "nonce": NONCE, "status": "ok"})
         self.assertEqual((0, ""), reqs.own_ack())
 
+    def test_a_zombies_request_does_not_stop_its_replacement(self):
+        # The pod's old incarnation (its node back from a partition) runs its
+        # preStop into the signal dir of the pod name, which its replacement
+        # shares: rank 0 takes the checkpoint, only the incarnation named stops.
+        for uid, stops in (("uid-old", False), ("uid-new", True), ("", True)):
+            with self.subTest(request_uid=uid):
+                _, _, _, _, reqs = self.parts(TRAINGUARD_POD_UID="uid-new")
+                self.write_request(3, pod_uid=uid)
+                reqs.scan()
+                reqs.ack(reqs.take(), 12, "trainguard-ckpt-00000001", 99, "")
+                self.assertEqual("ok", self.read_ack()["status"], "the checkpoint is taken either way")
+                if stops:
+                    self.assertEqual((3, NONCE), reqs.own_ack())
+                    continue
+                with self.assertLogs("trainguard", "WARNING") as logs:
+                    self.assertEqual((0, ""), reqs.own_ack())
+                self.assertIn("another incarnation's of this pod (uid 'uid-old', this one is 'uid-new')",
+                              logs.output[0])
+
+    def test_a_malformed_pod_uid_is_refused(self):
+        for uid in (7, "x" * 129):
+            with self.subTest(uid=uid), self.assertRaisesRegex(ValueError, "pod_uid"):
+                proto.parse_request({"generation": 1, "nonce": NONCE, "deadline": 1.0, "pod_uid": uid})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -427,7 +427,18 @@ def parse_request(req):
     expired = req.get("expired", False)
     if not isinstance(expired, bool):
         raise ValueError("expired %r is not a boolean" % (expired,))
-    return {"generation": gen, "nonce": nonce, "deadline": float(deadline), "expired": expired}
+    uid = req.get("pod_uid", "")
+    if not isinstance(uid, str) or len(uid) > 128:
+        raise ValueError("pod_uid is not a pod's UID")
+    return {"generation": gen, "nonce": nonce, "deadline": float(deadline), "expired": expired, "pod_uid": uid}
+
+
+def for_other_incarnation(request, own_uid):
+    """The (parsed) request names another pod of this pod's name: a zombie
+    whose node came back from a partition runs its preStop into the signal
+    dir its replacement shares. A request without a UID (an older agent) is
+    everyone's, as before."""
+    return bool(request["pod_uid"]) and bool(own_uid) and request["pod_uid"] != own_uid
 
 
 def live(request, now):

@@ -243,8 +243,10 @@ class Requests:
     def own_ack(self):
         """(generation, nonce) of the ack in this pod's signal dir, if it
         says ok and answers the request there, which the agent still waits
-        for (same generation and nonce, not expired); else (0, ""). A forged
-        ack with no request behind it once stopped the trainer with 143."""
+        for (same generation and nonce, not expired) on behalf of this
+        incarnation of the pod; else (0, ""). A forged ack with no request
+        behind it once stopped the trainer with 143, and a zombie's preStop
+        its replacement."""
         sig = self.dirs.own()
         if sig is None:
             return 0, ""
@@ -257,6 +259,12 @@ class Requests:
         except ValueError:
             return 0, ""
         if req["generation"] != gen or req["nonce"] != nonce or not proto.live(req, time.time()):
+            return 0, ""
+        if proto.for_other_incarnation(req, self._settings.config.pod_uid):
+            self._warn_once(("incarnation", nonce),
+                            "trainguard: the acknowledged request in %s is another incarnation's of this pod "
+                            "(uid %r, this one is %r): its checkpoint is taken, this trainer does not stop",
+                            sig.path, req["pod_uid"], self._settings.config.pod_uid)
             return 0, ""
         return gen, nonce
 
