@@ -26,8 +26,12 @@ case "$action" in
     ns=${2:?$usage}; claim=${3:?$usage}
     case "$ns$claim" in *[!a-z0-9-]*) die "namespace and claim must be DNS labels: $ns $claim" ;; esac
     # The nodes are one machine: a hostPath PV is shared by all of them.
+    # Each run's claim starts empty, on a volume of its own: an earlier
+    # run's volume (Retain: Released once its namespace went) would never
+    # bind again, and its checkpoints would be resumed from.
     dir=$CLUSTER_DIR/pv/$ns
-    mkdir -p "$dir" && chmod 0777 "$dir"
+    "$CLUSTER_BIN/kubectl" delete pv "goodput-$ns" --ignore-not-found --wait=true >/dev/null
+    rm -rf "$dir" && mkdir -p "$dir" && chmod 0777 "$dir"
     "$CLUSTER_BIN/kubectl" apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: PersistentVolume
