@@ -47,8 +47,9 @@ func SampleOf(p *corev1.Pod, container string, t time.Time) PodSample {
 }
 
 // supervisorLine is trainguard's supervisor starting a trainer a signal
-// killed again in its container (sdk/python/trainguard/_supervise.py).
-var supervisorLine = regexp.MustCompile(`^(\S+) trainguard supervise: the trainer \(pid \d+\) died of \w+; starting it again`)
+// killed or an uncaught exception ended again in its container
+// (sdk/python/trainguard/_supervise.py).
+var supervisorLine = regexp.MustCompile(`^(\S+) trainguard supervise: the trainer \(pid \d+\) (died of \w+|exited 1 \(an uncaught exception\)); starting it again`)
 
 // Timeline is everything recorded of one arm: its trainers' log lines and
 // its pods' samples.
