@@ -69,22 +69,29 @@ def closure(wanted):
 
 
 def alternative_groups():
-    """Each update-alternatives group as (link name, chosen path, candidate paths)."""
+    """Each update-alternatives group as (its (name, link) pairs, the master's
+    first and each slave's after it, and the master's candidate paths), from
+    dpkg's records: dpkg does not list these links as any package's files."""
     adir, groups = "/var/lib/dpkg/alternatives", []
     for name in sorted(os.listdir(adir)):
         with open(os.path.join(adir, name)) as f:
             lines = f.read().split("\n")
-        slaves = 0
-        while 2 + 2 * slaves < len(lines) and lines[2 + 2 * slaves]:
-            slaves += 1
-        i, candidates = 3 + 2 * slaves, []
+        pairs, i = [(name, lines[1])], 2
+        while i + 1 < len(lines) and lines[i]:
+            pairs.append((lines[i], lines[i + 1]))
+            i += 2
+        slaves, i, candidates = len(pairs) - 1, i + 1, []  # past the blank line
         while i < len(lines) and lines[i]:
             candidates.append(lines[i])
             i += 2 + slaves  # path, priority, one line per slave
-        chosen = "/etc/alternatives/" + name
-        if os.path.islink(chosen):
-            groups.append((name, os.path.realpath(chosen), candidates))
+        groups.append((pairs, candidates))
     return groups
+
+
+def chosen(alt):
+    """Where the host's choice for alternative alt points, or None."""
+    link = "/etc/alternatives/" + alt
+    return os.path.realpath(link) if os.path.islink(link) else None
 
 
 def owners(paths):
@@ -105,11 +112,12 @@ def image_packages(wanted):
     alternative, while the host's libblas.so.3 link may point at another
     (OpenBLAS), and the image must hold what its link points at."""
     pkgs = closure(wanted)
-    groups = alternative_groups()
-    paths = {p for _, chosen, candidates in groups for p in [chosen] + candidates}
+    groups = [(chosen(pairs[0][0]), candidates) for pairs, candidates in alternative_groups()]
+    groups = [(c, candidates) for c, candidates in groups if c is not None]
+    paths = {p for c, candidates in groups for p in [c] + candidates}
     who = owners(sorted(paths)) if paths else {}
-    extra = sorted({who[chosen] for _, chosen, candidates in groups
-                    if chosen in who and who[chosen] not in pkgs and any(who.get(c) in pkgs for c in candidates)})
+    extra = sorted({who[c] for c, candidates in groups
+                    if c in who and who[c] not in pkgs and any(who.get(x) in pkgs for x in candidates)})
     return closure(list(wanted) + extra) if extra else pkgs
 
 
@@ -136,21 +144,14 @@ def files(pkgs):
 
 def alternatives(paths):
     """The update-alternatives links (libblas.so.3 for torch, say) whose chosen
-    target is in the image: dpkg does not list them as any package's files."""
-    links, adir = set(), "/var/lib/dpkg/alternatives"
+    target is in the image."""
+    links = set()
     have = {canonical(p) for p in paths}
-    for name in os.listdir(adir):
-        with open(os.path.join(adir, name)) as f:
-            lines = f.read().split("\n")
-        pairs = [(name, lines[1])]
-        i = 2
-        while i + 1 < len(lines) and lines[i]:
-            pairs.append((lines[i], lines[i + 1]))
-            i += 2
+    for pairs, _ in alternative_groups():
         for alt, link in pairs:
-            chosen = "/etc/alternatives/" + alt
-            if os.path.islink(chosen) and canonical(os.path.realpath(chosen)) in have and os.path.islink(link):
-                links.update((chosen, link))
+            target = chosen(alt)
+            if target is not None and canonical(target) in have and os.path.islink(link):
+                links.update(("/etc/alternatives/" + alt, link))
     return links
 
 
