@@ -38,8 +38,8 @@ class Supervise(unittest.TestCase):
         log, runs = os.path.join(d, "termination-log"), os.path.join(d, "runs")
         with open(log, "w") as f:
             f.write("the user's own words")
-        # OMP_NUM_THREADS=1: Debian's OpenBLAS otherwise starts a thread pool at
-        # import torch, and the supervisor (rightly) refuses to fork then.
+        # OMP_NUM_THREADS=1: one BLAS thread per trainer, light on a small
+        # machine (test_openblas_pool_does_not_keep_it_from_forking runs without).
         env = dict(os.environ, PYTHONPATH=SDK, OMP_NUM_THREADS="1", TRAINGUARD_INPROCESS_RESTARTS=str(budget),
                    TRAINGUARD_TERMINATION_MESSAGE_PATH=log)
         for k in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
@@ -83,6 +83,17 @@ class Supervise(unittest.TestCase):
         self.assertIn("exited 1 (an uncaught exception) after", err)
         self.assertIn("restarted 1 times already (TRAINGUARD_INPROCESS_RESTARTS=1): exiting 1", err)
 
+    def test_a_trainer_that_exits_to_rejoin_is_started_again(self):
+        code, message, err = self.run_supervised(kills=2, budget=3, how="exit-75")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(err.count("exited 75 to rejoin its group at a new generation; starting it again"), 2, err)
+        self.assertEqual(message.strip().splitlines()[-1], "trainguard.io/inprocess-restarts 2")
+
+    def test_the_budget_ends_a_rejoin_in_138(self):
+        code, message, err = self.run_supervised(kills=5, budget=1, how="exit-75")
+        self.assertEqual(code, 138, err)
+        self.assertIn("restarted 1 times already (TRAINGUARD_INPROCESS_RESTARTS=1): exiting 138", err)
+
     def test_other_exit_codes_are_the_trainers_decision(self):
         for status in (2, 138, 143):
             with self.subTest(status=status):
@@ -107,6 +118,30 @@ class SuperviseScript(Supervise):
         self.assertIn("the trainer starts as a fork of this process", err)
         self.assertEqual(err.count("forked the trainer (pid"), 2, err)
         self.assertEqual(message.count("trainguard.io/inprocess-restarts"), 1, message)
+
+    def test_openblas_pool_does_not_keep_it_from_forking(self):
+        """Without OMP_NUM_THREADS=1 (as real pods run): `import torch`
+        starts OpenBLAS's pool; the supervisor parks it and forks, and the
+        trainer's BLAS is parallel again (its pool restarted in the child)."""
+        d = tempfile.mkdtemp()
+        out = os.path.join(d, "threads")
+        with open(os.path.join(d, "trainer.py"), "w") as f:
+            f.write("import os, sys, torch\n"
+                    "a = torch.ones(256, 256)\n"
+                    "assert float((a @ a)[0, 0]) == 256.0\n"
+                    "open(sys.argv[1], 'w').write(str(len(os.listdir('/proc/self/task'))))\n")
+        env = dict(os.environ, PYTHONPATH=SDK)
+        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RANK", "WORLD_SIZE", "MASTER_PORT"):
+            env.pop(k, None)
+        p = subprocess.run([sys.executable, "-m", "trainguard", "supervise", "--", sys.executable,
+                            os.path.join(d, "trainer.py"), out], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("the trainer starts as a fork of this process", p.stderr)
+        self.assertEqual(p.stderr.count("forked the trainer (pid"), 1, p.stderr)
+        with open(out) as f:
+            threads = int(f.read())
+        if (os.cpu_count() or 1) > 1:
+            self.assertGreater(threads, 1, "the trainer's BLAS pool did not start again after the fork")
 
 
 if __name__ == "__main__":

@@ -95,10 +95,36 @@ def preload(p):
     return names
 
 
+def park_blas():
+    """Stop OpenBLAS's worker threads, as OpenBLAS's own fork handler does
+    just before a fork(): `import torch` starts them (one per core but
+    one), and while they run this process cannot fork safely. A BLAS call
+    starts them again, in whichever process makes it: the forked trainer
+    gets its full pool; the supervisor makes none. The libraries' names:
+    those found loaded."""
+    parked = []
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    except OSError:
+        return parked
+    import ctypes
+    for path in sorted(p for p in paths if "blas" in os.path.basename(p) and ".so" in os.path.basename(p)):
+        try:
+            stop = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY).blas_thread_shutdown_
+        except (OSError, AttributeError):
+            continue  # not OpenBLAS (the reference BLAS has no pool)
+        stop()
+        parked.append(os.path.basename(path))
+    return parked
+
+
 def unsafe():
     """Why this process must not fork now, or "": a fork keeps only the
     calling thread, so another thread's locks (torch's intra-op pools,
-    OpenMP's) would stay held in the child for ever."""
+    OpenMP's) would stay held in the child for ever. OpenBLAS's pool is
+    parked first (park_blas)."""
+    park_blas()
     try:
         threads = len(os.listdir("/proc/self/task"))
     except OSError as e:
