@@ -452,19 +452,38 @@ class SupersededTest(unittest.TestCase):
         self.assertIsNone(loss.superseded.observe(4, 5), "no step since, but 4 is the re-formed group's")
         self.assertEqual(5, loss.superseded.observe(5, 5))
 
-    def test_the_watch_exits_retryably_on_a_newer_generation(self):
+    def watching(self, env):
         calls = []
         loss = peer.PeerLoss.__new__(peer.PeerLoss)
         loss.peers, loss.superseded, loss.started, loss.paused = peer.Peers(), peer.Superseded(), 50.0, False
         loss._state = types.SimpleNamespace(step=5)
-        loss._settings = types.SimpleNamespace(config=types.SimpleNamespace(rank=1))
-        loss.lost = lambda exc, why, main: calls.append(str(exc))
+        loss._settings = types.SimpleNamespace(config=types.SimpleNamespace(rank=1), env=env)
+        loss.lost = lambda exc, why, main, code: calls.append((str(exc), code))
+        return loss, calls
+
+    def test_the_watch_exits_retryably_on_a_newer_generation(self):
+        loss, calls = self.watching({})
         zombie = {"master-0": {"started": 10.0, "time": 100.0}}  # the old rank 0's heartbeat, still written
         loss.watch(zombie, 3)
         with mock.patch.object(peer.os, "_exit") as exit_:
             loss.watch(zombie, 4)
         exit_.assert_called_once_with(peer.EXIT_PEER_LOST)
-        self.assertIn("claimed fence generation 4 (after 3)", calls[0])
+        self.assertIn("claimed fence generation 4 (after 3)", calls[0][0])
+        self.assertEqual(peer.EXIT_PEER_LOST, calls[0][1])
+
+    def test_under_the_supervisor_the_watch_exits_to_rejoin(self):
+        """The supervisor starts it again in the container (its store stays
+        up); without one, 138 as before."""
+        for env, want in (({peer.ENV_SUPERVISED: "1"}, peer.EXIT_REJOIN), ({peer.ENV_SUPERVISED: "0"}, 138)):
+            with self.subTest(env=env):
+                loss, calls = self.watching(env)
+                worker = {"worker-0": {"started": 40.0, "time": 100.0}}
+                loss.watch(worker, None)  # the incarnation it trains with
+                with mock.patch.object(peer.os, "_exit") as exit_:
+                    loss.watch({"worker-0": {"started": 90.0, "time": 100.0}}, None)  # a new one
+                exit_.assert_called_once_with(want)
+                self.assertEqual(want, calls[0][1])
+                self.assertIn("the trainer of worker-0 restarted", calls[0][0])
 
 if __name__ == "__main__":
     logging.basicConfig()

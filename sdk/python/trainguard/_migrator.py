@@ -267,8 +267,9 @@ class Migrator:
             if why is not None and self._recovery.recover(e, why):
                 return  # the group is whole again: steps() yields this step again
             if why is not None:
-                self._peer.lost(e, why, True, traceback=True)
-                raise SystemExit(peer.EXIT_PEER_LOST) from e
+                code = self._recovery.exit_code
+                self._peer.lost(e, why, True, traceback=True, code=code)
+                raise SystemExit(code) from e
             raise
         self._state.completed()
         self._checkpoints.writer.raise_if_fenced()

@@ -37,6 +37,21 @@ log = logging.getLogger("trainguard")
 # trainer meets by accident sends SIGUSR1. Go: contract.ExitPeerLost.
 EXIT_PEER_LOST = 138
 
+# A trainer under trainguard's supervisor whose group goes on without it
+# (a peer it waited for came back as a new incarnation; rank 0's pod was
+# replaced) asks its supervisor to start it again in the container, at the
+# job's next generation: the store that rank 0's supervisor hosts stays up,
+# where the kubelet's restart of the container would replace it. The
+# supervisor passes EXIT_PEER_LOST on when it does not restart it, so the
+# code never leaves the container. 75: EX_TEMPFAIL, "try again".
+EXIT_REJOIN = 75
+ENV_SUPERVISED = "TRAINGUARD_SUPERVISED"  # set by the supervisor for its trainer
+
+
+def rejoin_exit(env):
+    """EXIT_REJOIN under the supervisor, EXIT_PEER_LOST without one."""
+    return EXIT_REJOIN if env.get(ENV_SUPERVISED) == "1" else EXIT_PEER_LOST
+
 # (why, pattern) in the exception's message. Each names a peer that went away
 # or a collective that waited for one in vain; nothing here matches what a
 # user's own mistake produces (a shape mismatch, an invalid argument).
@@ -334,19 +349,21 @@ class PeerLoss:
         self.peers = Peers()
         self.superseded = Superseded()
 
-    def lost(self, exc, why, main, traceback=False):
+    def lost(self, exc, why, main, traceback=False, code=EXIT_PEER_LOST):
         """exc (classify() says why) failed because a peer is gone; main: in
-        the main thread, whose exit a watchdog then bounds."""
+        the main thread, whose exit a watchdog then bounds; code: the exit
+        that follows (EXIT_PEER_LOST, or EXIT_REJOIN to the supervisor)."""
         if self._lost:
             return
         self._lost = True
         cfg = self._settings.config
-        log.error("trainguard: rank %d: a peer is gone (%s: %s: %s); exiting %d (retryable) after step %d",
-                  cfg.rank, why, type(exc).__name__, exc, EXIT_PEER_LOST, self._state.step,
-                  exc_info=exc if traceback else None)
+        log.error("trainguard: rank %d: a peer is gone (%s: %s: %s); exiting %d (%s) after step %d",
+                  cfg.rank, why, type(exc).__name__, exc, code,
+                  "to rejoin: the supervisor starts it again" if code == EXIT_REJOIN else "retryable",
+                  self._state.step, exc_info=exc if traceback else None)
         self.last_words()
         if main and cfg.exit_grace > 0:
-            exiting.start_watchdog(cfg.exit_grace, EXIT_PEER_LOST)
+            exiting.start_watchdog(cfg.exit_grace, code)
         exiting.flush_output()
 
     def last_words(self):
@@ -441,5 +458,6 @@ class PeerLoss:
                                 % (newer, self.superseded.known, self._settings.config.rank, self._state.step))
         else:
             return
-        self.lost(exc, "a peer restarted", False)
-        os._exit(EXIT_PEER_LOST)
+        code = rejoin_exit(self._settings.env)
+        self.lost(exc, "a peer restarted", False, code=code)
+        os._exit(code)

@@ -28,7 +28,7 @@ from . import _wire as wire
 
 log = logging.getLogger("trainguard")
 
-ENV_SUPERVISED = "TRAINGUARD_SUPERVISED"  # set by the supervisor for its trainer
+ENV_SUPERVISED = peer.ENV_SUPERVISED
 ENV_TIMEOUT = "TRAINGUARD_REFORM_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
 PREFIX = "/worker/attempt_%d"
@@ -307,6 +307,7 @@ class Recovery:
         self._settings, self._state, self._peer_loss = settings, state, peer_loss
         self.driven = False
         self._joined = None  # the generation of the last re-formation, None: the supervisor's
+        self.exit_code = peer.EXIT_PEER_LOST  # when recover() returns False
 
     @property
     def _env(self):
@@ -376,6 +377,7 @@ class Recovery:
         a new generation (training goes on at the step abandoned); False for
         the present path (dying gasp, exit 138). When the returning rank
         refuses the state, exits 138 without a gasp."""
+        self.exit_code = peer.EXIT_PEER_LOST
         try:
             return self._recover(exc, why)
         except Refused as e:
@@ -417,9 +419,13 @@ class Recovery:
             store = connect(env, bound)
             joined = self._joined if self._joined is not None else generation(env)
             if replaced(store, rank, joined):
+                # The new rank 0 waits at its first generation: a new
+                # trainer of this container joins it there (the supervisor
+                # starts one at once), this process cannot.
+                self.exit_code = peer.rejoin_exit(env)
                 log.error("trainguard: rank %d: the job's rendezvous store is not the one this process joined at "
-                          "generation %d (rank 0's pod was replaced); exiting %d (retryable): the job restarts from "
-                          "the checkpoint", rank, joined, peer.EXIT_PEER_LOST)
+                          "generation %d (rank 0's pod was replaced); exiting %d: the job restarts from "
+                          "the checkpoint", rank, joined, self.exit_code)
                 return False
             gen = join_generation(store, rank)
             arrive(store, gen)

@@ -13,6 +13,10 @@ recovery").
   ended by an uncaught exception (exit 1, Python's code for it) is started
   again at once, at most TRAINGUARD_INPROCESS_RESTARTS times: no crash-loop
   back-off, the survivors never left, and global rank 0's store stays up.
+  So is a trainer that exited 75 (_peer.EXIT_REJOIN: the SDK's "my group
+  went on without me", a peer it waited for came back as a new incarnation
+  or rank 0's pod was replaced): it joins the job's next generation, and
+  when it is not started again the supervisor exits 138 for it.
   Any other exit code is the trainer's decision and is passed on at once
   (0, 138 of a survivor that gave up, 143 of a stop, a user's sys.exit(2)).
 - Each restart counts toward the job's in-place cap: the webhook sets the
@@ -33,6 +37,7 @@ import sys
 import time
 
 from . import _fork
+from . import _peer as peer
 from . import _reform as reform
 
 log = logging.getLogger("trainguard")
@@ -154,10 +159,7 @@ class _Start:
         child_env = dict(self.env)
         if self.joins:
             try:
-                if self.store is None:  # after the fork path failed
-                    self.store = reform.connect(self.env, max(reform.timeout(self.env), 60.0))
-                gen = self.generation if self.generation is not None else reform.join_generation(self.store,
-                                                                                                self.ranks[0])
+                gen = self.generation if self.generation is not None else self._join()
                 child_env.update(_supervised(gen))
             except Exception as e:
                 self._no_store("%s: %s" % (type(e).__name__, e))
@@ -167,6 +169,22 @@ class _Start:
         except OSError as e:
             _say("cannot start %s: %s", self.argv[0], e)
             return None
+
+    def _join(self):
+        """The next generation, from this supervisor's client of the store.
+        A worker's client whose store is gone (rank 0's pod was replaced,
+        MASTER_ADDR names its successor now) connects again, once."""
+        for attempt in (1, 2):
+            if self.store is None:  # the first join of the new-process path, or after the fork path failed
+                self.store = reform.connect(self.env, max(reform.timeout(self.env), 60.0))
+            try:
+                return reform.join_generation(self.store, self.ranks[0])
+            except Exception as e:
+                if attempt == 2 or self.ranks[0] == 0:
+                    raise
+                _say("the job's store does not answer (%s: %s): connecting to %s:%s again", type(e).__name__, e,
+                     self.env.get("MASTER_ADDR"), self.env.get("MASTER_PORT"))
+                self.store = None
 
     def _ignored_as_before(self):
         """In the new process before its exec: a forwarded signal the
@@ -251,7 +269,7 @@ def _supervise(start, cap, state, done):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARD)
         code = child.wait()
         _reap()
-        if code >= 0 and code != EXIT_EXCEPTION:
+        if code >= 0 and code not in (EXIT_EXCEPTION, peer.EXIT_REJOIN):
             return code
         how, passed = _death(code)
         if state["stopping"] or done[0] >= cap:
@@ -267,6 +285,8 @@ def _supervise(start, cap, state, done):
 def _death(code):
     """How a restartable trainer ended, and the exit code that passes it on
     (128 + signal, as a shell reports a signal's death)."""
+    if code == peer.EXIT_REJOIN:
+        return "exited %d to rejoin its group at a new generation" % code, peer.EXIT_PEER_LOST
     if code >= 0:
         return "exited %d (an uncaught exception)" % code, code
     sig = -code
