@@ -416,7 +416,18 @@ class Recovery:
             rank, world = cfg.rank, cfg.world_size
         self._peer_loss.paused = True  # the restarted peer is the one awaited
         try:
-            store = connect(env, bound)
+            try:
+                store = connect(env, bound)
+            except Exception as e:
+                # Rank 0's pod is gone with the store: the group goes on only
+                # with its successor's, which a new trainer of this container
+                # joins when it comes (as the kubelet's restart would, without
+                # its back-off).
+                self.exit_code = peer.rejoin_exit(env)
+                log.error("trainguard: rank %d: the job's rendezvous store at %s:%s did not answer within %gs (%s): "
+                          "%s: %s; exiting %d", rank, env.get("MASTER_ADDR"), env.get("MASTER_PORT"), bound,
+                          ENV_TIMEOUT, type(e).__name__, e, self.exit_code)
+                return False
             joined = self._joined if self._joined is not None else generation(env)
             if replaced(store, rank, joined):
                 # The new rank 0 waits at its first generation: a new
