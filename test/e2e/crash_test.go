@@ -176,12 +176,19 @@ func (e *env) restartNode(ctx context.Context, t *testing.T, idx string) {
 	e.waitNodeReady(ctx, t, idx)
 }
 
-// waitNodeReady waits until node idx reports Ready again.
+// waitNodeReady waits until node idx reports Ready again and the node
+// lifecycle controller has lifted its not-ready and unreachable taints, so
+// the lane's next scenario starts on a node that is wholly back.
 func (e *env) waitNodeReady(ctx context.Context, t *testing.T, idx string) {
 	err := poll(ctx, 2*time.Second, 2*time.Minute, func() (bool, error) {
 		n, err := e.cs.CoreV1().Nodes().Get(ctx, "tg-node-"+idx, metav1.GetOptions{})
 		if err != nil {
 			return false, err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+				return false, nil
+			}
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {

@@ -217,7 +217,7 @@ func classifyNode(in Input, opts Options) nodeState {
 		// Unknown only some time later): the kubelet missed every renewal
 		// of its Lease for the whole lease duration.
 		return nodeState{health: nodeLost, why: fmt.Sprintf("node %s: kubelet silent for %s, its Lease not renewed (--lease-lost-after %s)",
-			name, in.KubeletSilentFor.Round(time.Second), opts.LeaseLostAfter.Duration)}
+			name, silence(in).Round(time.Second), opts.LeaseLostAfter.Duration)}
 	}
 	status, since := readyCondition(node)
 	if status != corev1.ConditionTrue {

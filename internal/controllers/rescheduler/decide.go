@@ -202,16 +202,35 @@ func unreachable(in Input, opts Options) (time.Duration, string) {
 	if status != corev1.ConditionTrue {
 		down, how = in.Now.Sub(since), "Ready="+string(status)
 	}
-	if kubeletSilent(in, opts.LeaseLostAfter.Duration) && in.KubeletSilentFor > down {
-		down, how = in.KubeletSilentFor, "kubelet silent, Lease not renewed"
+	if kubeletSilent(in, opts.LeaseLostAfter.Duration) && silence(in) > down {
+		down, how = silence(in), "kubelet silent, Lease not renewed"
 	}
 	return down, how
 }
 
-// kubeletSilent says whether the node's kubelet has not renewed its Lease
-// for at least d.
+// kubeletSilent says whether the node's kubelet has said nothing for at
+// least d.
 func kubeletSilent(in Input, d time.Duration) bool {
-	return in.LeaseKnown && in.KubeletSilentFor >= d
+	return in.LeaseKnown && silence(in) >= d
+}
+
+// silence is how long the node's kubelet has said nothing: since the last
+// renewal of its Lease seen, or since its Ready condition turned True when
+// that is later. A kubelet back from the dead posts Ready before its first
+// renewal reaches trainguard's cache; the node's new pods (scheduled there
+// because it is Ready) were deleted on the old silence, and the job
+// recorded a strike against a node that was up. The node lifecycle
+// controller, too, takes the newer of the two heartbeats. Only the
+// kubelet writes Ready=True; a partitioned one cannot.
+func silence(in Input) time.Duration {
+	d := in.KubeletSilentFor
+	if in.Node == nil {
+		return d
+	}
+	if status, since := readyCondition(in.Node); status == corev1.ConditionTrue && in.Now.Sub(since) < d {
+		d = max(in.Now.Sub(since), 0)
+	}
+	return d
 }
 
 // readyCondition is the node's Ready status and when it last changed;

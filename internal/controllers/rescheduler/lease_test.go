@@ -69,6 +69,25 @@ func TestSilentKubeletIsLostBeforeNotReady(t *testing.T) {
 	assert.Equal(t, ActionNone, d.Action, "a cordon is not a failure")
 }
 
+// A kubelet back from the dead posts Ready=True before its first Lease
+// renewal reaches the cache: the node is up, and its new pods stay (on the
+// cluster, a job placed on a node just restarted lost both pods and
+// recorded a strike against it). Silence counts again from that Ready.
+func TestReadyAgainIsTheKubeletSpeaking(t *testing.T) {
+	opts := DefaultOptions()
+	back := newNode("n1", corev1.ConditionTrue, 3*time.Second)
+	d := Decide(silentInput(newPod(), back, 52*time.Second), opts)
+	assert.Equal(t, ActionNone, d.Action, "Ready=True 3 s ago, Lease silent 52 s: %+v", d)
+
+	d = Decide(silentInput(newPod(), newNode("n1", corev1.ConditionTrue, 26*time.Second), 52*time.Second), opts)
+	assert.Equal(t, ActionEvict, d.Action, "silent again for --lease-lost-after since that Ready")
+	assert.Contains(t, d.Message, "kubelet silent for 26s")
+
+	d = Decide(silentInput(newPod(), newNode("n1", corev1.ConditionUnknown, 3*time.Second), 52*time.Second), opts)
+	assert.Equal(t, ActionEvict, d.Action, "a transition to Unknown is the node lifecycle controller's, not the kubelet speaking")
+	assert.Contains(t, d.Message, "kubelet silent for 52s")
+}
+
 // The graceful delete of a pod on a silent node is escalated without
 // waiting --grace-over-time: no kubelet is there to carry it out.
 func TestSilentKubeletGracefulDeleteIsForcedAtTheBound(t *testing.T) {
