@@ -19,11 +19,17 @@ import (
 // supervisor as its command: python3 -m trainguard supervise -- train.py.
 func (r rankPods) startSupervised(t testing.TB, extra [2][]string, args ...string) [2]*proc {
 	var procs [2]*proc
-	for rank, p := range r.pods {
-		argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
-		procs[rank] = startProc(t, p.env(r.env(rank, extra[rank]...)...), argv...)
+	for rank := range r.pods {
+		procs[rank] = r.startRank(t, rank, extra[rank], args...)
 	}
 	return procs
+}
+
+// startRank starts one rank's pod under the supervisor: at the job's
+// start, or as the replacement of a pod that died.
+func (r rankPods) startRank(t testing.TB, rank int, extra []string, args ...string) *proc {
+	argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
+	return startProc(t, r.pods[rank].env(r.env(rank, extra...)...), argv...)
 }
 
 // trainerPid is the pid of the trainer of pod p, from its heartbeat.
@@ -91,13 +97,9 @@ func TestInProcessRecoveryAfterAnException(t *testing.T) {
 	job := newRankPods(t)
 	dump, raise := filepath.Join(t.TempDir(), "final"), filepath.Join(t.TempDir(), "raise")
 	args := []string{"--steps", steps, "--step-delay", "0.05", "--save-every", "100", "--dump-final", dump}
-	var ranks [2]*proc
-	for rank, p := range job.pods {
-		argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
-		if rank == 0 { // only rank 0 looks for the file
-			argv = append(argv, "--raise-if-exists", raise)
-		}
-		ranks[rank] = startProc(t, p.env(job.env(rank)...), argv...)
+	ranks := [2]*proc{
+		job.startRank(t, 0, nil, append(args, "--raise-if-exists", raise)...), // only rank 0 looks for the file
+		job.startRank(t, 1, nil, args...),
 	}
 	ranks[0].waitFor(`rank 0: completed step 30 `, 180*time.Second)
 	survivor := trainerPid(t, job.pods[1])
@@ -186,8 +188,7 @@ func TestInProcessRecoveryWhenAPeerVanishes(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	require.Nil(t, ranks[0].cmd.ProcessState, "rank 0 ended though its peer only went silent")
 
-	argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
-	replacement := startProc(t, job.pods[1].env(job.env(1)...), argv...)
+	replacement := job.startRank(t, 1, nil, args...)
 	m := ranks[0].waitFor(`dying gasp: committed (\S+), the last completed step (\d+)`, 60*time.Second)
 	ranks[0].waitFor(`exited 75 to rejoin its group at a new generation; starting it again \(1 of 3`, 60*time.Second)
 	for rank, r := range []*proc{ranks[0], replacement} {
@@ -217,8 +218,7 @@ func TestInProcessRecoveryWhenRank0sPodIsReplaced(t *testing.T) {
 	ranks[1].waitFor(`store at 127\.0\.0\.1:\d+ did not answer within 3s`, 60*time.Second)
 	ranks[1].waitFor(`exited 75 to rejoin its group at a new generation; starting it again \(1 of 3`, 60*time.Second)
 
-	argv := append([]string{python, "-m", "trainguard", "supervise", "--", python, "examples/trainer/train.py"}, args...)
-	replacement := startProc(t, job.pods[0].env(job.env(0)...), argv...)
+	replacement := job.startRank(t, 0, nil, args...)
 	want := replacement.waitFor(`rank 0: resumed from (\S+) at step (\d+)`, 120*time.Second)
 	got := ranks[1].waitFor(`rank 1: resumed from (\S+) at step (\d+)`, 120*time.Second)
 	assert.Equal(t, want[1:], got[1:], "both ranks resume from the same checkpoint")
