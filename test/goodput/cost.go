@@ -46,10 +46,10 @@ func SampleOf(p *corev1.Pod, container string, t time.Time) PodSample {
 	return s
 }
 
-// supervisorLine is trainguard's supervisor starting a trainer a signal
-// killed or an uncaught exception ended again in its container
-// (sdk/python/trainguard/_supervise.py).
-var supervisorLine = regexp.MustCompile(`^(\S+) trainguard supervise: the trainer \(pid \d+\) (died of \w+|exited 1 \(an uncaught exception\)); starting it again`)
+// supervisorLine is trainguard's supervisor starting a trainer again in
+// its container: one a signal killed, one an uncaught exception ended, or
+// one that exited to rejoin its group (sdk/python/trainguard/_supervise.py).
+var supervisorLine = regexp.MustCompile(`^(\S+) trainguard supervise: the trainer \(pid \d+\) (died of \w+|exited 1 \(an uncaught exception\)|exited 75 to rejoin its group at a new generation); starting it again`)
 
 // Timeline is everything recorded of one arm: its trainers' log lines and
 // its pods' samples.

@@ -110,6 +110,10 @@ func TestCostOfAnInProcessRecovery(t *testing.T) {
 	lines[len(logOf(t0, 1, 100))] = sec(100.8).Format(time.RFC3339Nano) +
 		" trainguard supervise: the trainer (pid 57) exited 1 (an uncaught exception); starting it again (1 of 10, TRAINGUARD_INPROCESS_RESTARTS)"
 	require.Equal(t, []time.Time{sec(100.8)}, NewTimeline(lines, pods).Supervisor)
+	// So is a survivor's restart to rejoin its group.
+	lines[len(logOf(t0, 1, 100))] = sec(100.8).Format(time.RFC3339Nano) +
+		" trainguard supervise: the trainer (pid 57) exited 75 to rejoin its group at a new generation; starting it again (1 of 10, TRAINGUARD_INPROCESS_RESTARTS)"
+	require.Equal(t, []time.Time{sec(100.8)}, NewTimeline(lines, pods).Supervisor)
 
 	c := CostOf(tl, time.Second, sec(100.5), sec(180))
 	assert.Equal(t, "0.3s + 4.2s + 0.0s = 4.5s", c.String())
