@@ -207,23 +207,28 @@ func TestInProcessRecoveryWhenAPeerVanishes(t *testing.T) {
 // cannot re-form with a store that is gone: it exits to rejoin, its
 // supervisor starts it again in its container (no kubelet restart, no
 // crash-loop back-off), and that trainer joins the replacement's new store;
-// both resume from the last periodic checkpoint.
+// both resume from the last periodic checkpoint. Forked trainers, and
+// trainers started as new processes (whose supervisor joins for them).
 func TestInProcessRecoveryWhenRank0sPodIsReplaced(t *testing.T) {
-	job := newRankPods(t)
-	args := []string{"--steps", "60", "--step-delay", "0.05", "--save-every", "10"}
-	ranks := job.startSupervised(t, [2][]string{{}, {"TRAINGUARD_REFORM_TIMEOUT=3s"}}, args...)
-	ranks[0].waitFor(`rank 0: completed step 25 `, 180*time.Second)
-	ranks[0].signal(syscall.SIGKILL) // the pod: supervisor, store and trainer
-	ranks[0].wait(30 * time.Second)
-	ranks[1].waitFor(`store at 127\.0\.0\.1:\d+ did not answer within 3s`, 60*time.Second)
-	ranks[1].waitFor(`exited 75 to rejoin its group at a new generation; starting it again \(1 of 3`, 60*time.Second)
+	for name, env := range map[string][]string{"fork": nil, "new process": {"TRAINGUARD_FORK=0"}} {
+		t.Run(name, func(t *testing.T) {
+			job := newRankPods(t)
+			args := []string{"--steps", "60", "--step-delay", "0.05", "--save-every", "10"}
+			ranks := job.startSupervised(t, [2][]string{env, append([]string{"TRAINGUARD_REFORM_TIMEOUT=3s"}, env...)}, args...)
+			ranks[0].waitFor(`rank 0: completed step 25 `, 180*time.Second)
+			ranks[0].signal(syscall.SIGKILL) // the pod: supervisor, store and trainer
+			ranks[0].wait(30 * time.Second)
+			ranks[1].waitFor(`store at 127\.0\.0\.1:\d+ did not answer within 3s`, 60*time.Second)
+			ranks[1].waitFor(`exited 75 to rejoin its group at a new generation; starting it again \(1 of 3`, 60*time.Second)
 
-	replacement := job.startRank(t, 0, nil, args...)
-	want := replacement.waitFor(`rank 0: resumed from (\S+) at step (\d+)`, 120*time.Second)
-	got := ranks[1].waitFor(`rank 1: resumed from (\S+) at step (\d+)`, 120*time.Second)
-	assert.Equal(t, want[1:], got[1:], "both ranks resume from the same checkpoint")
-	for rank, r := range []*proc{replacement, ranks[1]} {
-		require.NoError(t, r.wait(180*time.Second), "rank %d: %s", rank, r.out.String())
+			replacement := job.startRank(t, 0, env, args...)
+			want := replacement.waitFor(`rank 0: resumed from (\S+) at step (\d+)`, 120*time.Second)
+			got := ranks[1].waitFor(`rank 1: resumed from (\S+) at step (\d+)`, 120*time.Second)
+			assert.Equal(t, want[1:], got[1:], "both ranks resume from the same checkpoint")
+			for rank, r := range []*proc{replacement, ranks[1]} {
+				require.NoError(t, r.wait(180*time.Second), "rank %d: %s", rank, r.out.String())
+			}
+			assert.NotContains(t, ranks[1].out.String(), "exiting 138", "the worker's container would have restarted")
+		})
 	}
-	assert.NotContains(t, ranks[1].out.String(), "exiting 138", "the worker's container would have restarted")
 }

@@ -7,9 +7,13 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SDK = os.path.dirname(HERE)
+sys.path.insert(0, SDK)
+
+from trainguard import _supervise as sup  # noqa: E402
 
 # Ends itself HOW (kill: SIGKILL; raise: an uncaught exception; exit-N:
 # sys.exit(N)) while the counter file holds fewer than N lines.
@@ -142,6 +146,31 @@ class SuperviseScript(Supervise):
             threads = int(f.read())
         if (os.cpu_count() or 1) > 1:
             self.assertGreater(threads, 1, "the trainer's BLAS pool did not start again after the fork")
+
+
+class Joins(unittest.TestCase):
+    """Where the new-process path's supervisor joins each generation."""
+
+    def joins(self, rank, n):
+        start = sup._Start.__new__(sup._Start)
+        start.env, start.ranks, start.store = {"MASTER_ADDR": "m", "MASTER_PORT": "1"}, (rank, 2), "hosted"
+        connected = []
+        with mock.patch.object(sup.reform, "connect", side_effect=lambda env, wait: connected.append(1) or object()), \
+                mock.patch.object(sup.reform, "join_generation", side_effect=lambda store, r: len(connected)):
+            gens = [start._join() for _ in range(n)]
+        return gens, len(connected)
+
+    def test_a_worker_connects_afresh_for_each_join(self):
+        """After its first join (on the client that proved the store there)
+        each join of a worker connects again: rank 0 may have been replaced,
+        and a client of a partitioned one hung for minutes."""
+        gens, connects = self.joins(rank=1, n=3)
+        self.assertEqual(2, connects)
+        self.assertEqual([0, 1, 2], gens)
+
+    def test_rank_0_keeps_the_store_it_hosts(self):
+        gens, connects = self.joins(rank=0, n=3)
+        self.assertEqual(0, connects)
 
 
 if __name__ == "__main__":

@@ -171,20 +171,16 @@ class _Start:
             return None
 
     def _join(self):
-        """The next generation, from this supervisor's client of the store.
-        A worker's client whose store is gone (rank 0's pod was replaced,
-        MASTER_ADDR names its successor now) connects again, once."""
-        for attempt in (1, 2):
-            if self.store is None:  # the first join of the new-process path, or after the fork path failed
-                self.store = reform.connect(self.env, max(reform.timeout(self.env), 60.0))
-            try:
-                return reform.join_generation(self.store, self.ranks[0])
-            except Exception as e:
-                if attempt == 2 or self.ranks[0] == 0:
-                    raise
-                _say("the job's store does not answer (%s: %s): connecting to %s:%s again", type(e).__name__, e,
-                     self.env.get("MASTER_ADDR"), self.env.get("MASTER_PORT"))
-                self.store = None
+        """The next generation, from this supervisor's client of the store
+        (global rank 0's: the store it hosts). A worker's next join connects
+        afresh: by then MASTER_ADDR may name a new rank 0, and a client of
+        the old one, its node partitioned, waited minutes for an answer."""
+        if self.store is None:  # a worker's, or rank 0's after the fork path failed
+            self.store = reform.connect(self.env, max(reform.timeout(self.env), 60.0))
+        gen = reform.join_generation(self.store, self.ranks[0])
+        if self.ranks[0] != 0:
+            self.store = None
+        return gen
 
     def _ignored_as_before(self):
         """In the new process before its exec: a forwarded signal the
