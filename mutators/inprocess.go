@@ -39,7 +39,8 @@ func Supervised(c *corev1.Container) bool {
 // InProcess runs the training container's command under the SDK's
 // supervisor where the effective policy asks for it
 // (trainguard.io/in-process-recovery: enabled): a trainer a signal killed
-// or an uncaught exception ended (exit 1) is started again in its
+// or an uncaught exception ended (exit 1), or one that left a group that
+// went on without it (exit 75, the SDK's rejoin), is started again in its
 // container at once, and the surviving ranks
 // re-form the group in their own processes. Its budget of restarts is the
 // job's in-place cap (trainguard.io/max-reschedules), 0 once the
