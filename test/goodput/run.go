@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -334,11 +335,23 @@ func (r *Runner) setup(ctx context.Context) error {
 			}
 		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: urgentNS(r.cfg.Arms)}}
-	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
+	return r.createNamespace(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: urgentNS(r.cfg.Arms)}})
+}
+
+// createNamespace creates ns, or finds it there. One still terminating
+// (the previous run's Cleanup on the same cluster) is waited out first:
+// nothing can be created in it.
+func (r *Runner) createNamespace(ctx context.Context, ns *corev1.Namespace) error {
+	return wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		old, err := r.cs.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
+		if err == nil && old.DeletionTimestamp != nil {
+			return false, nil
+		}
+		if _, err := r.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+		return true, nil
+	})
 }
 
 func urgentNS(arms []Arm) string { return arms[0].Namespace + "-urgent" }
@@ -351,7 +364,7 @@ func (r *Runner) namespace(ctx context.Context, a Arm) error {
 	if a.Trainguard {
 		ns.Annotations = map[string]string{"trainguard.io/inject": "enabled"}
 	}
-	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.createNamespace(ctx, ns); err != nil {
 		return err
 	}
 	_, err := r.run(ctx, r.cfg.Hook, "claim", a.Namespace, r.cfg.Claim)
