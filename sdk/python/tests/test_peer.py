@@ -485,6 +485,14 @@ class SupersededTest(unittest.TestCase):
                 self.assertEqual(want, calls[0][1])
                 self.assertIn("the trainer of worker-0 restarted", calls[0][0])
 
+    def test_a_pod_being_stopped_does_not_rejoin(self):
+        """Its preStop asked for a checkpoint: a trainer started again would
+        hold the pod until the end of its grace period."""
+        loss, _ = self.watching({peer.ENV_SUPERVISED: "1"})
+        self.assertEqual(peer.EXIT_REJOIN, loss.rejoin_code())
+        loss.pod_stopping = lambda: True
+        self.assertEqual(peer.EXIT_PEER_LOST, loss.rejoin_code())
+
 if __name__ == "__main__":
     logging.basicConfig()
     unittest.main()

@@ -65,6 +65,15 @@ class RequestsTest(Base):
                 self.assertIn("another incarnation's of this pod (uid 'uid-old', this one is 'uid-new')",
                               logs.output[0])
 
+    def test_a_stop_requested_for_this_incarnation_answered_or_not(self):
+        _, _, _, _, reqs = self.parts(TRAINGUARD_POD_UID="uid-new")
+        self.assertFalse(reqs.own_stop_requested(), "no request")
+        for uid, stopping in (("uid-old", False), ("uid-new", True), ("", True)):
+            with self.subTest(request_uid=uid):
+                _, _, _, _, reqs = self.parts(TRAINGUARD_POD_UID="uid-new")
+                self.write_request(3, pod_uid=uid)
+                self.assertEqual(stopping, reqs.own_stop_requested())
+
     def test_a_malformed_pod_uid_is_refused(self):
         for uid in (7, "x" * 129):
             with self.subTest(uid=uid), self.assertRaisesRegex(ValueError, "pod_uid"):

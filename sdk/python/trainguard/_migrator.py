@@ -56,6 +56,7 @@ class Migrator:
         self._stopping = exiting.Stopping(self._settings, self._state, self._requests)
         self._stop = threading.Event()  # ends the listener
         self._peer = peer.PeerLoss(self._settings, self._state, self._checkpoints.save, self._stop.set)
+        self._peer.pod_stopping = self._requests.own_stop_requested
         self._recovery = reform.Recovery(self._settings, self._state, self._peer)
         self._checkpoints.from_peer = self._recovery.received
         self._coordinator = shards.Coordinator()

@@ -47,11 +47,6 @@ EXIT_PEER_LOST = 138
 EXIT_REJOIN = 75
 ENV_SUPERVISED = "TRAINGUARD_SUPERVISED"  # set by the supervisor for its trainer
 
-
-def rejoin_exit(env):
-    """EXIT_REJOIN under the supervisor, EXIT_PEER_LOST without one."""
-    return EXIT_REJOIN if env.get(ENV_SUPERVISED) == "1" else EXIT_PEER_LOST
-
 # (why, pattern) in the exception's message. Each names a peer that went away
 # or a collective that waited for one in vain; nothing here matches what a
 # user's own mistake produces (a shape mismatch, an invalid argument).
@@ -339,6 +334,21 @@ class PeerLoss:
         self.paused = False  # re-forming in process (_reform.py): the restarted peer is the one awaited
         self._lost = False
 
+    def pod_stopping(self):
+        """Whether this pod is being stopped (its preStop hook asked for a
+        checkpoint); the Migrator supplies it."""
+        return False
+
+    def rejoin_code(self):
+        """The exit of a rank its group went on without: EXIT_REJOIN under
+        the supervisor, EXIT_PEER_LOST without one, and when this pod is
+        being stopped (a trainer started again would hold the pod until
+        the end of its grace period: seen in a Kueue preemption whose
+        worker's checkpoint request came after rank 0 had left)."""
+        if self._settings.env.get(ENV_SUPERVISED) != "1" or self.pod_stopping():
+            return EXIT_PEER_LOST
+        return EXIT_REJOIN
+
     def quiet(self):
         """This rank leaves without a dying gasp (its exit is on its way)."""
         self._lost = True
@@ -458,6 +468,6 @@ class PeerLoss:
                                 % (newer, self.superseded.known, self._settings.config.rank, self._state.step))
         else:
             return
-        code = rejoin_exit(self._settings.env)
+        code = self.rejoin_code()
         self.lost(exc, "a peer restarted", False, code=code)
         os._exit(code)

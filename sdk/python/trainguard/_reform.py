@@ -423,7 +423,7 @@ class Recovery:
                 # with its successor's, which a new trainer of this container
                 # joins when it comes (as the kubelet's restart would, without
                 # its back-off).
-                self.exit_code = peer.rejoin_exit(env)
+                self.exit_code = self._peer_loss.rejoin_code()
                 log.error("trainguard: rank %d: the job's rendezvous store at %s:%s did not answer within %gs (%s): "
                           "%s: %s; exiting %d", rank, env.get("MASTER_ADDR"), env.get("MASTER_PORT"), bound,
                           ENV_TIMEOUT, type(e).__name__, e, self.exit_code)
@@ -433,7 +433,7 @@ class Recovery:
                 # The new rank 0 waits at its first generation: a new
                 # trainer of this container joins it there (the supervisor
                 # starts one at once), this process cannot.
-                self.exit_code = peer.rejoin_exit(env)
+                self.exit_code = self._peer_loss.rejoin_code()
                 log.error("trainguard: rank %d: the job's rendezvous store is not the one this process joined at "
                           "generation %d (rank 0's pod was replaced); exiting %d: the job restarts from "
                           "the checkpoint", rank, joined, self.exit_code)

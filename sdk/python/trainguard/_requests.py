@@ -240,6 +240,19 @@ class Requests:
             with self.lock:
                 self._mark_handled(directory, (generation, nonce))
 
+    def own_stop_requested(self):
+        """Whether this pod's agent asks for a checkpoint on behalf of this
+        incarnation (its preStop hook runs: the pod is being stopped),
+        answered or not."""
+        sig = self.dirs.own()
+        if sig is None:
+            return False
+        try:
+            req = proto.parse_request(sig.read_json(proto.REQUEST_FILE))
+        except ValueError:
+            return False
+        return proto.live(req, time.time()) and not proto.for_other_incarnation(req, self._settings.config.pod_uid)
+
     def own_ack(self):
         """(generation, nonce) of the ack in this pod's signal dir, if it
         says ok and answers the request there, which the agent still waits
