@@ -38,10 +38,9 @@ log = logging.getLogger("trainguard")
 EXIT_PEER_LOST = 138
 
 # A trainer under trainguard's supervisor whose group goes on without it
-# (a peer it waited for came back as a new incarnation; rank 0's pod was
-# replaced) asks its supervisor to start it again in the container, at the
-# job's next generation: the store that rank 0's supervisor hosts stays up,
-# where the kubelet's restart of the container would replace it. The
+# (rank 0's pod was replaced, with its store) asks its supervisor to start
+# it again in the container, at the job's next generation, instead of the
+# kubelet's restart of the container and its crash-loop back-off. The
 # supervisor passes EXIT_PEER_LOST on when it does not restart it, so the
 # code never leaves the container. 75: EX_TEMPFAIL, "try again".
 EXIT_REJOIN = 75
@@ -468,6 +467,9 @@ class PeerLoss:
                                 % (newer, self.superseded.known, self._settings.config.rank, self._state.step))
         else:
             return
-        code = self.rejoin_code()
-        self.lost(exc, "a peer restarted", False, code=code)
-        os._exit(code)
+        # 138 even under the supervisor: this rank may be the zombie (its
+        # pod replaced under its name while partitioned), and a trainer
+        # started again there would claim a newer fence generation than
+        # its replacement's.
+        self.lost(exc, "a peer restarted", False)
+        os._exit(EXIT_PEER_LOST)

@@ -14,8 +14,8 @@ recovery").
   again at once, at most TRAINGUARD_INPROCESS_RESTARTS times: no crash-loop
   back-off, the survivors never left, and global rank 0's store stays up.
   So is a trainer that exited 75 (_peer.EXIT_REJOIN: the SDK's "my group
-  went on without me", a peer it waited for came back as a new incarnation
-  or rank 0's pod was replaced): it joins the job's next generation, and
+  went on without me": rank 0's pod was replaced): it joins the job's next
+  generation, and
   when it is not started again the supervisor exits 138 for it.
   Any other exit code is the trainer's decision and is passed on at once
   (0, 138 of a survivor that gave up, 143 of a stop, a user's sys.exit(2)).
