@@ -69,15 +69,19 @@ type supervisedRun struct {
 
 var supervisorLine = regexp.MustCompile(`(?m)^(trainguard supervise: .*|PRELOADED .*)\n`)
 
-// runProbe runs the probe as `python3 <script>` (form "script") or
-// `python3 -m tgprobe` (form "module") under the supervisor, forking
+// runProbe runs the probe as `python3 <script>` (form "script"),
+// `python3 -u <script>` ("unbuffered") or `python3 -m tgprobe` (form
+// "module") under the supervisor, forking
 // (fork) or not (TRAINGUARD_FORK=0), with no restarts.
 func runProbe(t *testing.T, dir, form, do string, fork bool) supervisedRun {
 	t.Helper()
 	argv := []string{python, "-m", "trainguard", "supervise", "--", python}
-	if form == "module" {
+	switch form {
+	case "module":
 		argv = append(argv, "-m", "tgprobe", "a1", "--flag")
-	} else {
+	case "unbuffered": // as torchrun starts its workers
+		argv = append(argv, "-u", filepath.Join(dir, "tgprobe.py"), "a1", "--flag")
+	default:
 		argv = append(argv, filepath.Join(dir, "tgprobe.py"), "a1", "--flag")
 	}
 	// OMP_NUM_THREADS=1 as every trainer here: without it Debian's
@@ -105,8 +109,8 @@ func runProbe(t *testing.T, dir, form, do string, fork bool) supervisedRun {
 
 // TestForkedTrainerIsAsANewProcess: the trainer the supervisor forks (torch
 // imported once, in the supervisor) sees what a new interpreter gives it
-// and ends as it would: for the script and the -m form and each way of
-// ending (exit code, SystemExit with a message, an uncaught exception,
+// and ends as it would: for the script and the -m form (and the script
+// with -u, as torchrun starts it) and each way of ending (exit code, SystemExit with a message, an uncaught exception,
 // KeyboardInterrupt, its own SIGKILL, atexit handlers and a non-daemon
 // thread, a SIGTERM forwarded by the supervisor), the supervisor's exit
 // code and the program's output and sys/__main__/signal/cmdline state are
@@ -117,8 +121,11 @@ func TestForkedTrainerIsAsANewProcess(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tgprobe.py"), []byte(probeSource), 0o644))
 	cases := map[string]int{"": 0, "exit3": 3, "message": 1, "raise": 1, "interrupt": 128 + int(syscall.SIGINT),
 		"kill": 128 + int(syscall.SIGKILL), "atexit": 0, "wait": 128 + int(syscall.SIGTERM)}
-	for _, form := range []string{"script", "module"} {
+	for _, form := range []string{"script", "module", "unbuffered"} {
 		for do, code := range cases {
+			if form == "unbuffered" && do != "" && do != "raise" {
+				continue // -u changes the streams only
+			}
 			t.Run(form+"/"+do, func(t *testing.T) {
 				t.Parallel()
 				forked, fresh := runProbe(t, dir, form, do, true), runProbe(t, dir, form, do, false)

@@ -339,7 +339,7 @@ def _prepare(p):
     main.__builtins__ = builtins
     main.__loader__ = importlib.machinery.BuiltinImporter
     safe = getattr(sys.flags, "safe_path", False)
-    if p.unbuffered and not sys.flags.unbuffered:
+    if p.unbuffered:  # sys.flags does not say whether -u was given: done again
         _unbuffered()
     sys.orig_argv, sys.executable = list(p.argv), p.exe
     if p.kind == "module":
@@ -375,6 +375,7 @@ def _unbuffered():
         old = getattr(sys, name)
         if old is None:
             continue
+        old.flush()
         new = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=old.encoding, errors=old.errors,
                                write_through=True)
         setattr(sys, name, new)
