@@ -1,10 +1,12 @@
 package checkpoint_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,4 +196,69 @@ func TestInProcessRecoveryWhenRank0sPodIsReplaced(t *testing.T) {
 			assert.NotContains(t, ranks[1].out.String(), "exiting 138", "the worker's container would have restarted")
 		})
 	}
+}
+
+// TestInProcessRecoveryUnderTorchrun: torchrun starts its two workers with
+// PYTHON_EXEC=trainguard-python, as the webhook sets it, so each runs under
+// a supervisor of its own, and the store is torchrun's agent's (its static
+// rendezvous). One rank's trainer is SIGKILLed 30 steps before the first
+// periodic checkpoint is due: its supervisor forks it again, the survivor
+// keeps its process and hands it the last completed step from memory, and
+// torchrun's agent never sees a worker fail (it would stop both and start
+// them again from the checkpoint). Rank 1 killed, and rank 0.
+func TestInProcessRecoveryUnderTorchrun(t *testing.T) {
+	for _, victim := range []int{1, 0} {
+		t.Run("kill rank "+strconv.Itoa(victim), func(t *testing.T) {
+			survivor := 1 - victim
+			p := newPod(t)
+			logs := t.TempDir()
+			argv := []string{python, "-m", "torch.distributed.run", "--nproc_per_node=2",
+				"--master_port=" + strconv.Itoa(freePort(t)), "--redirects=2", "--tee=1", "--log_dir=" + logs,
+				"examples/trainer/train.py", "--steps", "100000", "--step-delay", "0.1", "--save-every", "100"}
+			tr := startProc(t, p.env("PET_MAX_RESTARTS=1", "PET_MONITOR_INTERVAL=1",
+				"PATH="+filepath.Dir(python)+":"+os.Getenv("PATH"),
+				"PYTHON_EXEC="+filepath.Join(world.repo, "sdk", "python", "bin", "trainguard-python"),
+				"TRAINGUARD_INPROCESS_RESTARTS=3", "TRAINGUARD_REFORM_TIMEOUT=30s"), argv...)
+			stderr := func() string {
+				files, _ := filepath.Glob(filepath.Join(logs, "*", "attempt_*", "*", "stderr.log"))
+				var b strings.Builder
+				for _, f := range files {
+					raw, _ := os.ReadFile(f)
+					b.Write(raw)
+				}
+				return b.String()
+			}
+			tr.waitFor(`rank `+strconv.Itoa(victim)+`: completed step 70 `, 180*time.Second)
+			before := trainerOfRank(t, tr.cmd.Process.Pid, survivor)
+			require.NoError(t, syscall.Kill(trainerOfRank(t, tr.cmd.Process.Pid, victim), syscall.SIGKILL))
+			got := tr.waitFor(`rank \d: resumed from peer:rank(\d) at step (\d+)`, 60*time.Second)
+			tr.waitFor(`rank `+strconv.Itoa(victim)+`: completed step `+strconv.Itoa(atoi(t, got[2])+2)+` `, 60*time.Second)
+			assert.Equal(t, strconv.Itoa(survivor), got[1])
+			assert.Equal(t, before, trainerOfRank(t, tr.cmd.Process.Pid, survivor), "the survivor's trainer was restarted")
+			out, errs := tr.out.String(), stderr()
+			assert.NotContains(t, out, "closing signal SIGTERM", "torchrun's agent stopped its workers")
+			m := regexp.MustCompile(`re-forming the group in this process \(pid (\d+)\) after step (\d+)`).FindStringSubmatch(errs)
+			require.NotNil(t, m, errs)
+			assert.Equal(t, strconv.Itoa(before), m[1])
+			assert.Equal(t, m[2], got[2], "the restarted rank resumes at the survivor's last completed step")
+			assert.Regexp(t, `the trainer \(pid \d+\) died of SIGKILL; starting it again \(1 of 3`, errs)
+			assert.Regexp(t, `forked the trainer \(pid \d+\): its code runs \S+s after the fork, at generation 2`, errs)
+			_, err := os.Stat(filepath.Join(p.ckptDir, "trainguard-latest.json"))
+			require.True(t, os.IsNotExist(err), "a checkpoint was read or written: %v", err)
+			tr.signal(syscall.SIGTERM)
+			_ = tr.wait(60 * time.Second)
+		})
+	}
+}
+
+// trainerOfRank is the pid of rank's trainer under torchrun (pid) and
+// trainguard-python: the supervisor's child.
+func trainerOfRank(t *testing.T, pid, rank int) int {
+	t.Helper()
+	sup := workerOfRank(t, pid, rank)
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", sup, sup))
+	require.NoError(t, err)
+	kids := strings.Fields(string(raw))
+	require.Len(t, kids, 1, "supervisor %d of rank %d", sup, rank)
+	return atoi(t, kids[0])
 }

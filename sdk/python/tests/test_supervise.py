@@ -151,9 +151,10 @@ class SuperviseScript(Supervise):
 class Joins(unittest.TestCase):
     """Where the new-process path's supervisor joins each generation."""
 
-    def joins(self, rank, n):
+    def joins(self, rank, n, hosts=None):
         start = sup._Start.__new__(sup._Start)
         start.env, start.ranks, start.store = {"MASTER_ADDR": "m", "MASTER_PORT": "1"}, (rank, 2), "hosted"
+        start.hosts = rank == 0 if hosts is None else hosts
         connected = []
         with mock.patch.object(sup.reform, "connect", side_effect=lambda env, wait: connected.append(1) or object()), \
                 mock.patch.object(sup.reform, "join_generation", side_effect=lambda store, r: len(connected)):
@@ -171,6 +172,16 @@ class Joins(unittest.TestCase):
     def test_rank_0_keeps_the_store_it_hosts(self):
         gens, connects = self.joins(rank=0, n=3)
         self.assertEqual(0, connects)
+
+    def test_rank_0_under_torchruns_agent_store_connects_as_a_worker(self):
+        """torchrun's agent hosts the store: rank 0's supervisor is one of
+        its clients, each join on a fresh one as a worker's."""
+        env = {"TORCHELASTIC_RUN_ID": "none", "TORCHELASTIC_USE_AGENT_STORE": "True"}
+        self.assertTrue(sup.agent_store(env))
+        self.assertFalse(sup.agent_store(dict(env, TORCHELASTIC_USE_AGENT_STORE="False")))  # c10d: rank 0 hosts
+        self.assertFalse(sup.agent_store({"TORCHELASTIC_USE_AGENT_STORE": "True"}))  # the supervisor's own, not torchrun's
+        gens, connects = self.joins(rank=0, n=3, hosts=False)
+        self.assertEqual(2, connects)
 
 
 if __name__ == "__main__":

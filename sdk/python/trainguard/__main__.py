@@ -3,7 +3,12 @@ checkpoint directory whose fence generations are saturated
 (docs/checkpoint-protocol.md, "Resetting the generations").
 
 python3 -m trainguard supervise -- <command>: run the trainer under the
-supervisor (docs/checkpoint-protocol.md, "In-process recovery")."""
+supervisor (docs/checkpoint-protocol.md, "In-process recovery").
+
+trainguard-python ARGS (python_exec): python3 ARGS under the supervisor,
+with this interpreter. torchrun starts each worker as $PYTHON_EXEC -u
+SCRIPT ..., so PYTHON_EXEC=trainguard-python puts every worker it starts
+under a supervisor of its own."""
 
 import argparse
 import os
@@ -43,6 +48,13 @@ def main(argv=None):
     print("  the next incarnation claims generation 1 and resumes from %s"
           % (done["resumes"] or "nothing (no committed checkpoint): a fresh start"))
     return 0
+
+
+def python_exec(argv=None):
+    """The trainguard-python command: this interpreter with argv (default:
+    this process's arguments) under the supervisor."""
+    from . import _supervise
+    return _supervise.run([sys.executable] + list(sys.argv[1:] if argv is None else argv))
 
 
 def _count(items, one, many=None):

@@ -397,7 +397,8 @@ def _fresh_modules():
 def _cmdline(argv):
     """/proc/<pid>/cmdline shows the user's command, not the supervisor's
     (ps, and tools that find the trainer by its command line): the user's
-    argv, the tail of the supervisor's, is moved to the start of the
+    argv, whose arguments end the supervisor's (`... supervise -- python3
+    ARGS`, `trainguard-python ARGS`), is written at the start of the
     process's argument area (just below its environment strings) and the
     rest zeroed. Nothing is written unless that memory holds exactly what
     /proc/self/cmdline shows."""
@@ -406,7 +407,8 @@ def _cmdline(argv):
         with open("/proc/self/cmdline", "rb") as f:
             have = f.read()
         want = b"\0".join(os.fsencode(a) for a in argv) + b"\0"
-        if not have.endswith(b"\0" + want):
+        tail = b"".join(os.fsencode(a) + b"\0" for a in argv[1:])
+        if len(want) > len(have) or not have.endswith(b"\0" + tail):
             return
         starts = []
         with open("/proc/self/stat", "rb") as f:
@@ -423,7 +425,7 @@ def _cmdline(argv):
                 break
         else:
             return
-        ctypes.memmove(start, start + len(have) - len(want), len(want))
+        ctypes.memmove(start, want, len(want))
         ctypes.memset(start + len(want), 0, len(have) - len(want))
     except Exception:
         return  # cosmetic: ps shows the supervisor's command

@@ -4,7 +4,10 @@ recovery").
 
 - Global rank 0's supervisor hosts the job's rendezvous store at
   MASTER_PORT, so the store survives its trainer; the trainer joins it in
-  torch's agent-store mode, at the generation the supervisor names.
+  torch's agent-store mode, at the generation the supervisor names. Under
+  torchrun (the supervisor is torchrun's worker: PYTHON_EXEC, see
+  python_exec in __main__.py) whose agent hosts the store already (its
+  static rendezvous), every supervisor is a client of the agent's.
 - For python3 SCRIPT.py / -m MODULE of its own interpreter it imports torch
   once and starts each trainer by fork() of itself (_fork.py): a restart
   does not import torch again. Otherwise, or when that fails before the
@@ -119,6 +122,7 @@ class _Start:
         self.argv, self.env, self.ranks = argv, env, ranks
         self.initial = _fork.dispositions()  # before the supervisor's handlers
         self.plan, self.keeper, self.store, self.joins, self.generation = None, None, None, False, None
+        self.hosts = False
         plan, why = _fork.plan(argv, env)
         if plan is not None:
             began = time.monotonic()
@@ -136,10 +140,11 @@ class _Start:
         if ranks is None:
             return
         wait = max(reform.timeout(env), 60.0)
+        self.hosts = ranks[0] == 0 and not agent_store(env)
         try:
             if self.plan is None:
-                self.store = reform.connect(env, wait, master=ranks[0] == 0)
-            elif ranks[0] == 0:
+                self.store = reform.connect(env, wait, master=self.hosts)
+            elif self.hosts:
                 self.keeper = _fork.Keeper(lambda: reform.connect(env, wait, master=True))
             self.joins = True
         except Exception as e:  # no store: the trainer hosts its own, as without the supervisor
@@ -172,13 +177,13 @@ class _Start:
 
     def _join(self):
         """The next generation, from this supervisor's client of the store
-        (global rank 0's: the store it hosts). A worker's next join connects
+        (global rank 0's: the store it hosts). Any other next join connects
         afresh: by then MASTER_ADDR may name a new rank 0, and a client of
         the old one, its node partitioned, waited minutes for an answer."""
-        if self.store is None:  # a worker's, or rank 0's after the fork path failed
+        if self.store is None:  # not hosting, or hosting after the fork path failed
             self.store = reform.connect(self.env, max(reform.timeout(self.env), 60.0))
         gen = reform.join_generation(self.store, self.ranks[0])
-        if self.ranks[0] != 0:
+        if not self.hosts:
             self.store = None
         return gen
 
@@ -218,6 +223,14 @@ class _Start:
         _say("the fork path failed before the trainer's code ran (%s): starting it as a new process, from now on",
              st.failed)
         return None
+
+
+def agent_store(env):
+    """Whether torchrun's agent hosts the job's store at MASTER_ADDR:MASTER_PORT
+    (its static rendezvous says so to its workers): the supervisor of a
+    worker torchrun started (PYTHON_EXEC) is then its client on every rank,
+    and the store outlives every trainer and supervisor of the node."""
+    return bool(env.get("TORCHELASTIC_RUN_ID")) and env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
 
 
 def _supervised(gen):
