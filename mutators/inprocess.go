@@ -36,8 +36,9 @@ func Supervised(c *corev1.Container) bool {
 	return len(c.Command) >= len(prefix) && slices.Equal(c.Command[:len(prefix)], prefix)
 }
 
-// InProcess runs the training container's command under the SDK's
-// supervisor where the effective policy asks for it
+// InProcess runs the training container's command, or under torchrun
+// each worker torchrun starts (PYTHON_EXEC=trainguard-python), under the
+// SDK's supervisor where the effective policy asks for it
 // (trainguard.io/in-process-recovery: enabled): a trainer a signal killed
 // or an uncaught exception ended (exit 1), or one that left a group that
 // went on without it (exit 75, the SDK's rejoin), is started again in its
@@ -55,15 +56,19 @@ func InProcess(t *Target) bool {
 	if c == nil || !t.Policy.InProcessRecovery {
 		return false
 	}
-	if ok, why := contract.InProcessApplies(t.Kind.Kind, t.Torchrun, c); !ok {
+	switch way, why := contract.InProcessApplies(t.Kind.Kind, t.Torchrun, c); way {
+	case contract.InProcessNot:
 		t.Warnf("%s=enabled: not applied: %s", contract.AnnotationInProcessRecovery, why)
 		return false
-	}
-	if len(c.Command) == 0 {
-		return false // refused at validation (validators.checkInProcess)
-	}
-	if !Supervised(c) {
-		c.Command = slices.Concat(SupervisorCommand(), c.Command)
+	case contract.InProcessTorchrun:
+		ensureEnv(c, corev1.EnvVar{Name: contract.EnvPythonExec, Value: contract.EnvPythonExecValue})
+	default:
+		if len(c.Command) == 0 {
+			return false // refused at validation (validators.checkInProcess)
+		}
+		if !Supervised(c) {
+			c.Command = slices.Concat(SupervisorCommand(), c.Command)
+		}
 	}
 	ensureEnv(c, corev1.EnvVar{Name: EnvReformTimeout, Value: contract.FormatDuration(reformTimeout(t))})
 	budget := t.Policy.MaxReschedules
@@ -74,12 +79,19 @@ func InProcess(t *Target) bool {
 	return true
 }
 
+// supervisedWorkers says torchrun starts c's workers under the supervisor.
+func supervisedWorkers(c *corev1.Container) bool {
+	return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == contract.EnvPythonExec && e.Value == contract.EnvPythonExecValue && e.ValueFrom == nil
+	})
+}
+
 // InProcessPod completes InProcess for a pod: the rescheduler's record
 // (which only each pod is admitted with) may have stopped the job's
 // in-place restarts since its template was injected.
 func InProcessPod(t *Target) bool {
 	c := t.TrainingContainer()
-	if c == nil || !Supervised(c) || !marked(t, contract.InjectionInProcess) {
+	if c == nil || !(Supervised(c) || supervisedWorkers(c)) || !marked(t, contract.InjectionInProcess) {
 		return false
 	}
 	if t.InPlaceStopped {

@@ -80,17 +80,18 @@ func TestInProcessBudgetAndTimeout(t *testing.T) {
 
 func TestInProcessOnlyWhereItApplies(t *testing.T) {
 	cases := map[string]*Target{
-		"elastic (torchrun)": func() *Target { tg := inProcessTarget().build(); tg.Torchrun = true; return tg }(),
-		"torchrun command": inProcessTarget().with(func(s *corev1.PodSpec) {
-			s.Containers[0].Command = []string{"torchrun", "--nproc-per-node=2", "train.py"}
-		}).build(),
 		"a bare pod": func() *Target { tg := inProcessTarget().build(); tg.Kind.Kind = ""; return tg }(),
+		"torchrun with the user's PYTHON_EXEC": inProcessTarget().with(func(s *corev1.PodSpec) {
+			s.Containers[0].Command = []string{"torchrun", "--nproc-per-node=2", "train.py"}
+			s.Containers[0].Env = []corev1.EnvVar{{Name: contract.EnvPythonExec, Value: "/opt/venv/bin/python"}}
+		}).build(),
 	}
 	for name, tg := range cases {
 		before := append([]string(nil), tg.Spec.Containers[0].Command...)
+		env := append([]corev1.EnvVar(nil), tg.Spec.Containers[0].Env...)
 		assert.False(t, InProcess(tg), name)
 		assert.Equal(t, before, tg.Spec.Containers[0].Command, name)
-		assert.Empty(t, tg.Spec.Containers[0].Env, name)
+		assert.Equal(t, env, tg.Spec.Containers[0].Env, name)
 		assert.Len(t, tg.Warnings(), 1, name)
 	}
 	// No command: the validating webhook refuses it; nothing here.
@@ -101,4 +102,47 @@ func TestInProcessOnlyWhereItApplies(t *testing.T) {
 	tg = inProcessTarget().policy(func(p *contract.Policy) { p.InProcessRecovery = false }).build()
 	assert.False(t, InProcess(tg))
 	assert.Equal(t, []string{"python3", "train.py"}, tg.Spec.Containers[0].Command)
+}
+
+// TestInProcessUnderTorchrun: where torchrun launches the trainers (an
+// elastic PyTorchJob, a command that runs torchrun, a TrainJob's trainer
+// pod whose command is a shell but whose env is torchrun's), the command is
+// left as it is and torchrun starts each worker under the supervisor
+// (PYTHON_EXEC); the budget and the re-form bound are set as for a
+// command; each pod's budget still follows the record.
+func TestInProcessUnderTorchrun(t *testing.T) {
+	cases := map[string]*Target{
+		"elastic": func() *Target { tg := inProcessTarget().build(); tg.Torchrun = true; return tg }(),
+		"torchrun command": inProcessTarget().with(func(s *corev1.PodSpec) {
+			s.Containers[0].Command = []string{"torchrun", "--nproc-per-node=2", "train.py"}
+		}).build(),
+		"trainer pod": func() *Target {
+			tg := inProcessTarget().with(func(s *corev1.PodSpec) {
+				s.Containers[0].Command = []string{"sh", "-c", "python3 -m torch.distributed.run train.py"}
+				s.Containers[0].Env = []corev1.EnvVar{{Name: "PET_NPROC_PER_NODE", Value: "2"}}
+			}).build()
+			tg.Kind.Kind = ""
+			return tg
+		}(),
+		"the user's PYTHON_EXEC is already ours": inProcessTarget().with(func(s *corev1.PodSpec) {
+			s.Containers[0].Command = []string{"torchrun", "train.py"}
+			s.Containers[0].Env = []corev1.EnvVar{{Name: contract.EnvPythonExec, Value: contract.EnvPythonExecValue}}
+		}).build(),
+	}
+	for name, tg := range cases {
+		before := append([]string(nil), tg.Spec.Containers[0].Command...)
+		assert.True(t, InProcess(tg), name)
+		assert.Equal(t, before, tg.Spec.Containers[0].Command, name)
+		env := envOf(&tg.Spec.Containers[0])
+		assert.Equal(t, contract.EnvPythonExecValue, env[contract.EnvPythonExec], name)
+		assert.Equal(t, "4", env[EnvInProcessRestarts], name)
+		assert.Equal(t, "30s", env[EnvReformTimeout], name)
+		assert.Empty(t, tg.Warnings(), name)
+		assert.True(t, InProcess(tg), name+": again")
+		assert.Equal(t, env, envOf(&tg.Spec.Containers[0]), name+": idempotent")
+		Mark(tg.Meta, []string{contract.InjectionInProcess})
+		pod := &Target{Meta: tg.Meta, Spec: tg.Spec, Policy: tg.Policy, InPlaceStopped: true}
+		assert.True(t, InProcessPod(pod), name)
+		assert.Equal(t, "0", envOf(&pod.Spec.Containers[0])[EnvInProcessRestarts], name)
+	}
 }

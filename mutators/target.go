@@ -46,7 +46,8 @@ type Target struct {
 	// gets no restart rules (RestartRules).
 	InPlaceStopped bool
 	// Torchrun: the job's operator launches its trainers with torchrun
-	// (an elastic PyTorchJob); no supervisor goes in (InProcess).
+	// (an elastic PyTorchJob): the supervisor goes into its workers
+	// (InProcess).
 	Torchrun bool
 	warnings []string
 }

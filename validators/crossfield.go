@@ -73,7 +73,7 @@ func checkInProcess(p *contract.Policy, kind string, elastic bool, spec *corev1.
 		return nil
 	}
 	c := &spec.Containers[i]
-	if ok, _ := contract.InProcessApplies(kind, elastic, c); !ok || len(c.Command) > 0 {
+	if way, _ := contract.InProcessApplies(kind, elastic, c); way != contract.InProcessCommand || len(c.Command) > 0 {
 		return nil
 	}
 	return field.ErrorList{field.Required(specPath.Child("containers").Index(i).Child("command"),

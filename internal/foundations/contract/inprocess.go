@@ -7,21 +7,56 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// InProcessApplies says whether the SDK's supervisor may wrap c, the
-// training container of a job of kind (torchrun: its operator launches the
-// trainers with torchrun): a PyTorchJob's template (whose operator sets RANK,
-// WORLD_SIZE and MASTER_PORT for each pod), not one torchrun launches
-// (an elastic PyTorchJob, a command that runs torchrun: torchrun's agent
-// restarts its workers itself, and a second store at MASTER_PORT would
-// collide with its rendezvous). The why is for the warning.
-func InProcessApplies(kind string, torchrun bool, c *corev1.Container) (bool, string) {
+// InProcessWay is how the SDK's supervisor goes into a training container
+// (trainguard.io/in-process-recovery: enabled).
+type InProcessWay int
+
+const (
+	// InProcessNot: it does not (the why says so).
+	InProcessNot InProcessWay = iota
+	// InProcessCommand: the container's command runs under it (python3 -m
+	// trainguard supervise -- <command>).
+	InProcessCommand
+	// InProcessTorchrun: torchrun launches the trainers, and starts each
+	// worker under it: torchrun runs its workers with $PYTHON_EXEC, which
+	// is set to EnvPythonExecValue. The container's command is untouched.
+	InProcessTorchrun
+)
+
+const (
+	// EnvPythonExec is torchrun's own setting for the interpreter it starts
+	// each worker with (`$PYTHON_EXEC -u SCRIPT ...`), sys.executable
+	// unless set.
+	EnvPythonExec = "PYTHON_EXEC"
+	// EnvPythonExecValue is the SDK's command (on PATH where the SDK is
+	// installed) that runs python3 with its arguments under the supervisor.
+	EnvPythonExecValue = "trainguard-python"
+)
+
+// InProcessApplies says how the SDK's supervisor goes into c, the training
+// container of a job of kind (torchrun: its operator launches the trainers
+// with torchrun):
+//   - under torchrun (an elastic PyTorchJob, a command that runs torchrun,
+//     a container with torchrun's PET_* settings such as a TrainJob's
+//     trainer pod) as each of torchrun's workers (PYTHON_EXEC), unless
+//     the container sets PYTHON_EXEC itself;
+//   - otherwise around a PyTorchJob's command, whose operator sets RANK,
+//     WORLD_SIZE and MASTER_PORT for each pod.
+//
+// The why is for the warning when it does not.
+func InProcessApplies(kind string, torchrun bool, c *corev1.Container) (InProcessWay, string) {
 	switch {
+	case torchrun || launchesTorchrun(c) || hasTorchrunEnv(c):
+		if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvPythonExec }); i >= 0 &&
+			(c.Env[i].Value != EnvPythonExecValue || c.Env[i].ValueFrom != nil) {
+			return InProcessNot, "the container sets " + EnvPythonExec + " (the interpreter torchrun starts its workers with), which trainguard would replace with " +
+				EnvPythonExecValue + ": remove it, or the annotation"
+		}
+		return InProcessTorchrun, ""
 	case kind != "PyTorchJob":
-		return false, "only a PyTorchJob's trainer runs under the supervisor (under torchrun, e.g. a TrainJob, torchrun's agent restarts the workers)"
-	case torchrun || launchesTorchrun(c):
-		return false, "torchrun launches this trainer: its agent restarts the workers, and the supervisor would take its rendezvous port"
+		return InProcessNot, "only a PyTorchJob's command or torchrun's workers run under the supervisor (its operator sets no RANK, WORLD_SIZE and MASTER_PORT for a plain command)"
 	}
-	return true, ""
+	return InProcessCommand, ""
 }
 
 // launchesTorchrun says c's command (or, without one, its args) starts
@@ -37,4 +72,13 @@ func launchesTorchrun(c *corev1.Container) bool {
 		}
 	}
 	return false
+}
+
+// hasTorchrunEnv says c sets torchrun's own settings (PET_NNODES,
+// PET_NPROC_PER_NODE, which only torchrun reads): Kubeflow Trainer's torch
+// runtime sets them on its trainer pods, whose command may be a shell.
+func hasTorchrunEnv(c *corev1.Container) bool {
+	return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "PET_NNODES" || e.Name == "PET_NPROC_PER_NODE"
+	})
 }
