@@ -56,19 +56,19 @@ type rankCrashResult struct {
 
 // rankCrash: one rank's trainer dies mid-training, killed
 // (SIGKILL, 137, as the OOM killer does) or crashing (SIGSEGV, 139).
-// PyTorchJobs (OnFailure and ExitCode) opt in to in-process recovery
+// Every job opts in to in-process recovery
 // (trainguard.io/in-process-recovery: enabled): the dead trainer's
 // supervisor starts it again at once in its container, the survivor keeps
 // its process (same PID), re-forms the group and hands the returning rank
 // the state of the last completed step from its memory; rank 0 dies in
-// some jobs (its supervisor keeps the rendezvous store), a worker in
-// others, and one job is killed far from its last periodic checkpoint.
-// TrainJobs run under torchrun, whose agent restarts all its local
-// workers, which resume from the checkpoint the survivor's dying gasp
-// committed. Asserted for each job: never Failed, 0 steps lost, the pods
-// are the same pods on the same nodes, no bad node recorded; for the
-// in-process jobs no container restarted and the survivor's PID is
-// unchanged. A seventh job's rank segfaults on every start (a bug, not a
+// some jobs (its supervisor, or torchrun's agent, keeps the rendezvous
+// store), a worker in others, and one job is killed far from its last
+// periodic checkpoint. PyTorchJobs (OnFailure and ExitCode) run the
+// trainer as the container's command, TrainJobs under torchrun, which
+// starts each worker under its own supervisor. Asserted for each job:
+// never Failed, 0 steps lost, the pods are the same pods on the same
+// nodes, no bad node recorded, no container restarted, the survivor's PID
+// unchanged, and torchrun's agent stopped no worker. A seventh job's rank segfaults on every start (a bug, not a
 // fault): its restarts stop at the job's cap (rankCrashCap). The seven
 // jobs run side by side; kill → training again is printed per job in its
 // phases, with its targets.
@@ -81,7 +81,7 @@ func (e *env) rankCrash(t *testing.T) {
 		{"exitcode-kill", "ExitCode", "KILL", 0, rankCrashSaveEvery, 15},
 		{"exitcode-segv", "ExitCode", "SEGV", 1, rankCrashSaveEvery, 15},
 		{"trainjob-kill", "", "KILL", 1, rankCrashSaveEvery, 15},
-		{"trainjob-segv", "", "SEGV", 1, rankCrashSaveEvery, 15},
+		{"trainjob-segv", "", "SEGV", 0, rankCrashSaveEvery, 15},
 	}
 	var mu sync.Mutex
 	results := map[string]rankCrashResult{}
@@ -183,7 +183,7 @@ func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, 
 	if err != nil {
 		return "", res, err
 	}
-	pidBefore, err := e.rankPID(ctx, ns, survivor, survivorRank)
+	pidBefore, err := e.rankPID(ctx, ns, survivor, "pytorch", survivorRank)
 	if err != nil {
 		return "", res, err
 	}
@@ -219,7 +219,7 @@ func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, 
 	if rec.signal != "SIG"+c.signal {
 		return "", res, fmt.Errorf("%s: the supervisor saw its trainer die of %s, want SIG%s", job, rec.signal, c.signal)
 	}
-	pidAfter, err := e.rankPID(ctx, ns, survivor, survivorRank)
+	pidAfter, err := e.rankPID(ctx, ns, survivor, "pytorch", survivorRank)
 	if err != nil {
 		return "", res, err
 	}
@@ -324,15 +324,26 @@ func parseRecovery(survivorLog, victimLog string, survivorRank, victimRank int, 
 }
 
 // rankCrashTrainJob runs a TrainJob (torchrun, 2 ranks in its trainer pod)
-// and kills rank c.rank. torchrun's agent restarts all its local workers
-// (no supervisor under torchrun): they resume from the checkpoint of the
-// last completed step that the survivor's dying gasp committed.
+// with in-process recovery and kills rank c.rank's trainer. The webhook has
+// torchrun start each worker under the SDK's supervisor (PYTHON_EXEC), and
+// the store is torchrun's agent's: the dead trainer's supervisor starts it
+// again at once, the survivor keeps its process and hands it the state of
+// the last completed step, and torchrun's agent never sees a worker fail
+// (it would stop both and start them again from the checkpoint).
 func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c rankCrashCase) (string, rankCrashResult, error) {
-	res := rankCrashResult{rank: c.rank}
+	res := rankCrashResult{rank: c.rank, inProcess: true}
 	name := "rc-" + c.name
-	pod := e.startTrainJob(ctx, t, ns, name, 2000, c.saveEvery, c.killAt)
+	pod := e.startAnnotatedTrainJob(ctx, t, ns, name, map[string]string{contract.AnnotationInProcessRecovery: "enabled"}, 2000, c.saveEvery, c.killAt)
 	defer func() { _ = e.dyn.Resource(trainJobs).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}) }()
+	if v := containerEnv(pod, "node", contract.EnvPythonExec); v != contract.EnvPythonExecValue {
+		return "", res, fmt.Errorf("%s: %s=%q in the trainer pod, want %s: torchrun's workers are not under the supervisor", name, contract.EnvPythonExec, v, contract.EnvPythonExecValue)
+	}
 	before, err := e.podsOf(ctx, ns, pod.Name)
+	if err != nil {
+		return "", res, err
+	}
+	survivorRank := 1 - c.rank
+	pidBefore, err := e.rankPID(ctx, ns, pod.Name, "node", survivorRank)
 	if err != nil {
 		return "", res, err
 	}
@@ -341,14 +352,14 @@ func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c 
 		return "", res, err
 	}
 	t.Logf("%s: rank %d's trainer sent SIG%s at %s", name, c.rank, c.signal, tKill.Format(time.RFC3339Nano))
-	var trained time.Time
+	var rec torchrunRecovery
 	err = poll(ctx, time.Second, 3*time.Minute, func() (bool, error) {
-		ts, _, ok := firstStepAfterResume(e.containerLogs(ctx, ns, pod.Name, "node"), tKill)
-		trained = ts
+		var ok bool
+		rec, ok = parseTorchrunRecovery(e.containerLogs(ctx, ns, pod.Name, "node"), e.workerStderr(ctx, ns, pod.Name), survivorRank, c.rank, tKill)
 		return ok, nil
 	})
 	if err != nil {
-		return "", res, fmt.Errorf("%s: rank 0 not training again after the kill: %w", name, err)
+		return "", res, fmt.Errorf("%s: not training again in process after the kill (%s): %w", name, rec.missing, err)
 	}
 	after, err := e.podsOf(ctx, ns, pod.Name)
 	if err != nil {
@@ -357,14 +368,25 @@ func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c 
 	if err := samePods(before, after); err != nil {
 		return "", res, fmt.Errorf("%s: %w", name, err)
 	}
-	_, containerRestarts := lastExit(after[pod.Name], "node")
-	resumed, err := e.sameResume(ctx, ns, tKill, map[string]string{pod.Name: "node"})
-	if err != nil {
-		return "", res, fmt.Errorf("%s: %w", name, err)
+	if code, n := lastExit(after[pod.Name], "node"); n != 0 {
+		return "", res, fmt.Errorf("%s: its container restarted %d times (last exit %d)", name, n, code)
 	}
-	last := lastStep(lastResumeCut(e.containerLogs(ctx, ns, pod.Name, "node")))
-	if last > resumed {
-		return "", res, fmt.Errorf("%s: rank 0 completed step %d before the crash, every rank resumed at step %d: %d steps lost", name, last, resumed, last-resumed)
+	if rec.agentStopped != "" {
+		return "", res, fmt.Errorf("%s: torchrun's agent saw a worker fail and stopped its workers: %q", name, rec.agentStopped)
+	}
+	if rec.signal != "SIG"+c.signal {
+		return "", res, fmt.Errorf("%s: the supervisor saw its trainer die of %s, want SIG%s", name, rec.signal, c.signal)
+	}
+	pidAfter, err := e.rankPID(ctx, ns, pod.Name, "node", survivorRank)
+	if err != nil {
+		return "", res, err
+	}
+	if pidBefore != pidAfter || rec.survivorPID != pidBefore {
+		return "", res, fmt.Errorf("%s: the survivor (rank %d) did not keep its process: PID %d before the kill, %d re-forming, %d after", name, survivorRank, pidBefore, rec.survivorPID, pidAfter)
+	}
+	res.survivorsPID = true
+	if rec.resumed != rec.lastBefore {
+		return "", res, fmt.Errorf("%s: the survivor completed step %d before the kill, the returning rank resumed at step %d: %d steps lost", name, rec.lastBefore, rec.resumed, rec.lastBefore-rec.resumed)
 	}
 	counts, err := e.disruptionsNotCounted(ctx, ns, name)
 	if err != nil {
@@ -377,9 +399,98 @@ func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c 
 	if slices.Contains(trueConditions(tj), "Failed") {
 		return "", res, fmt.Errorf("TrainJob %s Failed", name)
 	}
-	res.trained = trained.Sub(tKill)
-	return fmt.Sprintf("TrainJob (torchrun, 2 ranks), SIG%s of rank %d: torchrun's agent restarts all its local workers, from the checkpoint: kill → training again %s (target %s); every rank resumed at step %d, the last completed: 0 steps lost; container restarts %d, same pod on the same node; %s",
-		c.signal, c.rank, res.trained.Round(100*time.Millisecond), rankCrashTarget, resumed, containerRestarts, counts), res, nil
+	res.trained = rec.trained.Sub(tKill)
+	res.sinceCkpt = rec.resumed % c.saveEvery
+	return fmt.Sprintf("TrainJob (torchrun, 2 ranks in one pod, each worker under the supervisor), in process, SIG%s of rank %d at step %d (%d after its last periodic checkpoint, every %d): kill → training again %s (target %s) = the dead trainer restarted (forked: %v; its code ran %s after the fork), joined, the group re-formed and the state from rank %d's memory %s + the step %s; 0 steps lost (resumed at step %d); survivor rank %d kept its PID %d; torchrun's agent stopped no worker, no container restarted, same pod on the same node; %s",
+		c.signal, c.rank, rec.resumed, res.sinceCkpt, c.saveEvery, res.trained.Round(100*time.Millisecond), rankCrashTarget,
+		rec.forked != "", rec.forked, survivorRank, rec.resumedAt.Sub(tKill).Round(100*time.Millisecond), rec.trained.Sub(rec.resumedAt).Round(100*time.Millisecond),
+		rec.resumed, survivorRank, pidBefore, counts), res, nil
+}
+
+// workerStderr is the stderr of torchrun's workers in a TrainJob's pod (the
+// supervisors' lines and the SDK's log): torchrun keeps it in its log
+// directory (see torchrun).
+func (e *env) workerStderr(ctx context.Context, ns, pod string) string {
+	out, _ := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", "node", "--", "sh", "-c", "cat /tmp/torchrun/*/attempt_*/*/stderr.log")
+	return out
+}
+
+// containerEnv is the value of env var name in the pod's container.
+func containerEnv(p *corev1.Pod, container, name string) string {
+	for _, c := range p.Spec.Containers {
+		if c.Name != container {
+			continue
+		}
+		for _, ev := range c.Env {
+			if ev.Name == name {
+				return ev.Value
+			}
+		}
+	}
+	return ""
+}
+
+// torchrunRecovery is one rank's in-process recovery under torchrun: the
+// container log (torchrun's own lines and the workers' stdout, kubelet
+// timestamps) and the workers' stderr (no timestamps) tell it.
+type torchrunRecovery struct {
+	signal       string
+	forked       string    // the new trainer's fork → its code ("" when not forked)
+	survivorPID  int       // the survivor's process as it re-formed
+	lastBefore   int       // the survivor's last completed step before it re-formed
+	resumedAt    time.Time // the returning rank resumed from its peer's state
+	resumed      int
+	trained      time.Time // the returning rank's first step after
+	agentStopped string    // a line of torchrun's agent stopping its workers after the kill
+	missing      string
+}
+
+var (
+	torchrunDied      = regexp.MustCompile(`trainguard supervise: the trainer \(pid \d+\) died of (\w+); starting it again`)
+	torchrunForked    = regexp.MustCompile(`trainguard supervise: forked the trainer \(pid \d+\): its code runs ([\d.]+)s after the fork, at generation ([2-9]|\d\d+)`)
+	torchrunReforming = regexp.MustCompile(`trainguard: rank (\d+): a peer is gone .*re-forming the group in this process \(pid (\d+)\) after step (\d+)`)
+	agentStopping     = regexp.MustCompile(`^(\S+) .*(closing signal|failed \(exitcode)`)
+)
+
+// parseTorchrunRecovery reads an in-process recovery under torchrun after t;
+// ok once the returning rank trained again.
+func parseTorchrunRecovery(log, stderr string, survivorRank, victimRank int, t time.Time) (rec torchrunRecovery, ok bool) {
+	at := func(s string) time.Time { ts, _ := time.Parse(time.RFC3339Nano, s); return ts }
+	if m := torchrunDied.FindStringSubmatch(stderr); m != nil {
+		rec.signal = m[1]
+	}
+	if m := torchrunForked.FindStringSubmatch(stderr); m != nil {
+		rec.forked = m[1] + "s"
+	}
+	for _, m := range torchrunReforming.FindAllStringSubmatch(stderr, -1) {
+		if m[1] == strconv.Itoa(survivorRank) {
+			rec.survivorPID, _ = strconv.Atoi(m[2])
+			rec.lastBefore, _ = strconv.Atoi(m[3])
+		}
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if m := agentStopping.FindStringSubmatch(l); m != nil && at(m[1]).After(t) && rec.agentStopped == "" {
+			rec.agentStopped = l
+		}
+		if m := anyResumed.FindStringSubmatch(l); m != nil && m[2] == strconv.Itoa(victimRank) && at(m[1]).After(t) && rec.resumedAt.IsZero() {
+			rec.resumedAt = at(m[1])
+			rec.resumed, _ = strconv.Atoi(m[3])
+		}
+		if m := anyStep.FindStringSubmatch(l); m != nil && m[2] == strconv.Itoa(victimRank) && !rec.resumedAt.IsZero() && rec.trained.IsZero() {
+			rec.trained = at(m[1])
+		}
+	}
+	switch {
+	case rec.signal == "":
+		rec.missing = "no restart by the victim's supervisor"
+	case rec.survivorPID == 0:
+		rec.missing = "the survivor logged no re-forming"
+	case rec.resumedAt.IsZero():
+		rec.missing = "the returning rank did not resume"
+	case rec.trained.IsZero():
+		rec.missing = "the returning rank completed no step after resuming"
+	}
+	return rec, rec.missing == ""
 }
 
 // capCount is the in-place restarts an InPlaceRestartCapReached Event
@@ -530,10 +641,10 @@ var killRankScript = func() string {
 	return strings.Replace(goodput.KillRankScript, trainer, trainer+` and b"trainguard" not in argv`, 1)
 }()
 
-// rankPID is the PID of rank's trainer in pod's container "pytorch":
+// rankPID is the PID of rank's trainer in pod's container:
 // KillRankScript's search, signal 0 (none sent).
-func (e *env) rankPID(ctx context.Context, ns, pod string, rank int) (int, error) {
-	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", "pytorch", "--", "python3", "-c", killRankScript, "0", strconv.Itoa(rank))
+func (e *env) rankPID(ctx context.Context, ns, pod, container string, rank int) (int, error) {
+	out, err := e.kubectl(ctx, "exec", "-n", ns, pod, "-c", container, "--", "python3", "-c", killRankScript, "0", strconv.Itoa(rank))
 	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 	pid, perr := strconv.Atoi(strings.TrimSpace(first))
 	if err != nil || perr != nil {
@@ -595,66 +706,8 @@ func lastExit(p *corev1.Pod, container string) (int32, int32) {
 	return -1, 0
 }
 
-// firstStepAfterResume is the time and number of rank 0's first completed
-// step after its first resume logged after t: the restarted incarnation's,
-// never a step the old one finished while its peer was dying.
-func firstStepAfterResume(log string, t time.Time) (time.Time, int, bool) {
-	resumedAt := time.Time{}
-	for _, l := range strings.Split(log, "\n") {
-		if m := rank0Resumed.FindStringSubmatch(l); m != nil && resumedAt.IsZero() {
-			if ts, err := time.Parse(time.RFC3339Nano, m[1]); err == nil && ts.After(t) {
-				resumedAt = ts
-			}
-		}
-	}
-	if resumedAt.IsZero() {
-		return time.Time{}, 0, false
-	}
-	return firstStepAfter(log, resumedAt)
-}
-
-var rank0Resumed = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank 0: resumed from \S+ at step (\d+)`)
-
 // anyResumed matches every rank's resume line: its rank and step.
 var anyResumed = regexp.MustCompile(`^(\S+) (?:\[\w+\]:)?rank (\d+): resumed from \S+ at step (\d+)`)
-
-// sameResume: every rank (the resume lines after t in the containers'
-// current logs) resumed at one step, which it returns; both ranks must have
-// resumed.
-func (e *env) sameResume(ctx context.Context, ns string, t time.Time, containers map[string]string) (int, error) {
-	steps := map[string]int{}
-	for pod, c := range containers {
-		for _, l := range strings.Split(e.containerLogs(ctx, ns, pod, c), "\n") {
-			m := anyResumed.FindStringSubmatch(l)
-			if m == nil {
-				continue
-			}
-			if ts, err := time.Parse(time.RFC3339Nano, m[1]); err == nil && ts.After(t) {
-				if _, seen := steps[m[2]]; !seen {
-					steps[m[2]], _ = strconv.Atoi(m[3])
-				}
-			}
-		}
-	}
-	if len(steps) != 2 {
-		return 0, fmt.Errorf("resume lines after the kill from ranks %v, want ranks 0 and 1", steps)
-	}
-	if steps["0"] != steps["1"] {
-		return 0, fmt.Errorf("ranks resumed at different steps: %v", steps)
-	}
-	return steps["0"], nil
-}
-
-// lastResumeCut is the log up to its last rank 0 resume line.
-func lastResumeCut(log string) string {
-	lines := strings.Split(log, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if rank0Resumed.MatchString(lines[i]) {
-			return strings.Join(lines[:i], "\n")
-		}
-	}
-	return log
-}
 
 // reschedulerEvents sums up trainguard's decisions about the pods named
 // prefix*: an in-place restart is a RestartInPlace Event (when the

@@ -95,12 +95,20 @@ const torchrun = "python3 -m torch.distributed.run --redirects=2 --tee=1 --log_d
 // and returns its trainer pod once rank 0 completed step n.
 func (e *env) startTrainJob(ctx context.Context, t *testing.T, ns, name string, steps, saveEvery, n int) *corev1.Pod {
 	t.Helper()
+	return e.startAnnotatedTrainJob(ctx, t, ns, name, nil, steps, saveEvery, n)
+}
+
+// startAnnotatedTrainJob is startTrainJob with the TrainJob's annotations.
+func (e *env) startAnnotatedTrainJob(ctx context.Context, t *testing.T, ns, name string, annotations map[string]string, steps, saveEvery, n int) *corev1.Pod {
+	t.Helper()
 	rt := resilientRuntime(ns, "torch-resilient")
 	if _, err := e.dyn.Resource(trainingRuntimes).Namespace(ns).Create(ctx, rt, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("create TrainingRuntime: %v", err)
 	}
 	script := trainScriptWith(torchrun, name, steps, drainDelay, saveEvery)
-	if _, err := e.dyn.Resource(trainJobs).Namespace(ns).Create(ctx, trainJob(ns, name, "torch-resilient", script), metav1.CreateOptions{}); err != nil {
+	tj := trainJob(ns, name, "torch-resilient", script)
+	tj.SetAnnotations(annotations)
+	if _, err := e.dyn.Resource(trainJobs).Namespace(ns).Create(ctx, tj, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create TrainJob: %v", err)
 	}
 	var pod *corev1.Pod
