@@ -216,20 +216,10 @@ func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, 
 			return "", res, fmt.Errorf("%s: its container restarted %d times (last exit %d): the supervisor did not restart the trainer in it", name, n, code)
 		}
 	}
-	if rec.signal != "SIG"+c.signal {
-		return "", res, fmt.Errorf("%s: the supervisor saw its trainer die of %s, want SIG%s", job, rec.signal, c.signal)
-	}
-	pidAfter, err := e.rankPID(ctx, ns, survivor, "pytorch", survivorRank)
-	if err != nil {
+	if err := e.survivorKept(ctx, ns, job, survivor, "pytorch", c, survivorRank, pidBefore, rec.recovered); err != nil {
 		return "", res, err
 	}
-	if pidBefore != pidAfter || rec.survivorPID != pidBefore {
-		return "", res, fmt.Errorf("%s: the survivor (rank %d) did not keep its process: PID %d before the kill, %d re-forming, %d after", job, survivorRank, pidBefore, rec.survivorPID, pidAfter)
-	}
 	res.survivorsPID = true
-	if rec.resumed != rec.lastBefore {
-		return "", res, fmt.Errorf("%s: the survivor completed step %d before the kill, the returning rank resumed at step %d: %d steps lost", job, rec.lastBefore, rec.resumed, rec.lastBefore-rec.resumed)
-	}
 	if cond, _ := e.jobCondition(ctx, ns, job); cond == "Failed" {
 		return "", res, fmt.Errorf("%s Failed", job)
 	}
@@ -249,16 +239,41 @@ func (e *env) rankCrashPyTorchJob(ctx context.Context, t *testing.T, ns string, 
 // inProcessRecovery is one rank's in-process recovery as the two pods'
 // logs tell it (kubelet timestamps, one clock with the kill's).
 type inProcessRecovery struct {
-	exitSeen    time.Time // the victim's supervisor saw its trainer die
-	signal      string
-	forked      string    // the new trainer's fork → its code, as its supervisor reports it ("" when not forked)
-	joined      time.Time // every rank arrived at the new generation (the survivor's figures)
-	reformed    time.Time // the group re-formed, the state handed on
-	trained     time.Time // the survivor's first step after
-	survivorPID int
-	lastBefore  int // the survivor's last completed step before it re-formed
-	resumed     int // the step the returning rank resumed at
-	missing     string
+	recovered
+	exitSeen time.Time // the victim's supervisor saw its trainer die
+	forked   string    // the new trainer's fork → its code, as its supervisor reports it ("" when not forked)
+	joined   time.Time // every rank arrived at the new generation (the survivor's figures)
+	reformed time.Time // the group re-formed, the state handed on
+	trained  time.Time // the survivor's first step after
+	missing  string
+}
+
+// recovered is what every in-process recovery must show, from the logs.
+type recovered struct {
+	signal      string // the victim's death, as its supervisor saw it
+	survivorPID int    // the survivor's process as it re-formed
+	lastBefore  int    // the survivor's last completed step before it re-formed
+	resumed     int    // the step the returning rank resumed at
+}
+
+// survivorKept: the victim died of the signal sent, the survivor (rank
+// survivorRank of pod's container) kept its process (pidBefore) and the
+// returning rank resumed at its last completed step.
+func (e *env) survivorKept(ctx context.Context, ns, job, pod, container string, c rankCrashCase, survivorRank, pidBefore int, r recovered) error {
+	if r.signal != "SIG"+c.signal {
+		return fmt.Errorf("%s: the supervisor saw its trainer die of %s, want SIG%s", job, r.signal, c.signal)
+	}
+	pidAfter, err := e.rankPID(ctx, ns, pod, container, survivorRank)
+	if err != nil {
+		return err
+	}
+	if pidBefore != pidAfter || r.survivorPID != pidBefore {
+		return fmt.Errorf("%s: the survivor (rank %d) did not keep its process: PID %d before the kill, %d re-forming, %d after", job, survivorRank, pidBefore, r.survivorPID, pidAfter)
+	}
+	if r.resumed != r.lastBefore {
+		return fmt.Errorf("%s: the survivor completed step %d before the kill, the returning rank resumed at step %d: %d steps lost", job, r.lastBefore, r.resumed, r.lastBefore-r.resumed)
+	}
+	return nil
 }
 
 var (
@@ -374,20 +389,10 @@ func (e *env) rankCrashTrainJob(ctx context.Context, t *testing.T, ns string, c 
 	if rec.agentStopped != "" {
 		return "", res, fmt.Errorf("%s: torchrun's agent saw a worker fail and stopped its workers: %q", name, rec.agentStopped)
 	}
-	if rec.signal != "SIG"+c.signal {
-		return "", res, fmt.Errorf("%s: the supervisor saw its trainer die of %s, want SIG%s", name, rec.signal, c.signal)
-	}
-	pidAfter, err := e.rankPID(ctx, ns, pod.Name, "node", survivorRank)
-	if err != nil {
+	if err := e.survivorKept(ctx, ns, name, pod.Name, "node", c, survivorRank, pidBefore, rec.recovered); err != nil {
 		return "", res, err
 	}
-	if pidBefore != pidAfter || rec.survivorPID != pidBefore {
-		return "", res, fmt.Errorf("%s: the survivor (rank %d) did not keep its process: PID %d before the kill, %d re-forming, %d after", name, survivorRank, pidBefore, rec.survivorPID, pidAfter)
-	}
 	res.survivorsPID = true
-	if rec.resumed != rec.lastBefore {
-		return "", res, fmt.Errorf("%s: the survivor completed step %d before the kill, the returning rank resumed at step %d: %d steps lost", name, rec.lastBefore, rec.resumed, rec.lastBefore-rec.resumed)
-	}
 	counts, err := e.disruptionsNotCounted(ctx, ns, name)
 	if err != nil {
 		return "", res, err
@@ -434,12 +439,9 @@ func containerEnv(p *corev1.Pod, container, name string) string {
 // container log (torchrun's own lines and the workers' stdout, kubelet
 // timestamps) and the workers' stderr (no timestamps) tell it.
 type torchrunRecovery struct {
-	signal       string
+	recovered
 	forked       string    // the new trainer's fork → its code ("" when not forked)
-	survivorPID  int       // the survivor's process as it re-formed
-	lastBefore   int       // the survivor's last completed step before it re-formed
 	resumedAt    time.Time // the returning rank resumed from its peer's state
-	resumed      int
 	trained      time.Time // the returning rank's first step after
 	agentStopped string    // a line of torchrun's agent stopping its workers after the kill
 	missing      string
