@@ -631,16 +631,17 @@ func (e *env) killRank(ctx context.Context, ns, pod, container, signal string, r
 	return t, nil
 }
 
-// killRankScript is goodput.KillRankScript for a trainer whose command is
-// python3 train.py itself: the supervisor's command line (and that of its
-// store's process) holds the trainer's command too, after "trainguard
-// supervise --", so a process whose argv names trainguard is not the trainer.
+// killRankScript is goodput.KillRankScript for a trainer under the
+// supervisor: the supervisor's command line (and that of its store's
+// process) holds the trainer's command too, after "-m trainguard supervise
+// --" or, under torchrun, "trainguard-python", so such a process is not the
+// trainer.
 var killRankScript = func() string {
 	const trainer = `b"torch.distributed.run" not in argv`
 	if !strings.Contains(goodput.KillRankScript, trainer) {
 		panic("goodput.KillRankScript changed: update killRankScript")
 	}
-	return strings.Replace(goodput.KillRankScript, trainer, trainer+` and b"trainguard" not in argv`, 1)
+	return strings.Replace(goodput.KillRankScript, trainer, trainer+` and b"trainguard" not in argv and not any(a.endswith(b"/trainguard-python") for a in argv)`, 1)
 }()
 
 // rankPID is the PID of rank's trainer in pod's container:
