@@ -12,12 +12,12 @@ import (
 type InProcessWay int
 
 const (
-	// InProcessNot: it does not (the why says so).
+	// InProcessNot means it does not (the why says so).
 	InProcessNot InProcessWay = iota
-	// InProcessCommand: the container's command runs under it (python3 -m
+	// InProcessCommand means the container's command runs under it (python3 -m
 	// trainguard supervise -- <command>).
 	InProcessCommand
-	// InProcessTorchrun: torchrun launches the trainers, and starts each
+	// InProcessTorchrun means torchrun launches the trainers and starts each
 	// worker under it: torchrun runs its workers with $PYTHON_EXEC, which
 	// is set to EnvPythonExecValue. The container's command is untouched.
 	InProcessTorchrun
