@@ -56,6 +56,20 @@ print(importlib.metadata.version("trainguard"), trainguard.__version__, type(mig
 	t.Logf("pip install ./sdk/python; distribution, __version__, migrator: %v", got)
 	assert.Equal(t, []string{version.AppVersion, version.AppVersion, "Migrator"}, got,
 		"the installed SDK's distribution version and trainguard.__version__ are the chart's release")
+
+	// The install puts trainguard-python beside the venv's python: what
+	// torchrun runs its workers with under in-process recovery
+	// (PYTHON_EXEC), that python under the supervisor, exit code passed on.
+	run := exec.Command(filepath.Join(venv, "bin", "trainguard-python"), "-c", `import os, sys
+print(sys.executable, b"trainguard-python" in open("/proc/%d/cmdline" % os.getppid(), "rb").read())
+sys.exit(3)`)
+	run.Dir = t.TempDir()
+	run.Env = append(os.Environ(), "PYTHONPATH=", "PYTHONNOUSERSITE=1")
+	out, err = run.Output()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "trainguard-python: %s", out)
+	assert.Equal(t, 3, exit.ExitCode(), "the trainer's exit code, passed on")
+	assert.Equal(t, py+" True", strings.TrimSpace(string(out)), "the venv's python, the supervisor its parent")
 }
 
 // TestOfflineSDKInstallNeedsWheel holds the README's offline note to the
