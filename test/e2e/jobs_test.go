@@ -53,6 +53,22 @@ func pytorchJob(ns, name string, master, worker replica, suspend bool) *unstruct
 	}}
 }
 
+// spreadRanks makes the scheduler prefer a node without another pod of the
+// job for each of its pods (the training operator labels them with the
+// job's name): a scenario that partitions rank 0's node needs its worker
+// elsewhere. Only a preference: a replacement goes where there is room.
+func spreadRanks(pj *unstructured.Unstructured) {
+	term := map[string]any{"weight": int64(100), "podAffinityTerm": map[string]any{
+		"topologyKey":   "kubernetes.io/hostname",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"training.kubeflow.org/job-name": pj.GetName()}},
+	}}
+	for _, r := range pj.Object["spec"].(map[string]any)["pytorchReplicaSpecs"].(map[string]any) {
+		spec := r.(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		spec["affinity"] = map[string]any{"podAntiAffinity": map[string]any{
+			"preferredDuringSchedulingIgnoredDuringExecution": []any{term}}}
+	}
+}
+
 // trainScript runs the repository's example trainer (data-parallel over gloo, the
 // trainguard SDK) and writes its state dumps under /checkpoint/e2e-dumps/JOB,
 // on the shared claim, where the harness reads them from the host.

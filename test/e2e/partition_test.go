@@ -30,7 +30,12 @@ func (e *env) partition(t *testing.T) {
 	ns := e.namespace(ctx, t, "e2e-partition", true)
 	const job = "zombie"
 	script := trainScript(job, 5000, 0.3, 10)
-	if err := e.createJob(ctx, pytorchJob(ns, job, replica{1, "OnFailure", script}, replica{1, "OnFailure", script}, false)); err != nil {
+	pj := pytorchJob(ns, job, replica{1, "OnFailure", script}, replica{1, "OnFailure", script}, false)
+	// The worker on another node: with both ranks on the partitioned node
+	// the zombie is the whole job, blocked in a collective for ever, and
+	// never tries a commit to be refused.
+	spreadRanks(pj)
+	if err := e.createJob(ctx, pj); err != nil {
 		t.Fatalf("create PyTorchJob: %v", err)
 	}
 	defer func() { _ = e.dyn.Resource(pytorchJobs).Namespace(ns).Delete(ctx, job, metav1.DeleteOptions{}) }()
@@ -41,6 +46,9 @@ func (e *env) partition(t *testing.T) {
 	old, err := e.pod(ctx, ns, master)
 	if err != nil || old == nil {
 		t.Fatalf("master pod: %v", err)
+	}
+	if w, _ := e.pod(ctx, ns, job+"-worker-0"); w != nil && w.Spec.NodeName == old.Spec.NodeName {
+		t.Fatalf("both ranks run on %s despite spreadRanks: the scenario needs the worker on another node", old.Spec.NodeName)
 	}
 	idx := strings.TrimPrefix(old.Spec.NodeName, "tg-node-")
 	zombieGen, err := generationIn(e.logs(ctx, ns, master))
