@@ -45,10 +45,10 @@ image trainguard "$root/bin/trainguard" "$root/bin/trainguard-agent" -- \
   -entrypoint /trainguard -user 65532:65532
 # PyTorch: Debian bookworm + python3-torch (cached rootfs) + the SDK and example trainer.
 bash "$root/hack/cluster/pytorch-rootfs.sh" "$CLUSTER_BIN/pytorch-rootfs.tar"
-image pytorch "$CLUSTER_BIN/pytorch-rootfs.tar" "$root/sdk/python/trainguard" "$root/sdk/python/bin" "$root/examples/trainer" -- \
+image pytorch "$CLUSTER_BIN/pytorch-rootfs.tar" "$root/sdk/python/trainguard" "$root/sdk/python/scripts" "$root/examples/trainer" -- \
   -base "$CLUSTER_BIN/pytorch-rootfs.tar" \
   -file "$root/sdk/python/trainguard:/opt/trainguard/sdk/trainguard" \
-  -file "$root/sdk/python/bin/trainguard-python:/usr/local/bin/trainguard-python:0755" \
+  -file "$root/sdk/python/scripts/trainguard-python:/usr/local/bin/trainguard-python:0755" \
   -file "$root/examples/trainer:/opt/trainguard/trainer" \
   -env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -env PYTHONPATH=/opt/trainguard/sdk \
   -env PYTHONUNBUFFERED=1 -workdir /opt/trainguard/trainer -entrypoint /usr/bin/python3

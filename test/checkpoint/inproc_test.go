@@ -217,7 +217,7 @@ func TestInProcessRecoveryUnderTorchrun(t *testing.T) {
 				"examples/trainer/train.py", "--steps", "100000", "--step-delay", "0.1", "--save-every", "100"}
 			tr := startProc(t, p.env("PET_MAX_RESTARTS=1", "PET_MONITOR_INTERVAL=1",
 				"PATH="+filepath.Dir(python)+":"+os.Getenv("PATH"),
-				"PYTHON_EXEC="+filepath.Join(world.repo, "sdk", "python", "bin", "trainguard-python"),
+				"PYTHON_EXEC="+filepath.Join(world.repo, "sdk", "python", "scripts", "trainguard-python"),
 				"TRAINGUARD_INPROCESS_RESTARTS=3", "TRAINGUARD_REFORM_TIMEOUT=30s"), argv...)
 			stderr := func() string {
 				files, _ := filepath.Glob(filepath.Join(logs, "*", "attempt_*", "*", "stderr.log"))
