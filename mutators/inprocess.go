@@ -79,19 +79,12 @@ func InProcess(t *Target) bool {
 	return true
 }
 
-// supervisedWorkers says torchrun starts c's workers under the supervisor.
-func supervisedWorkers(c *corev1.Container) bool {
-	return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
-		return e.Name == contract.EnvPythonExec && e.Value == contract.EnvPythonExecValue && e.ValueFrom == nil
-	})
-}
-
 // InProcessPod completes InProcess for a pod: the rescheduler's record
 // (which only each pod is admitted with) may have stopped the job's
 // in-place restarts since its template was injected.
 func InProcessPod(t *Target) bool {
 	c := t.TrainingContainer()
-	if c == nil || !(Supervised(c) || supervisedWorkers(c)) || !marked(t, contract.InjectionInProcess) {
+	if c == nil || !(Supervised(c) || contract.WorkersSupervised(c)) || !marked(t, contract.InjectionInProcess) {
 		return false
 	}
 	if t.InPlaceStopped {

@@ -47,8 +47,7 @@ const (
 func InProcessApplies(kind string, torchrun bool, c *corev1.Container) (InProcessWay, string) {
 	switch {
 	case torchrun || launchesTorchrun(c) || hasTorchrunEnv(c):
-		if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvPythonExec }); i >= 0 &&
-			(c.Env[i].Value != EnvPythonExecValue || c.Env[i].ValueFrom != nil) {
+		if slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvPythonExec }) && !WorkersSupervised(c) {
 			return InProcessNot, "the container sets " + EnvPythonExec + " (the interpreter torchrun starts its workers with), which trainguard would replace with " +
 				EnvPythonExecValue + ": remove it, or the annotation"
 		}
@@ -57,6 +56,13 @@ func InProcessApplies(kind string, torchrun bool, c *corev1.Container) (InProces
 		return InProcessNot, "only a PyTorchJob's command or torchrun's workers run under the supervisor (its operator sets no RANK, WORLD_SIZE and MASTER_PORT for a plain command)"
 	}
 	return InProcessCommand, ""
+}
+
+// WorkersSupervised says c's env has torchrun start its workers under the
+// supervisor: PYTHON_EXEC is EnvPythonExecValue (its first entry).
+func WorkersSupervised(c *corev1.Container) bool {
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvPythonExec })
+	return i >= 0 && c.Env[i].Value == EnvPythonExecValue && c.Env[i].ValueFrom == nil
 }
 
 // launchesTorchrun says c's command (or, without one, its args) starts

@@ -18,8 +18,8 @@ recovery").
   back-off, the survivors never left, and global rank 0's store stays up.
   So is a trainer that exited 75 (_peer.EXIT_REJOIN: the SDK's "my group
   went on without me": rank 0's pod was replaced): it joins the job's next
-  generation, and
-  when it is not started again the supervisor exits 138 for it.
+  generation, and when it is not started again the supervisor exits 138
+  for it.
   Any other exit code is the trainer's decision and is passed on at once
   (0, 138 of a survivor that gave up, 143 of a stop, a user's sys.exit(2)).
 - Each restart counts toward the job's in-place cap: the webhook sets the
@@ -122,7 +122,7 @@ class _Start:
         self.argv, self.env, self.ranks = argv, env, ranks
         self.initial = _fork.dispositions()  # before the supervisor's handlers
         self.plan, self.keeper, self.store, self.joins, self.generation = None, None, None, False, None
-        self.hosts = False
+        self.hosts = False  # this supervisor hosts the job's store (set below)
         plan, why = _fork.plan(argv, env)
         if plan is not None:
             began = time.monotonic()
