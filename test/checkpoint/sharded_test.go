@@ -22,7 +22,12 @@ import (
 
 const zeroSteps = 40
 
-var lossLine = regexp.MustCompile(`rank (\d+): completed step (\d+) loss (\S+)`)
+// lossLine matches a step's line; the loss is a number only: torchrun's tee
+// of two workers started with -u (print writes its newline apart) can put
+// one worker's line right after another's last digit ("loss
+// 0.642994[default0]:rank 0: completed step 13 ..."), and \S+ then swallowed
+// the second line's start (a fresh-clone run lost rank 0's step 13 so).
+var lossLine = regexp.MustCompile(`rank (\d+): completed step (\d+) loss (-?[0-9.]+|nan)`)
 
 // losses maps "rank/step" to the printed loss.
 func losses(out string) map[string]string {
@@ -147,4 +152,11 @@ func TestZeroShardedCheckpoints(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, before, after, "the refused run wrote checkpoints")
 	})
+}
+
+// TestLossLineReadsGluedLines: two workers' lines as torchrun's tee can
+// glue them, both read.
+func TestLossLineReadsGluedLines(t *testing.T) {
+	got := losses("[default1]:rank 1: completed step 14 loss 0.642994[default0]:rank 0: completed step 13 loss 0.550213\n")
+	assert.Equal(t, map[string]string{"1/14": "0.642994", "0/13": "0.550213"}, got)
 }
